@@ -1,0 +1,1 @@
+//! Paths to guest programs built for the tests.
