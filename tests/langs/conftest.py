@@ -1,0 +1,72 @@
+"""Shared fixtures for the cross-language guard tests.
+
+These tests drive the real `toolgate` binary (``toolgate check``) over guard
+components built from every language's example plugins, and compare their
+verdicts. Paths come from the environment so the test script can point them
+at a fresh build:
+
+- ``TOOLGATE_BIN``: the toolgate binary (default ``target/release/toolgate``).
+- ``TOOLGATE_PLUGINS``: the root of built plugins (default ``build/plugins``),
+  holding one directory per language (``rust``, ``js``, ``python``, ``go``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _path(env: str, default: str) -> Path:
+    return Path(os.environ.get(env, REPO / default))
+
+
+@pytest.fixture(scope="session")
+def toolgate_bin() -> Path:
+    path = _path("TOOLGATE_BIN", "target/release/toolgate")
+    if not path.exists():
+        pytest.fail(f"toolgate binary not found at {path}; build it first")
+    return path
+
+
+@pytest.fixture(scope="session")
+def plugins_root() -> Path:
+    return _path("TOOLGATE_PLUGINS", "build/plugins")
+
+
+def plugin_dir(plugins_root: Path, lang: str, *names: str, tmp: Path) -> Path:
+    """A plugin directory holding just the named components of one language."""
+    out = tmp / f"{lang}-{'-'.join(names)}"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        src = plugins_root / lang / f"{name}.wasm"
+        if not src.exists():
+            pytest.fail(f"{src} is missing; build the {lang} example plugins first")
+        (out / src.name).write_bytes(src.read_bytes())
+    return out
+
+
+def check(
+    toolgate_bin: Path,
+    plugins: Path,
+    seam: str,
+    event: dict[str, Any],
+    state: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Runs one event through `toolgate check` and returns its JSON output."""
+    args = [str(toolgate_bin), "check", "--plugins", str(plugins), "--seam", seam, "--event", "-"]
+    if state is not None:
+        state_file = plugins / "state.json"
+        state_file.write_text(json.dumps(state))
+        args += ["--state", str(state_file)]
+    proc = subprocess.run(
+        args, input=json.dumps(event), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, f"toolgate check failed ({proc.returncode}): {proc.stderr}"
+    return json.loads(proc.stdout)
