@@ -1,0 +1,96 @@
+"""What the adapter puts on the wire: JSON-safe copies of events and state.
+
+symfonic hands its hooks live objects: the ``args`` dict of a tool call is the
+very dict LangGraph will dispatch, and ``state`` is the LangGraph node state
+(message objects, the callback manager, the capability registry). Nothing in
+here keeps a reference to either: every value sent to the service is a fresh,
+JSON-safe copy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+#: Keys of the JSON state the adapter sends with every event. Anything else in
+#: symfonic's node state stays in the process.
+STATE_KEYS: tuple[str, ...] = (
+    "run_id",
+    "tenant_id",
+    "sub_tenant_id",
+    "query",
+    "allowed_tool_names",
+    "tool_calls",
+)
+
+_MAX_DEPTH = 64
+
+
+def json_safe(value: Any, _depth: int = 0) -> Any:
+    """Returns a deep, JSON-serialisable copy of ``value``.
+
+    dicts become dicts with string keys, lists / tuples / sets become lists,
+    strings, booleans, ``None`` and finite numbers are kept; non-finite floats
+    become ``None``; anything else (a LangChain message, a datetime, a custom
+    object) becomes ``str(value)``. Nesting deeper than 64 levels is cut off
+    as a string, so a cyclic structure cannot recurse forever.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if _depth >= _MAX_DEPTH:
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v, _depth + 1) for v in value]
+    return str(value)
+
+
+def _current_tool_calls(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls of this turn: those on the newest AI message, if any."""
+    messages = state.get("messages") or ()
+    if not messages:
+        return []
+    last = messages[-1]
+    calls = getattr(last, "tool_calls", None)
+    if not calls:
+        return []
+    out = []
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        out.append(
+            {
+                "name": str(call.get("name", "")),
+                "args": json_safe(call.get("args") or {}),
+                "id": str(call.get("id", "")),
+            }
+        )
+    return out
+
+
+def state_subset(state: Any) -> dict[str, Any]:
+    """The documented, JSON-safe subset of symfonic's node ``state``.
+
+    Keys (always present; ``None`` when symfonic has no value):
+
+    - ``run_id`` (str): the agent run.
+    - ``tenant_id`` / ``sub_tenant_id`` (str): the run's tenant scope.
+    - ``query`` (str): the user's query for this run.
+    - ``allowed_tool_names`` (list of str): symfonic's allow-list, if set.
+    - ``tool_calls`` (list of ``{"name", "args", "id"}``): every tool call of
+      the current turn (the newest AI message), ``[]`` when there is none.
+    """
+    if not isinstance(state, Mapping):
+        state = {}
+    out: dict[str, Any] = {}
+    for key in ("run_id", "tenant_id", "sub_tenant_id", "query"):
+        value = state.get(key)
+        out[key] = None if value is None else str(value)
+    allowed = state.get("allowed_tool_names")
+    out["allowed_tool_names"] = None if allowed is None else [str(n) for n in allowed]
+    out["tool_calls"] = _current_tool_calls(state)
+    return out

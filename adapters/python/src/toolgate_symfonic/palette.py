@@ -1,0 +1,126 @@
+"""Applying routing guards' narrowing through symfonic's tool-palette resolver.
+
+symfonic's ``on_tool_routing_decision`` hook is observe-only: whatever a
+handler returns is ignored. The one place where user code decides which tools
+are bound to the model is the ``ToolPaletteResolver`` capability
+(``symfonic.core.tool_palette_resolver``): on every React iteration, before
+``bind_tools``, the react node calls ``resolve(state, role, all_tools)`` and
+binds what it returns (``None`` = unchanged). ``all_tools`` has already been
+narrowed by symfonic's own routing when ``tool_routing_mode="enforce"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._wire import state_subset
+from .handler import describe_tools, tool_name_of
+
+if TYPE_CHECKING:
+    from .handler import ToolgateHandler
+
+logger = logging.getLogger("toolgate_symfonic")
+
+
+class ToolgatePaletteResolver:
+    """A symfonic ``ToolPaletteResolver`` that hides what routing guards hid.
+
+    On the first model turn of a run for which symfonic fired
+    ``on_tool_routing_decision`` (``tool_routing_mode`` "observe" or
+    "enforce", and symfonic's narrower dropped at least one tool), it posts
+    that event to the service's routing seam, enriched with the visible
+    tools' descriptions, the query, the JSON state subset and the run's
+    tenant; later turns reuse the verdict. Every tool that symfonic offered
+    the guards and the guards did not keep is removed from the palette.
+    Tools symfonic did not offer (in "observe" mode the model still sees
+    the full manifest) are left alone: a guard can hide a tool, never add
+    one.
+
+    Args:
+        handler: The :class:`~toolgate_symfonic.ToolgateHandler` registered
+            on the same runs (its transport, tenant and failure policy
+            apply).
+        inner: The resolver this one wraps (symfonic's own, which applies
+            ``FrameworkConfig.role_tools``), consulted first.
+        always_route: Also consult the routing seam on runs for which
+            symfonic fired no routing event (routing "off", or its narrower
+            kept every tool). The event is then built from the palette:
+            ``mode`` is ``"off"`` when symfonic fired nothing, ``intent_label``
+            ``""``, and every palette tool is offered.
+    """
+
+    def __init__(
+        self,
+        handler: ToolgateHandler,
+        inner: Any | None = None,
+        *,
+        always_route: bool = False,
+    ) -> None:
+        self.handler = handler
+        self.inner = inner
+        self.always_route = always_route
+
+    async def resolve(
+        self,
+        state: dict[str, Any],
+        role: str,
+        all_tools: list[Any],
+    ) -> list[Any] | None:
+        """Returns the palette for this turn, or ``None`` for "unchanged"."""
+        base: list[Any] | None = None
+        if self.inner is not None:
+            try:
+                base = await self.inner.resolve(state, role, all_tools)
+            except Exception:  # noqa: BLE001 - symfonic's own contract: degrade
+                logger.exception("toolgate: wrapped ToolPaletteResolver raised; ignoring it")
+                base = None
+        tools = list(base) if base is not None else list(all_tools)
+        try:
+            run = await self._verdict(state, tools)
+        except Exception:  # noqa: BLE001 - a resolver error would only be logged by symfonic
+            logger.exception("toolgate: palette resolution failed; palette unchanged")
+            return base
+        if run is None:
+            return base
+        if run.closed:
+            return []
+        hidden = run.hidden
+        if not hidden:
+            return base
+        return [t for t in tools if tool_name_of(t) not in hidden]
+
+    async def _verdict(self, state: Any, tools: list[Any]) -> Any:
+        """The run's routing record once the guards have been consulted."""
+        sub = state_subset(state)
+        run_id = sub.get("run_id")
+        if not run_id:
+            return None
+        run = self.handler._remember(sub, run_id)
+        if run.routed:
+            return run
+        if run.routing_event is not None:
+            event = dict(run.routing_event)
+        elif self.always_route:
+            names = [n for n in (tool_name_of(t) for t in tools) if n]
+            event = {
+                "run_id": run_id,
+                "mode": "off",
+                "intent_label": "",
+                "total_tools": len(names),
+                "narrowed_tool_names": names,
+                "saved_tokens_estimate": 0,
+            }
+        else:
+            return None
+        described = {t["name"]: t for t in describe_tools(tools)}
+        event["tools"] = [
+            described.get(name, {"name": name, "description": ""})
+            for name in event["narrowed_tool_names"]
+        ]
+        query = state.get("query") if isinstance(state, Mapping) else None
+        if isinstance(query, str):
+            event["query"] = query
+        await self.handler._route(run, event)
+        return run
