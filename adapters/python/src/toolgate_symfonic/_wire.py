@@ -83,6 +83,8 @@ def state_subset(state: Any) -> dict[str, Any]:
     - ``allowed_tool_names`` (list of str): symfonic's allow-list, if set.
     - ``tool_calls`` (list of ``{"name", "args", "id"}``): every tool call of
       the current turn (the newest AI message), ``[]`` when there is none.
+      At the rewrite seam it is always ``[]``: symfonic calls
+      ``on_tool_call_dispatch`` before the turn's AI message is in its state.
     """
     if not isinstance(state, Mapping):
         state = {}

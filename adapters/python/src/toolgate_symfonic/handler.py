@@ -257,6 +257,9 @@ class ToolgateHandler(BaseCallbackHandler):
         """Rewrite: ``None`` (unchanged) or ``{"tool_name", "args"}``."""
         try:
             sub = state_subset(state)
+            # The AI message being dispatched is not in symfonic's state yet:
+            # whatever is there belongs to an earlier turn.
+            sub["tool_calls"] = []
             run = self._remember(sub, event.run_id)
             wire_event = {
                 "run_id": str(event.run_id),

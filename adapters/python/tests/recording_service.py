@@ -1,0 +1,90 @@
+"""A loopback HTTP server that records what the adapter sends.
+
+Used by the adapter's own tests (wire format, headers, connection reuse,
+failure handling). It answers with scripted values; it is not toolgate and
+runs no guard. The end-to-end tests use the real ``toolgate serve``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Answer = Callable[[dict[str, Any]], tuple[int, Any]]
+
+
+def _default_answer(seam: str) -> Answer:
+    def answer(body: dict[str, Any]) -> tuple[int, Any]:
+        if seam == "routing":
+            return 200, body["event"]["narrowed_tool_names"]
+        return 200, None
+
+    return answer
+
+
+class RecordingService:
+    """Records every request; answers per seam with ``answers[seam](body)``."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.answers: dict[str, Answer] = {
+            s: _default_answer(s) for s in ("steering", "rewrite", "routing", "result")
+        }
+        self.delay: dict[str, float] = {}
+        self.client_ports: set[int] = set()
+        self._lock = threading.Lock()
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length)
+                seam = self.path.split("?")[0].rsplit("/", 1)[-1]
+                with service._lock:
+                    service.client_ports.add(self.client_address[1])
+                    body = json.loads(raw)
+                    service.requests.append(
+                        {"path": self.path, "seam": seam, "headers": dict(self.headers), "body": body}
+                    )
+                    answer = service.answers.get(seam)
+                    delay = service.delay.get(seam, 0.0)
+                if delay:
+                    time.sleep(delay)
+                status, value = (404, {"error": "unknown seam"}) if answer is None else answer(body)
+                payload = value if isinstance(value, bytes) else json.dumps(value).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def seam_requests(self, seam: str) -> list[dict[str, Any]]:
+        """The recorded request bodies sent to one seam."""
+        with self._lock:
+            return [r["body"] for r in self.requests if r["seam"] == seam]
+
+    def __enter__(self) -> RecordingService:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,540 @@
+"""The adapter against the real symfonic agent and a recording HTTP service.
+
+These pin what goes on the wire, what symfonic receives back, and how the
+handler behaves when the service fails. No guard runs here: the service
+answers with scripted values (see ``recording_service``). The same hooks
+against the real ``toolgate serve`` are in ``test_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Any
+
+import pytest
+from agent_kit import call, calls, make_agent, say, scope
+from symfonic.core.contracts.callbacks import (
+    BeforeToolCallEvent,
+    ToolCallDispatchEvent,
+    ToolResultCallbackEvent,
+    ToolRoutingDecisionEvent,
+)
+
+from toolgate_symfonic import (
+    FAIL_CLOSED_MESSAGE,
+    STATE_KEYS,
+    ToolgateHandler,
+    json_safe,
+)
+
+ALL_TOOLS = ["run_query", "send_email", "delete_user", "list_tables", "loop"]
+ROUTING_KEYWORDS = {"run_query": ["query"], "send_email": ["email"], "delete_user": ["delete"]}
+ROUTED_QUERY = "run the query and email the result"
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def drive(agent: Any, handler: ToolgateHandler, query: str = "q", **kw: Any) -> Any:
+    try:
+        return await agent.run(query, callbacks=[handler], **kw)
+    finally:
+        await handler.aclose()
+
+
+def skip_answer(content: str, is_error: bool) -> Any:
+    return lambda body: (200, {"action": "skip", "content": content, "is_error": is_error})
+
+
+# ---------------------------------------------------------------------------
+# Wire format
+# ---------------------------------------------------------------------------
+
+
+def test_events_and_state_on_the_wire(service: Any) -> None:
+    agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("done")])
+    handler = ToolgateHandler(service.url)
+    resp = run(drive(agent, handler, "count the users", scope=scope("acme")))
+    assert resp.final_response == "done"
+    assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result"]
+    assert {r["path"] for r in service.requests} == {
+        "/v1/rewrite",
+        "/v1/steering",
+        "/v1/result",
+    }
+
+    rewrite, steering, result = (r["body"] for r in service.requests)
+    run_id = steering["state"]["run_id"]
+    assert isinstance(run_id, str) and run_id
+    assert steering["event"] == {
+        "run_id": run_id,
+        "tool_name": "run_query",
+        "call_id": "c1",
+        "args": {"sql": "SELECT 1 WHERE a"},
+    }
+    assert rewrite["event"] == {
+        "run_id": run_id,
+        "iteration_index": 0,
+        "node_name": "react",
+        "call_id": "c1",
+        "tool_name": "run_query",
+        "args": {"sql": "SELECT 1 WHERE a"},
+        "available_tools": ALL_TOOLS,
+    }
+    assert result["event"] == {
+        "run_id": run_id,
+        "tool_name": "run_query",
+        "result": "ok: SELECT 1 WHERE a",
+        "call_id": "c1",
+        "deferred": False,
+        "is_error": False,
+    }
+    expected_state = {
+        "run_id": run_id,
+        "tenant_id": "acme",
+        "sub_tenant_id": None,
+        "query": "count the users",
+        "allowed_tool_names": None,
+        "tool_calls": [{"name": "run_query", "args": {"sql": "SELECT 1 WHERE a"}, "id": "c1"}],
+    }
+    assert set(expected_state) == set(STATE_KEYS)
+    assert steering["state"] == expected_state
+    # At the rewrite seam the turn's AI message is not in symfonic's state yet.
+    assert rewrite["state"] == {**expected_state, "tool_calls": []}
+    # The result seam has no state in symfonic; the run's is sent, minus calls.
+    assert result["state"] == {**expected_state, "tool_calls": []}
+    # The tenant defaults to the run's TenantScope.
+    assert {r["body"].get("tenant") for r in service.requests} == {"acme"}
+    assert t.ran == [("run_query", {"sql": "SELECT 1 WHERE a"})]
+    assert handler.failures == {}
+
+
+def test_no_tenant_field_without_a_scope(service: Any) -> None:
+    agent, _ = make_agent([call("list_tables", "c1"), say("done")])
+    run(drive(agent, ToolgateHandler(service.url)))
+    assert service.requests
+    assert all("tenant" not in r["body"] for r in service.requests)
+    assert service.requests[1]["body"]["state"]["tenant_id"] is None
+
+
+def test_token_and_fixed_tenant(service: Any) -> None:
+    agent, _ = make_agent([call("list_tables", "c1"), say("done")])
+    handler = ToolgateHandler(service.url, token="s3cret", tenant="globex")
+    run(drive(agent, handler, scope=scope("acme")))
+    assert len(service.requests) == 3
+    for r in service.requests:
+        assert r["headers"]["Authorization"] == "Bearer s3cret"
+        assert r["headers"]["Content-Type"] == "application/json"
+        assert r["body"]["tenant"] == "globex"
+        # The state still says which scope the run had.
+        assert r["body"]["state"]["tenant_id"] == "acme"
+
+
+def test_multi_call_turn_is_judged_per_call(service: Any) -> None:
+    service.answers["steering"] = lambda b: (
+        (200, {"action": "skip", "content": "no email today", "is_error": False})
+        if b["event"]["tool_name"] == "send_email"
+        else (200, None)
+    )
+    agent, t = make_agent(
+        [
+            calls(("send_email", "e1", {"to": "a@b.c"}), ("list_tables", "l1", {})),
+            say("done"),
+        ]
+    )
+    handler = ToolgateHandler(service.url)
+    run(drive(agent, handler))
+    steering = service.seam_requests("steering")
+    assert [b["event"]["call_id"] for b in steering] == ["e1", "l1"]
+    both = [{"name": "send_email", "args": {"to": "a@b.c"}, "id": "e1"},
+            {"name": "list_tables", "args": {}, "id": "l1"}]
+    assert all(b["state"]["tool_calls"] == both for b in steering)
+    assert t.ran == [("list_tables", {})]
+    assert t.tool_message("e1").status == "success"
+    assert t.tool_message("e1").content == "no email today"
+    assert t.tool_message("l1").content == "users, orders"
+    # A skipped call produces no result event.
+    assert [b["event"]["call_id"] for b in service.seam_requests("result")] == ["l1"]
+
+
+def test_connections_are_reused(service: Any) -> None:
+    # Distinct tools: symfonic cuts a loop that repeats one tool name.
+    script = [
+        call("list_tables", "c1"),
+        call("run_query", "c2", sql="SELECT 2 WHERE a"),
+        call("loop", "c3", n=3),
+        call("delete_user", "c4", user_id="u4"),
+        call("send_email", "c5", to="x@y.z"),
+        say("done"),
+    ]
+    agent, t = make_agent(script)
+    run(drive(agent, ToolgateHandler(service.url)))
+    assert len(t.ran) == 5
+    assert len(service.requests) == 15
+    assert len(service.client_ports) == 1
+
+
+# ---------------------------------------------------------------------------
+# Verdicts reach symfonic
+# ---------------------------------------------------------------------------
+
+
+def test_steer_verdict_becomes_an_error_tool_message(service: Any) -> None:
+    service.answers["steering"] = skip_answer("Add a WHERE clause.", True)
+    agent, t = make_agent([call("run_query", "c1", sql="DELETE FROM users"), say("ok")])
+    run(drive(agent, ToolgateHandler(service.url)))
+    assert t.ran == []
+    msg = t.tool_message("c1")
+    assert (msg.status, msg.content) == ("error", "Add a WHERE clause.")
+
+
+def test_rewrite_verdict_changes_the_dispatched_call(service: Any) -> None:
+    service.answers["rewrite"] = lambda b: (
+        200,
+        {"tool_name": "run_query", "args": {"sql": b["event"]["args"]["sql"] + " LIMIT 5"}},
+    )
+    agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("ok")])
+    run(drive(agent, ToolgateHandler(service.url)))
+    assert t.ran == [("run_query", {"sql": "SELECT 1 WHERE a LIMIT 5"})]
+    # Steering sees the rewritten call.
+    assert service.seam_requests("steering")[0]["event"]["args"] == {"sql": "SELECT 1 WHERE a LIMIT 5"}
+
+
+def test_rewrite_to_an_unknown_tool_is_dropped_by_symfonic(service: Any) -> None:
+    service.answers["rewrite"] = lambda b: (200, {"tool_name": "format_disk", "args": {}})
+    agent, t = make_agent([call("list_tables", "c1"), say("ok")])
+    run(drive(agent, ToolgateHandler(service.url)))
+    assert t.ran == [("list_tables", {})]
+
+
+# ---------------------------------------------------------------------------
+# Failures
+# ---------------------------------------------------------------------------
+
+
+def test_unreachable_service_fail_open(dead_url: str, caplog: Any) -> None:
+    agent, t = make_agent([call("run_query", "c1", sql="DELETE FROM users"), say("ok")])
+    handler = ToolgateHandler(dead_url, timeout=2.0)
+    with caplog.at_level(logging.WARNING, logger="toolgate_symfonic"):
+        run(drive(agent, handler))
+    assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
+    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolgate_symfonic"]
+    assert any("steering call to" in m and "letting the call proceed" in m for m in logged), logged
+    assert any("ConnectError" in m for m in logged), logged
+
+
+def test_unreachable_service_fail_closed(dead_url: str) -> None:
+    agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("ok")])
+    handler = ToolgateHandler(dead_url, failure_policy="fail_closed")
+    run(drive(agent, handler))
+    assert t.ran == []
+    msg = t.tool_message("c1")
+    assert (msg.status, msg.content) == ("error", FAIL_CLOSED_MESSAGE)
+    assert handler.failures == {"rewrite": 1, "steering": 1}
+
+
+@pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
+def test_timeout_is_a_failure(service: Any, policy: str) -> None:
+    service.delay["steering"] = 3.0
+    agent, t = make_agent([call("list_tables", "c1"), say("ok")])
+    handler = ToolgateHandler(service.url, timeout=0.3, failure_policy=policy)  # type: ignore[arg-type]
+    start = time.monotonic()
+    run(drive(agent, handler))
+    assert time.monotonic() - start < 2.5
+    assert handler.failures == {"steering": 1}
+    if policy == "fail_open":
+        assert t.ran == [("list_tables", {})]
+    else:
+        assert t.ran == []
+        assert t.tool_message("c1").content == FAIL_CLOSED_MESSAGE
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (500, {"error": "boom"}),
+        (401, {"error": "missing token"}),
+        (200, 42),
+        (200, {"action": "skip", "content": ""}),
+        (200, {"action": "explode"}),
+        (200, {"action": "skip", "content": "x", "is_error": "yes"}),
+        (200, b"not json"),
+    ],
+)
+def test_bad_answers_follow_the_policy(service: Any, answer: tuple[int, Any]) -> None:
+    service.answers["steering"] = lambda b: answer
+    service.answers["rewrite"] = lambda b: answer
+    for policy, ran in (("fail_open", True), ("fail_closed", False)):
+        agent, t = make_agent([call("list_tables", "c1"), say("ok")])
+        handler = ToolgateHandler(service.url, failure_policy=policy)  # type: ignore[arg-type]
+        run(drive(agent, handler))
+        assert handler.failures["steering"] == 1
+        # A failed rewrite never rewrites, whatever the policy.
+        assert handler.failures["rewrite"] == 1
+        assert (t.ran == [("list_tables", {})]) is ran
+
+
+def test_hooks_never_raise_on_odd_input(dead_url: str) -> None:
+    handler = ToolgateHandler(dead_url, failure_policy="fail_closed", timeout=1.0)
+
+    async def go() -> list[Any]:
+        out = [
+            await handler.on_before_tool_call(
+                BeforeToolCallEvent(run_id="r", tool_name="t", call_id="c", args=None),  # type: ignore[arg-type]
+                None,  # type: ignore[arg-type]
+            ),
+            await handler.on_tool_call_dispatch(
+                ToolCallDispatchEvent(
+                    run_id="r", iteration_index=0, node_name="react", call_id="c",
+                    tool_name="t", args={"x": object()}, available_tools=("t",),
+                ),
+                {"messages": "not a list"},
+            ),
+            await handler.on_tool_routing_decision(
+                ToolRoutingDecisionEvent(
+                    run_id="r", mode="enforce", intent_label="action",
+                    total_tools=2, narrowed_tool_names=["t"],
+                )
+            ),
+            await handler.on_tool_result(
+                ToolResultCallbackEvent(run_id="r", tool_name="t", result=object(), call_id="c")
+            ),
+            await handler.on_before_tool_call(object(), {})  # type: ignore[arg-type]
+        ]
+        await handler.aclose()
+        return out
+
+    steer, rewrite, routing, result, odd = run(go())
+    assert steer == {"action": "skip", "content": FAIL_CLOSED_MESSAGE, "is_error": True}
+    assert odd == steer
+    assert (rewrite, routing, result) == (None, None, None)
+    assert handler.visible_tools("r") == []
+
+
+def test_json_safe_copies_and_sanitises() -> None:
+    inner = {"b": [1, 2]}
+    value = {"a": inner, "t": (1, "x"), 3: float("nan"), "o": object(), "f": 1.5}
+    out = json_safe(value)
+    assert out["a"] == inner and out["a"] is not inner and out["a"]["b"] is not inner["b"]
+    assert out["t"] == [1, "x"]
+    assert out["3"] is None
+    assert out["o"].startswith("<object object")
+    assert out["f"] == 1.5
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    depth, node = 0, json_safe(cyclic)
+    while isinstance(node, list):
+        node, depth = node[0], depth + 1
+    assert isinstance(node, str) and depth <= 65
+    assert not math.isnan(json_safe(1.0))
+
+
+def test_args_mutation_after_the_hook_does_not_leak(service: Any) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def answer(body: dict[str, Any]) -> tuple[int, Any]:
+        seen.append(body["event"]["args"])
+        return 200, None
+
+    service.answers["steering"] = answer
+    handler = ToolgateHandler(service.url)
+    args = {"sql": "SELECT 1", "opts": {"n": 1}}
+
+    async def go() -> None:
+        event = BeforeToolCallEvent(run_id="r", tool_name="run_query", call_id="c", args=args)
+        assert await handler.on_before_tool_call(event, {"run_id": "r"}) is None
+        await handler.aclose()
+
+    run(go())
+    assert seen == [{"sql": "SELECT 1", "opts": {"n": 1}}]
+    assert args == {"sql": "SELECT 1", "opts": {"n": 1}}
+
+
+def test_constructor_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="failure_policy"):
+        ToolgateHandler("http://x", failure_policy="deny")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="timeout"):
+        ToolgateHandler("http://x", timeout=0)
+    with pytest.raises(ValueError, match="max_runs"):
+        ToolgateHandler("http://x", max_runs=0)
+
+
+def test_runs_are_forgotten_oldest_first(service: Any) -> None:
+    handler = ToolgateHandler(service.url, max_runs=2)
+
+    async def go() -> None:
+        for rid in ("r1", "r2", "r3"):
+            await handler.on_tool_routing_decision(
+                ToolRoutingDecisionEvent(
+                    run_id=rid, mode="enforce", intent_label="action",
+                    total_tools=3, narrowed_tool_names=["a", "b"],
+                )
+            )
+        await handler.aclose()
+
+    run(go())
+    assert handler.visible_tools("r1") is None
+    assert handler.visible_tools("r2") == ["a", "b"]
+    assert handler.visible_tools("r3") == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------
+# Routing through the palette resolver
+# ---------------------------------------------------------------------------
+
+
+def hide(*names: str) -> Any:
+    return lambda b: (
+        200,
+        [n for n in b["event"]["narrowed_tool_names"] if n not in names],
+    )
+
+
+def test_routing_enforce_through_the_palette_resolver(service: Any) -> None:
+    service.answers["routing"] = hide("send_email")
+    agent, t = make_agent(
+        [call("run_query", "c1", sql="SELECT 1 WHERE a"), say("done")],
+        tool_routing_mode="enforce",
+        trigger_keywords=ROUTING_KEYWORDS,
+    )
+    handler = ToolgateHandler(service.url)
+    handler.install(agent)
+    run(drive(agent, handler, ROUTED_QUERY, scope=scope("acme")))
+
+    (routing,) = service.seam_requests("routing")
+    run_id = routing["event"]["run_id"]
+    assert routing["event"] == {
+        "run_id": run_id,
+        "mode": "enforce",
+        "intent_label": "action",
+        "total_tools": 5,
+        "narrowed_tool_names": ["run_query", "send_email", "list_tables", "loop"],
+        "saved_tokens_estimate": routing["event"]["saved_tokens_estimate"],
+        "tools": [
+            {"name": "run_query", "description": "Run a SQL query against the customer database."},
+            {"name": "send_email", "description": "Send an email to a customer."},
+            {"name": "list_tables", "description": "List the database tables."},
+            {"name": "loop", "description": "A harmless tool whose name a hostile guard reacts to."},
+        ],
+        "query": ROUTED_QUERY,
+    }
+    assert routing["event"]["saved_tokens_estimate"] > 0
+    assert routing["tenant"] == "acme"
+    assert routing["state"]["tenant_id"] == "acme" and routing["state"]["run_id"] == run_id
+    # symfonic dropped delete_user; the guard hid send_email; both turns.
+    assert t.bound == [["run_query", "list_tables", "loop"]] * 2
+    (rewrite,) = service.seam_requests("rewrite")
+    assert rewrite["event"]["available_tools"] == ["run_query", "list_tables", "loop"]
+    assert handler.visible_tools(run_id) == ["run_query", "list_tables", "loop"]
+    assert handler.hidden_tools(run_id) == {"send_email"}
+
+
+def test_routing_observe_hides_only_what_guards_hid(service: Any) -> None:
+    service.answers["routing"] = hide("send_email")
+    agent, t = make_agent(
+        [say("done")], tool_routing_mode="observe", trigger_keywords=ROUTING_KEYWORDS
+    )
+    handler = ToolgateHandler(service.url)
+    handler.install(agent)
+    run(drive(agent, handler, ROUTED_QUERY))
+    assert service.seam_requests("routing")[0]["event"]["mode"] == "observe"
+    assert t.bound == [["run_query", "delete_user", "list_tables", "loop"]]
+
+
+def test_routing_without_resolver_is_observed_only(service: Any) -> None:
+    service.answers["routing"] = hide("send_email")
+    agent, t = make_agent(
+        [say("done")], tool_routing_mode="enforce", trigger_keywords=ROUTING_KEYWORDS
+    )
+    handler = ToolgateHandler(service.url)
+    run(drive(agent, handler, ROUTED_QUERY))
+    (routing,) = service.seam_requests("routing")
+    assert "tools" not in routing["event"] and "query" not in routing["event"]
+    assert t.bound == [["run_query", "send_email", "list_tables", "loop"]]
+    assert handler.hidden_tools(routing["event"]["run_id"]) == {"send_email"}
+
+
+def test_routing_guard_cannot_add_tools(service: Any) -> None:
+    service.answers["routing"] = lambda b: (200, ["run_query", "delete_user", "format_disk"])
+    agent, t = make_agent(
+        [say("done")], tool_routing_mode="enforce", trigger_keywords=ROUTING_KEYWORDS
+    )
+    handler = ToolgateHandler(service.url)
+    handler.install(agent)
+    run(drive(agent, handler, ROUTED_QUERY))
+    assert t.bound == [["run_query"]]
+
+
+def test_always_route_consults_when_symfonic_routing_is_off(service: Any) -> None:
+    service.answers["routing"] = hide("delete_user", "loop")
+    agent, t = make_agent([call("list_tables", "c1"), say("done")])
+    handler = ToolgateHandler(service.url)
+    handler.install(agent, always_route=True)
+    run(drive(agent, handler, "hello"))
+    (routing,) = service.seam_requests("routing")
+    assert routing["event"]["mode"] == "off"
+    assert routing["event"]["narrowed_tool_names"] == ALL_TOOLS
+    assert routing["event"]["query"] == "hello"
+    assert t.bound == [["run_query", "send_email", "list_tables"]] * 2
+
+
+def test_routing_off_and_no_always_route_makes_no_call(service: Any) -> None:
+    agent, t = make_agent([say("done")])
+    handler = ToolgateHandler(service.url)
+    handler.install(agent)
+    run(drive(agent, handler))
+    assert service.seam_requests("routing") == []
+    assert t.bound == [ALL_TOOLS]
+
+
+def test_routing_failure_fail_open_and_fail_closed(dead_url: str) -> None:
+    for policy, bound in (("fail_open", [["run_query", "send_email", "list_tables", "loop"]]),
+                          ("fail_closed", [])):
+        agent, t = make_agent(
+            [say("done")], tool_routing_mode="enforce", trigger_keywords=ROUTING_KEYWORDS
+        )
+        handler = ToolgateHandler(dead_url, failure_policy=policy)  # type: ignore[arg-type]
+        handler.install(agent)
+        resp = run(drive(agent, handler, ROUTED_QUERY))
+        assert resp.final_response == "done"
+        assert handler.failures == {"routing": 1}
+        # fail_closed binds no tool at all (symfonic skips bind_tools).
+        assert t.bound == bound
+
+
+def test_deny_hidden_tools(service: Any) -> None:
+    service.answers["routing"] = hide("send_email")
+    agent, t = make_agent(
+        [call("send_email", "e1", to="x@y.z"), say("done")],
+        tool_routing_mode="enforce",
+        trigger_keywords=ROUTING_KEYWORDS,
+    )
+    handler = ToolgateHandler(service.url, deny_hidden_tools=True)
+    handler.install(agent)
+    run(drive(agent, handler, ROUTED_QUERY))
+    assert t.ran == []
+    msg = t.tool_message("e1")
+    assert msg.status == "error" and "send_email" in msg.content
+    assert service.seam_requests("steering") == []
+
+
+def test_install_keeps_role_tools(service: Any) -> None:
+    from symfonic.agent import FrameworkConfig
+
+    agent, t = make_agent([say("done")])
+    agent._config = agent._config.model_copy(
+        update={"role_tools": {"action": frozenset({"run_query", "send_email"})}}
+    )
+    assert isinstance(agent._config, FrameworkConfig)
+    service.answers["routing"] = hide("send_email")
+    handler = ToolgateHandler(service.url)
+    handler.install(agent, always_route=True)
+    run(drive(agent, handler))
+    (routing,) = service.seam_requests("routing")
+    assert routing["event"]["narrowed_tool_names"] == ["run_query", "send_email"]
+    assert t.bound == [["run_query"]]
