@@ -1,0 +1,183 @@
+// Builds a guard (TypeScript or JavaScript) into a toolgate component.
+//
+// 1. esbuild bundles the guard with the SDK; the bundle is imported once in Node (with the
+//    host interface stubbed) to read which hooks its default export implements.
+// 2. An entry module exports, for each of those seams, the SDK's glue bound to the guard;
+//    esbuild bundles it into one ES module that imports only `toolgate:guard/host`.
+// 3. componentize-js builds the component against the contract's `<seam>-guard` world (one
+//    seam) or a generated world exporting exactly the implemented seams, with every WASI
+//    feature of the engine disabled: the component imports nothing but `toolgate:guard/*`.
+
+import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import * as esbuild from 'esbuild';
+import { _addPreopen } from '@bytecodealliance/preview2-shim/filesystem';
+import { componentize } from '@bytecodealliance/componentize-js';
+import { componentWit } from '@bytecodealliance/jco-transpile/wasm-tools';
+import { HOOKS, SDK_DIR, SEAMS, readGuardWit, worldFor } from './wit.mjs';
+
+/** Every optional feature of the StarlingMonkey engine; all are disabled. */
+const DISABLED_FEATURES = ['stdio', 'random', 'clocks', 'http', 'fetch-event'];
+
+const HOST_MODULE = 'toolgate:guard/host@0.1.0';
+
+/** The bundler options shared by the probe and the component bundle. */
+function bundleOptions() {
+  return {
+    bundle: true,
+    format: 'esm',
+    platform: 'neutral',
+    target: 'es2022',
+    write: false,
+    logLevel: 'silent',
+    legalComments: 'none',
+    alias: {
+      '@toolgate/guest/glue': join(SDK_DIR, 'src', 'glue.ts'),
+      '@toolgate/guest': join(SDK_DIR, 'src', 'index.ts'),
+    },
+  };
+}
+
+function bundleError(err, what) {
+  const msgs = err?.errors?.map((e) => {
+    const loc = e.location ? `${e.location.file}:${e.location.line}:${e.location.column}: ` : '';
+    return `${loc}${e.text}`;
+  });
+  return new Error(`${what}: ${msgs?.length ? msgs.join('\n') : err.message}`);
+}
+
+/** The hooks the guard's default export implements, found by running the module in Node. */
+async function probeHooks(guardPath, workDir) {
+  const stub = {
+    name: 'toolgate-host-stub',
+    setup(build) {
+      build.onResolve({ filter: /^toolgate:/ }, (args) => ({ path: args.path, namespace: 'stub' }));
+      build.onLoad({ filter: /.*/, namespace: 'stub' }, () => ({
+        contents: 'export function log() {}\nexport function config() { return "{}"; }\n',
+        loader: 'js',
+      }));
+    },
+  };
+  let result;
+  try {
+    result = await esbuild.build({ ...bundleOptions(), entryPoints: [guardPath], plugins: [stub] });
+  } catch (err) {
+    throw bundleError(err, `cannot bundle ${guardPath}`);
+  }
+  const probePath = join(workDir, 'probe.mjs');
+  await writeFile(probePath, result.outputFiles[0].contents);
+  let mod;
+  try {
+    mod = await import(pathToFileURL(probePath).href);
+  } catch (err) {
+    throw new Error(`${guardPath} failed to load: ${err.message}`);
+  }
+  const guard = mod.default;
+  if (guard === null || typeof guard !== 'object') {
+    throw new Error(`${guardPath} must export default a guard: export default defineGuard({ ... })`);
+  }
+  const keys = Object.keys(guard);
+  const unknown = keys.filter((k) => !HOOKS.includes(k));
+  if (unknown.length) {
+    throw new Error(`${guardPath}: unknown hook(s) ${unknown.join(', ')}; hooks are ${HOOKS.join(', ')}`);
+  }
+  const hooks = keys.filter((k) => typeof guard[k] === 'function');
+  if (hooks.length !== keys.length) {
+    throw new Error(`${guardPath}: every hook must be a function`);
+  }
+  if (hooks.length === 0) {
+    throw new Error(`${guardPath}: the guard implements no hook; hooks are ${HOOKS.join(', ')}`);
+  }
+  return hooks;
+}
+
+/** Bundles the guard and its glue into one ES module importing only the host interface. */
+async function bundleComponentSource(guardPath, hooks) {
+  const seams = SEAMS.filter((s) => hooks.includes(s.hook));
+  const entry = [
+    `import guard from ${JSON.stringify(guardPath)};`,
+    `import { bind, routeConsoleToHostLog } from '@toolgate/guest/glue';`,
+    'routeConsoleToHostLog();',
+    ...seams.map((s) => `export const ${s.iface} = bind.${s.seam}(guard);`),
+    '',
+  ].join('\n');
+  let result;
+  try {
+    result = await esbuild.build({
+      ...bundleOptions(),
+      stdin: { contents: entry, resolveDir: dirname(guardPath), sourcefile: 'toolgate-entry.js', loader: 'js' },
+      external: ['toolgate:*'],
+      minifySyntax: true,
+      metafile: true,
+    });
+  } catch (err) {
+    throw bundleError(err, `cannot bundle ${guardPath}`);
+  }
+  const imports = result.metafile.outputs[Object.keys(result.metafile.outputs)[0]].imports
+    .filter((i) => i.external)
+    .map((i) => i.path);
+  const foreign = imports.filter((p) => p !== HOST_MODULE);
+  if (foreign.length) {
+    throw new Error(`${guardPath} imports ${foreign.join(', ')}; a guard may import only ${HOST_MODULE} (through @toolgate/guest) and bundled code`);
+  }
+  return result.outputFiles[0].text;
+}
+
+/** The component's imports and exports, read back from its embedded WIT. */
+export async function componentInterfaces(bytes) {
+  const wit = await componentWit(bytes);
+  const pick = (kw) => [...wit.matchAll(new RegExp(`^\\s*${kw} ([\\w:./@%-]+);`, 'gm'))].map((m) => m[1]);
+  return { imports: pick('import'), exports: pick('export') };
+}
+
+/**
+ * Builds `guardPath` into a component at `outPath`.
+ * Options: wit (path to guard.wit or its directory), keepTemp (leave the work directory).
+ * Returns { hooks, world, size, imports, exports, millis }.
+ */
+export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, log = () => {} } = {}) {
+  const started = Date.now();
+  guardPath = resolve(guardPath);
+  outPath = resolve(outPath);
+  const contract = readGuardWit(wit);
+  const workDir = await mkdtemp(join(tmpdir(), 'toolgate-js-'));
+  try {
+    const hooks = await probeHooks(guardPath, workDir);
+    const { worldName, extraFile, seams } = worldFor(hooks);
+    log(`${basename(guardPath)}: hooks ${hooks.join(', ')} -> world ${worldName}`);
+
+    const source = await bundleComponentSource(guardPath, hooks);
+    const sourcePath = join(workDir, `${basename(guardPath).replace(/\.[cm]?[jt]s$/, '')}.js`);
+    await writeFile(sourcePath, source);
+    const witDir = join(workDir, 'wit');
+    await mkdir(witDir);
+    await writeFile(join(witDir, 'guard.wit'), contract.text);
+    if (extraFile) await writeFile(join(witDir, extraFile.name), extraFile.text);
+
+    // componentize-js parses the WIT inside a Wasm tool that sees only preopened directories.
+    _addPreopen(workDir, workDir);
+    const { component } = await componentize({
+      sourcePath,
+      witPath: witDir,
+      worldName,
+      disableFeatures: DISABLED_FEATURES,
+    });
+
+    const { imports, exports } = await componentInterfaces(component);
+    const stray = imports.filter((i) => !i.startsWith('toolgate:guard/'));
+    if (stray.length) throw new Error(`the component imports ${stray.join(', ')}: only toolgate:guard/* is allowed`);
+    const want = seams.map((s) => `toolgate:guard/${s.iface}@0.1.0`).sort();
+    if (JSON.stringify([...exports].sort()) !== JSON.stringify(want)) {
+      throw new Error(`the component exports ${exports.join(', ')}, expected ${want.join(', ')}`);
+    }
+    await mkdir(dirname(outPath), { recursive: true });
+    await writeFile(outPath, component);
+    return { hooks, world: worldName, size: component.length, imports, exports, millis: Date.now() - started };
+  } finally {
+    if (keepTemp) log(`work directory kept: ${workDir}`);
+    else await rm(workDir, { recursive: true, force: true });
+  }
+}
+

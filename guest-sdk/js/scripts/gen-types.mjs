@@ -1,0 +1,178 @@
+#!/usr/bin/env node
+// Generates the SDK's TypeScript types from the WIT contract (wit/guard.wit).
+//
+//   node scripts/gen-types.mjs           write src/generated/
+//   node scripts/gen-types.mjs --check   fail if src/generated/ is not what the WIT gives
+//
+// Two layers:
+// - src/generated/wit/*.d.ts: jco's guest types for world `guard`, verbatim: the wire
+//   shapes componentize-js exchanges with the host (JSON fields as strings).
+// - src/generated/types.ts: what a guard's hooks see: every record with a `json` field
+//   again, with that field parsed (`JsonObject` where the contract documents a JSON
+//   object, else `JsonValue`), the `Hooks` interface (one optional method per seam
+//   function) and, per hook, the event fields the glue parses.
+
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { $init, generateTypes } from '@bytecodealliance/jco-transpile/component';
+import { SDK_DIR, SEAMS, WIT_PACKAGE, readGuardWit } from '../lib/wit.mjs';
+
+const OUT = join(SDK_DIR, 'src', 'generated');
+const HEADER = '// Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.\n';
+const ver = WIT_PACKAGE.split('@')[1];
+const modName = (iface) => `toolgate:guard/${iface}@${ver}`;
+
+/** Every generated file, as a map of path (relative to src/generated) to text. */
+async function generate() {
+  const { text } = readGuardWit(process.env.TOOLGATE_WIT);
+  await $init;
+  const files = generateTypes('guard', {
+    wit: { tag: 'source', val: text },
+    world: 'guard',
+    guest: true,
+    features: { tag: 'list', val: [] },
+    tlaCompat: false,
+  });
+  const out = new Map();
+  const dec = new TextDecoder();
+  for (const [name, bytes] of files) out.set(join('wit', name), HEADER + dec.decode(bytes));
+  const typesDts = out.get(join('wit', 'interfaces', 'toolgate-guard-types.d.ts'));
+  if (!typesDts) throw new Error('jco produced no toolgate-guard-types.d.ts');
+  out.set('types.ts', hookTypes(typesDts, out));
+  return out;
+}
+
+/** The `declare module '<name>' { ... }` body of one generated .d.ts. */
+function moduleBody(dts, name) {
+  const start = dts.indexOf(`declare module '${name}' {`);
+  if (start < 0) throw new Error(`no module ${name} in jco's output`);
+  return dts.slice(start, dts.lastIndexOf('}'));
+}
+
+/** Doc comment + declaration pairs at one indentation level of a module body. */
+function interfaces(body) {
+  const re = /(  \/\*\*[\s\S]*?\*\/\n)?  export interface (\w+) \{\n([\s\S]*?)\n  \}/g;
+  const found = [];
+  for (const m of body.matchAll(re)) {
+    const fields = [];
+    const fre = /(    \/\*\*[\s\S]*?\*\/\n)?    (\w+)(\??): ([^\n]+),/g;
+    for (const f of m[3].matchAll(fre)) {
+      fields.push({ doc: f[1] ?? '', name: f[2], optional: f[3], type: f[4] });
+    }
+    found.push({ doc: m[1] ?? '', name: m[2], fields });
+  }
+  return found;
+}
+
+function hookTypes(typesDts, out) {
+  const body = moduleBody(typesDts, modName('types'));
+  const records = interfaces(body);
+  const parsed = new Map(); // record name -> json field names
+  const lines = [
+    HEADER,
+    '/// <reference path="./wit/guard.d.ts" />',
+    '',
+    `import type * as wire from '${modName('types')}';`,
+    '',
+    '/** Any JSON value. */',
+    'export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;',
+    '/** A JSON object. */',
+    'export type JsonObject = { [key: string]: JsonValue };',
+    '',
+  ];
+  const reexport = [];
+  for (const r of records) {
+    const json = r.fields.filter((f) => f.type === 'Json');
+    if (json.length === 0) {
+      reexport.push(r.name);
+      continue;
+    }
+    parsed.set(r.name, json.map((f) => f.name));
+    lines.push(r.doc.replace(/^  /gm, '').trimEnd());
+    lines.push(`export interface ${r.name} {`);
+    for (const f of r.fields) {
+      let type = f.type;
+      let doc = f.doc.replace(/^    /gm, '  ').trimEnd();
+      if (type === 'Json') {
+        type = /JSON object/.test(f.doc) ? 'JsonObject' : 'JsonValue';
+        doc = doc.replace(/\*\/$/, '*\n   * (JSON text on the wire; the SDK parses and serialises it.)\n   */');
+      }
+      if (doc) lines.push('  ' + doc.trimStart());
+      lines.push(`  ${f.name}${f.optional}: ${type};`);
+    }
+    lines.push('}', '');
+  }
+  // Types without JSON fields (and type aliases: Verdict, its cases) are the wire types.
+  for (const m of body.matchAll(/^  export type (\w+) = /gm)) {
+    if (m[1] !== 'Json') reexport.push(m[1]);
+  }
+  lines.push(`export type { ${reexport.sort().join(', ')} } from '${modName('types')}';`);
+  lines.push(`import type { ${reexport.sort().join(', ')} } from '${modName('types')}';`);
+  lines.push(`export type { Level } from '${modName('host')}';`, '');
+
+  // One optional method per seam function; what it returns may also be nothing.
+  lines.push('/** The hooks a guard may implement: one per seam it subscribes to. */');
+  lines.push('export interface Hooks {');
+  const eventFields = [];
+  for (const s of SEAMS) {
+    const dts = out.get(join('wit', 'interfaces', `toolgate-guard-${s.iface}.d.ts`));
+    if (!dts) throw new Error(`jco produced no types for interface ${s.iface}`);
+    const sb = moduleBody(dts, modName(s.iface));
+    const fn = sb.match(/(  \/\*\*[\s\S]*?\*\/\n)?  export function (\w+)\(event: (\w+)\): ([^;]+);/);
+    if (!fn || fn[2] !== s.hook) {
+      throw new Error(`interface ${s.iface} no longer declares ${s.hook}(event): update lib/wit.mjs`);
+    }
+    const ret = fn[4].replace(/ \| undefined$/, '');
+    const hookRet = ret === 'void' ? 'void' : `${ret} | null | undefined | void`;
+    const doc = (fn[1] ?? '').split('\n').map((l) => l.trim()).filter((l) => l.startsWith('* '));
+    lines.push('  /**', `   * Seam \`${s.seam}\` (\`${modName(s.iface)}\`, function \`${s.func}\`).`, '   *');
+    lines.push(...doc.map((l) => '   ' + l), '   */');
+    lines.push(`  ${s.hook}?(event: ${fn[3]}): ${hookRet};`);
+    eventFields.push(`  ${s.hook}: ${JSON.stringify(parsed.get(fn[3]) ?? [])},`);
+  }
+  lines.push('}', '');
+  lines.push('/** Per hook, the event fields that arrive as JSON text and are parsed for the hook. */');
+  lines.push('export const EVENT_JSON_FIELDS = {', ...eventFields, '} as const;', '');
+  lines.push('/** The wire types, for the glue. */');
+  lines.push('export type { wire };', '');
+  return lines.join('\n');
+}
+
+function listFiles(dir, base = dir) {
+  let acc = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) acc = acc.concat(listFiles(p, base));
+    else acc.push(relative(base, p));
+  }
+  return acc;
+}
+
+const files = await generate();
+if (process.argv.includes('--check')) {
+  let have = [];
+  try {
+    have = listFiles(OUT);
+  } catch {}
+  const stale = [];
+  for (const [name, text] of files) {
+    let cur = null;
+    try {
+      cur = readFileSync(join(OUT, name), 'utf8');
+    } catch {}
+    if (cur !== text) stale.push(name);
+  }
+  for (const name of have) if (!files.has(name)) stale.push(name);
+  if (stale.length) {
+    console.error(`src/generated is out of date with the WIT (${stale.join(', ')}); run npm run gen-types`);
+    process.exit(1);
+  }
+  console.log('src/generated matches the WIT');
+} else {
+  rmSync(OUT, { recursive: true, force: true });
+  for (const [name, text] of files) {
+    mkdirSync(dirname(join(OUT, name)), { recursive: true });
+    writeFileSync(join(OUT, name), text);
+  }
+  console.log(`wrote ${files.size} files to ${relative(process.cwd(), OUT) || '.'}`);
+}

@@ -1,0 +1,237 @@
+// Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.
+
+/// <reference path="./wit/guard.d.ts" />
+
+import type * as wire from 'toolgate:guard/types@0.1.0';
+
+/** Any JSON value. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
+/** A JSON object. */
+export type JsonObject = { [key: string]: JsonValue };
+
+/**
+ * `on_tool_routing_decision`: which tools are visible this turn.
+ * 
+ * Carries every field of symfonic's `ToolRoutingDecisionEvent`, plus the
+ * visible tools with their descriptions, the user's query when known and
+ * the caller's state.
+ */
+export interface RoutingEvent {
+  /**
+   * The agent run this turn belongs to.
+   */
+  runId: string;
+  /**
+   * The routing mode in effect: "observe" or "enforce".
+   */
+  mode: string;
+  /**
+   * The intent label the framework's router assigned to the query.
+   */
+  intentLabel: string;
+  /**
+   * How many tools the full manifest holds.
+   */
+  totalTools: number;
+  /**
+   * The tool names visible so far: the framework's narrowing, further
+   * narrowed by every guard earlier in the chain.
+   */
+  narrowedToolNames: Array<string>;
+  /**
+   * The framework's rough estimate of prompt tokens saved by narrowing.
+   */
+  savedTokensEstimate: number;
+  /**
+   * The visible tools (the same set as `narrowed-tool-names`) with
+   * their descriptions.
+   */
+  tools: Array<ToolInfo>;
+  /**
+   * The user's query, when the caller knows it.
+   */
+  query?: string;
+  /**
+   * The caller's state as a JSON object (`{}` when there is none).
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  state: JsonObject;
+}
+
+/**
+ * `on_tool_call_dispatch`: a tool call about to be dispatched, which a
+ * guard may rewrite. Carries every field of `ToolCallDispatchEvent`.
+ */
+export interface DispatchEvent {
+  /**
+   * The agent run this turn belongs to.
+   */
+  runId: string;
+  /**
+   * 0-indexed React loop iteration that produced this call.
+   */
+  iterationIndex: number;
+  /**
+   * The node that emitted the call (always "react" in symfonic 9).
+   */
+  nodeName: string;
+  /**
+   * The LangChain `tool_call` id; the host owns it, a rewrite cannot
+   * change it.
+   */
+  callId: string;
+  /**
+   * The tool the call names (after any earlier guard's rewrite).
+   */
+  toolName: string;
+  /**
+   * The call's arguments, a JSON object (after any earlier rewrite).
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  args: JsonObject;
+  /**
+   * The post-routing palette: the only names a rewrite may target.
+   */
+  availableTools: Array<string>;
+  /**
+   * The caller's state as a JSON object (the hook's `state`).
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  state: JsonObject;
+}
+
+/**
+ * `on_before_tool_call`: a tool call about to run. Carries every field
+ * of `BeforeToolCallEvent`.
+ */
+export interface BeforeToolCallEvent {
+  /**
+   * The agent run this turn belongs to.
+   */
+  runId: string;
+  /**
+   * The (post-rewrite) tool about to run.
+   */
+  toolName: string;
+  /**
+   * The LangChain `tool_call` id this decision applies to.
+   */
+  callId: string;
+  /**
+   * The (post-rewrite) arguments, a JSON object.
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  args: JsonObject;
+  /**
+   * The caller's state as a JSON object (the hook's `state`).
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  state: JsonObject;
+}
+
+/**
+ * `on_tool_result`: what a tool returned. Carries every field of
+ * `ToolResultCallbackEvent`.
+ */
+export interface ToolResultEvent {
+  /**
+   * The agent run this turn belongs to.
+   */
+  runId: string;
+  /**
+   * The tool that produced the result.
+   */
+  toolName: string;
+  /**
+   * The `ToolMessage.content` as JSON (`null` on framework cancellation).
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  result: JsonValue;
+  /**
+   * The `tool_call` id correlating this result to its dispatch.
+   */
+  callId: string;
+  /**
+   * True when the result will be supplied later by a resume cycle.
+   */
+  deferred: boolean;
+  /**
+   * True when the `ToolMessage` carried `status="error"`.
+   */
+  isError: boolean;
+  /**
+   * The caller's state as a JSON object (`{}` when there is none).
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  state: JsonObject;
+}
+
+/**
+ * A rewritten call. It cannot carry a `call-id`: the host owns it.
+ */
+export interface Rewrite {
+  /**
+   * The tool to call instead; must be in `available-tools`.
+   */
+  toolName: string;
+  /**
+   * The replacement arguments; must be a JSON object.
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  args: JsonObject;
+}
+
+export type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.1.0';
+import type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.1.0';
+export type { Level } from 'toolgate:guard/host@0.1.0';
+
+/** The hooks a guard may implement: one per seam it subscribes to. */
+export interface Hooks {
+  /**
+   * Seam `routing` (`toolgate:guard/routing@0.1.0`, function `narrow`).
+   *
+   * Returns the tool names to keep visible, or none to leave the palette
+   * as it is. Names that are not visible already are ignored: a guard can
+   * hide tools, never add one.
+   */
+  narrow?(event: RoutingEvent): Array<string> | null | undefined | void;
+  /**
+   * Seam `rewrite` (`toolgate:guard/rewrite@0.1.0`, function `dispatch`).
+   *
+   * Returns a replacement call, or none to pass the call through. A
+   * rewrite naming a tool outside `available-tools`, or whose args are not
+   * a JSON object, is dropped with a warning.
+   */
+  dispatch?(event: DispatchEvent): Rewrite | null | undefined | void;
+  /**
+   * Seam `steering` (`toolgate:guard/steering@0.1.0`, function `before-tool-call`).
+   *
+   * Decides whether this one call runs.
+   */
+  beforeToolCall?(event: BeforeToolCallEvent): Verdict | null | undefined | void;
+  /**
+   * Seam `result` (`toolgate:guard/result@0.1.0`, function `on-result`).
+   *
+   * Observes what a tool returned; nothing to return.
+   */
+  onResult?(event: ToolResultEvent): void;
+}
+
+/** Per hook, the event fields that arrive as JSON text and are parsed for the hook. */
+export const EVENT_JSON_FIELDS = {
+  narrow: ["state"],
+  dispatch: ["args","state"],
+  beforeToolCall: ["args","state"],
+  onResult: ["result","state"],
+} as const;
+
+/** The wire types, for the glue. */
+export type { wire };

@@ -1,0 +1,146 @@
+// The glue between the component's WIT exports and a guard's hooks. The build generates an
+// entry module that does, for each seam the guard implements:
+//
+//   export const steering = bind.steering(guard);
+//
+// Each exported function parses the event's JSON fields, calls the hook, checks and converts
+// what it returned. A hook that throws (or returns something malformed) is logged through the
+// host and the exception rethrown: the call traps, and the host counts a fault for this guard.
+
+import { log as hostLog } from 'toolgate:guard/host@0.1.0';
+import type * as Routing from 'toolgate:guard/routing@0.1.0';
+import type * as Rewriting from 'toolgate:guard/rewrite@0.1.0';
+import type * as Steering from 'toolgate:guard/steering@0.1.0';
+import type * as Result from 'toolgate:guard/result@0.1.0';
+import type { wire } from './generated/types.js';
+import { EVENT_JSON_FIELDS, type Hooks, type Verdict } from './generated/types.js';
+
+type HookName = keyof typeof EVENT_JSON_FIELDS;
+
+const MAX_LOGGED_ERROR = 4000;
+
+function describe(value: unknown): string {
+  try {
+    const text = JSON.stringify(value);
+    if (text !== undefined) return text.length > 200 ? `${text.slice(0, 200)}...` : text;
+  } catch {
+    // fall through
+  }
+  return String(value);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+/** Parses the event's JSON fields into a copy of the event. */
+function parseEvent<E extends object>(hook: HookName, event: E): any {
+  const parsed: Record<string, unknown> = { ...(event as Record<string, unknown>) };
+  for (const field of EVENT_JSON_FIELDS[hook]) {
+    const text = (event as Record<string, unknown>)[field];
+    try {
+      parsed[field] = JSON.parse(text as string);
+    } catch (err) {
+      throw new TypeError(`event field "${field}" is not JSON: ${(err as Error).message}`);
+    }
+  }
+  return parsed;
+}
+
+/** Runs a hook; a throw is logged through the host, then rethrown (a fault). */
+function call<R>(hook: HookName, run: () => R): R {
+  try {
+    const out = run();
+    if (out !== null && typeof out === 'object' && typeof (out as { then?: unknown }).then === 'function') {
+      throw new TypeError(`${hook} returned a Promise; hooks must be synchronous`);
+    }
+    return out;
+  } catch (err) {
+    const text = err instanceof Error ? `${err.name}: ${err.message}\n${err.stack ?? ''}` : describe(err);
+    try {
+      hostLog('error', `${hook} failed: ${text}`.slice(0, MAX_LOGGED_ERROR));
+    } catch {
+      // The log budget is spent; the rethrow below still faults the call.
+    }
+    throw err;
+  }
+}
+
+function hookOf<K extends HookName>(guard: Hooks, hook: K): NonNullable<Hooks[K]> {
+  const fn = guard?.[hook];
+  if (typeof fn !== 'function') throw new TypeError(`the guard has no ${hook} hook`);
+  return fn.bind(guard) as NonNullable<Hooks[K]>;
+}
+
+function toVerdict(value: unknown): wire.Verdict {
+  if (value === undefined || value === null) return { tag: 'proceed' };
+  const v = value as Verdict;
+  if (v.tag === 'proceed') return { tag: 'proceed' };
+  if (v.tag === 'skip' && isPlainObject(v.val) && typeof v.val.content === 'string') {
+    const isError = v.val.isError;
+    if (isError === undefined || isError === null || typeof isError === 'boolean') {
+      return { tag: 'skip', val: { content: v.val.content, isError: isError ?? undefined } };
+    }
+  }
+  throw new TypeError(
+    `beforeToolCall returned ${describe(value)}; return proceed(), steer(msg), cancel(msg), skip(msg, isError) or nothing`,
+  );
+}
+
+function toRewrite(value: unknown): wire.Rewrite | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (isPlainObject(value) && typeof value.toolName === 'string' && isPlainObject(value.args)) {
+    return { toolName: value.toolName, args: JSON.stringify(value.args) };
+  }
+  throw new TypeError(
+    `dispatch returned ${describe(value)}; return rewrite(toolName, argsObject) or nothing`,
+  );
+}
+
+function toNames(value: unknown): string[] | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (Array.isArray(value) && value.every((n) => typeof n === 'string')) return [...value];
+  throw new TypeError(`narrow returned ${describe(value)}; return a list of tool names or nothing`);
+}
+
+/** Per seam, the object componentize-js exports for that seam's interface. */
+export const bind = {
+  routing(guard: Hooks): typeof Routing {
+    const narrow = hookOf(guard, 'narrow');
+    return { narrow: (e) => call('narrow', () => toNames(narrow(parseEvent('narrow', e)))) };
+  },
+  rewrite(guard: Hooks): typeof Rewriting {
+    const dispatch = hookOf(guard, 'dispatch');
+    return { dispatch: (e) => call('dispatch', () => toRewrite(dispatch(parseEvent('dispatch', e)))) };
+  },
+  steering(guard: Hooks): typeof Steering {
+    const before = hookOf(guard, 'beforeToolCall');
+    return {
+      beforeToolCall: (e) => call('beforeToolCall', () => toVerdict(before(parseEvent('beforeToolCall', e)))),
+    };
+  },
+  result(guard: Hooks): typeof Result {
+    const onResult = hookOf(guard, 'onResult');
+    return {
+      onResult: (e) => {
+        call('onResult', () => onResult(parseEvent('onResult', e)));
+      },
+    };
+  },
+};
+
+/** Sends `console.*` to the host's log (the component has no stdout of its own). */
+export function routeConsoleToHostLog(): void {
+  const at = (level: 'trace' | 'debug' | 'info' | 'warn' | 'error') =>
+    (...items: unknown[]) =>
+      hostLog(level, items.map((i) => (typeof i === 'string' ? i : describe(i))).join(' '));
+  const console = {
+    log: at('info'),
+    info: at('info'),
+    debug: at('debug'),
+    trace: at('trace'),
+    warn: at('warn'),
+    error: at('error'),
+  };
+  (globalThis as unknown as { console: unknown }).console = console;
+}

@@ -1,0 +1,109 @@
+// @toolgate/guest: write a toolgate guard as a plain object of hooks.
+//
+//   import { defineGuard, proceed, steer } from '@toolgate/guest';
+//   export default defineGuard({
+//     beforeToolCall(event) {
+//       return /where/i.test(String(event.args.sql)) ? proceed() : steer('Add a WHERE clause.');
+//     },
+//   });
+//
+// The build (`toolgate-js build`) exports exactly the seams whose hooks the guard implements.
+
+import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.1.0';
+import type { Hooks, JsonObject, JsonValue, Level, Rewrite, Verdict } from './generated/types.js';
+
+export type {
+  BeforeToolCallEvent,
+  DispatchEvent,
+  Hooks,
+  JsonObject,
+  JsonValue,
+  Level,
+  Rewrite,
+  RoutingEvent,
+  Skip,
+  ToolInfo,
+  ToolResultEvent,
+  Verdict,
+  VerdictProceed,
+  VerdictSkip,
+} from './generated/types.js';
+
+/** The names of the hooks a guard may implement, one per seam. */
+export const HOOK_NAMES = ['narrow', 'dispatch', 'beforeToolCall', 'onResult'] as const;
+
+/** Keys of `H` that are not hooks: a typo such as `beforeToolcall` becomes a type error. */
+type NoExtraKeys<H> = { [K in Exclude<keyof H, keyof Hooks>]: never };
+
+/**
+ * Declares a guard: an object holding the hooks it implements (at least one). Returns the
+ * same object; the build reads which hooks it has and exports only those seams.
+ */
+export function defineGuard<H extends Hooks>(hooks: H & NoExtraKeys<H>): H {
+  if (hooks === null || typeof hooks !== 'object') {
+    throw new TypeError('defineGuard expects an object of hooks');
+  }
+  const keys = Object.keys(hooks);
+  for (const key of keys) {
+    if (!(HOOK_NAMES as readonly string[]).includes(key)) {
+      throw new TypeError(`unknown hook "${key}"; a guard implements some of: ${HOOK_NAMES.join(', ')}`);
+    }
+    if (typeof (hooks as Record<string, unknown>)[key] !== 'function') {
+      throw new TypeError(`hook "${key}" must be a function`);
+    }
+  }
+  if (keys.length === 0) {
+    throw new TypeError(`a guard implements at least one hook: ${HOOK_NAMES.join(', ')}`);
+  }
+  return hooks;
+}
+
+/** Steering: run the tool normally (the same as returning nothing). */
+export function proceed(): Verdict {
+  return { tag: 'proceed' };
+}
+
+/**
+ * Steering: do not run the tool; the model sees `content` as its result. `isError` true
+ * (the default) steers, false cancels. `content` must not be empty.
+ */
+export function skip(content: string, isError = true): Verdict {
+  return { tag: 'skip', val: { content, isError } };
+}
+
+/** Steering: refuse the call with an error result the model corrects itself from. */
+export function steer(content: string): Verdict {
+  return skip(content, true);
+}
+
+/** Steering: refuse the call with a benign result the model moves past. */
+export function cancel(content: string): Verdict {
+  return skip(content, false);
+}
+
+/** Rewrite: call `toolName` with `args` instead (the call id stays the host's). */
+export function rewrite(toolName: string, args: JsonObject): Rewrite {
+  return { toolName, args };
+}
+
+/** Writes one line to the host's log (budgeted per call by the host). */
+export const log = Object.assign((level: Level, message: string): void => hostLog(level, message), {
+  trace: (message: string) => hostLog('trace', message),
+  debug: (message: string) => hostLog('debug', message),
+  info: (message: string) => hostLog('info', message),
+  warn: (message: string) => hostLog('warn', message),
+  error: (message: string) => hostLog('error', message),
+});
+
+let configCache: JsonObject | undefined;
+
+/** The plugin's configuration (the manifest's `config` table), parsed; `{}` when none. */
+export function config<T extends JsonObject = JsonObject>(): T {
+  configCache ??= JSON.parse(hostConfig()) as JsonObject;
+  return configCache as T;
+}
+
+/** Narrows a JSON value to a string, or `undefined` when it is anything else. */
+export function asString(value: JsonValue | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
