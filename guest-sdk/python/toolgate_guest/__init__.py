@@ -1,0 +1,375 @@
+"""Write toolgate guards in Python.
+
+A guard is a class that subclasses :class:`Guard` and overrides only the hooks
+it needs; ``toolgate-guest-build guard.py -o guard.wasm`` turns it into a
+component that exports exactly those seams (the host consults a guard only at
+the seams its component exports).
+
+=============  ===============================  ==============================
+seam           method                           returns
+=============  ===============================  ==============================
+``routing``    ``narrow(event)``                names to keep visible, or None
+``rewrite``    ``dispatch(event)``              :class:`Rewrite`, or None
+``steering``   ``before_tool_call(event)``      :func:`steer`, :func:`cancel`,
+                                                :func:`proceed`, or None
+``result``     ``on_result(event)``             nothing
+=============  ===============================  ==============================
+
+Events are dataclasses whose fields mirror the WIT records
+(``toolgate:guard/types@0.1.0``) in snake_case, with the JSON fields
+(``args``, ``state``, ``result``) already parsed. Every hook call runs in a
+brand-new instance: nothing survives from one call to the next.
+
+A hook that raises is logged through the host and traps: the host counts it as
+a fault and goes on as if the guard had returned nothing (or applies the
+plugin's ``on_error`` policy).
+
+This module is bundled into every component, so it imports only the standard
+library.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Union
+
+__all__ = [
+    "BeforeToolCallEvent",
+    "DispatchEvent",
+    "Guard",
+    "Proceed",
+    "Rewrite",
+    "RoutingEvent",
+    "SEAMS",
+    "Skip",
+    "ToolInfo",
+    "ToolResultEvent",
+    "Verdict",
+    "cancel",
+    "config",
+    "log",
+    "proceed",
+    "rewrite",
+    "skip",
+    "steer",
+]
+
+#: Each seam and the method (or module-level function) that implements it.
+SEAMS: Dict[str, str] = {
+    "routing": "narrow",
+    "rewrite": "dispatch",
+    "steering": "before_tool_call",
+    "result": "on_result",
+}
+
+Json = Any
+"""A value decoded from JSON text."""
+
+
+def _object(text: str, what: str) -> Dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"{what} is not a JSON object: {type(value).__name__}")
+    return value
+
+
+# --------------------------------------------------------------------------
+# Events (toolgate:guard/types@0.1.0)
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class ToolInfo:
+    """One tool the model may be offered this turn."""
+
+    #: The LangChain tool ``name``.
+    name: str
+    #: The tool's description, as the model sees it (empty when unknown).
+    description: str = ""
+
+
+@dataclass
+class RoutingEvent:
+    """``on_tool_routing_decision``: which tools are visible this turn."""
+
+    #: The agent run this turn belongs to.
+    run_id: str
+    #: The routing mode in effect: "observe" or "enforce".
+    mode: str
+    #: The intent label the framework's router assigned to the query.
+    intent_label: str
+    #: How many tools the full manifest holds.
+    total_tools: int
+    #: The tool names visible so far (after earlier guards' narrowing).
+    narrowed_tool_names: List[str]
+    #: The framework's rough estimate of prompt tokens saved by narrowing.
+    saved_tokens_estimate: int = 0
+    #: The visible tools with their descriptions.
+    tools: List[ToolInfo] = field(default_factory=list)
+    #: The user's query, when the caller knows it.
+    query: Optional[str] = None
+    #: The caller's state (``{}`` when there is none).
+    state: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wit(cls, e: Any) -> "RoutingEvent":
+        return cls(
+            run_id=e.run_id,
+            mode=e.mode,
+            intent_label=e.intent_label,
+            total_tools=e.total_tools,
+            narrowed_tool_names=list(e.narrowed_tool_names),
+            saved_tokens_estimate=e.saved_tokens_estimate,
+            tools=[ToolInfo(t.name, t.description) for t in e.tools],
+            query=e.query,
+            state=_object(e.state, "state"),
+        )
+
+
+@dataclass
+class DispatchEvent:
+    """``on_tool_call_dispatch``: a tool call about to be dispatched."""
+
+    #: The agent run this turn belongs to.
+    run_id: str
+    #: 0-indexed React loop iteration that produced this call.
+    iteration_index: int
+    #: The node that emitted the call.
+    node_name: str
+    #: The LangChain ``tool_call`` id (a rewrite cannot change it).
+    call_id: str
+    #: The tool the call names (after any earlier guard's rewrite).
+    tool_name: str
+    #: The call's arguments (after any earlier rewrite).
+    args: Dict[str, Any]
+    #: The post-routing palette: the only names a rewrite may target.
+    available_tools: List[str] = field(default_factory=list)
+    #: The caller's state (``{}`` when there is none).
+    state: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wit(cls, e: Any) -> "DispatchEvent":
+        return cls(
+            run_id=e.run_id,
+            iteration_index=e.iteration_index,
+            node_name=e.node_name,
+            call_id=e.call_id,
+            tool_name=e.tool_name,
+            args=_object(e.args, "args"),
+            available_tools=list(e.available_tools),
+            state=_object(e.state, "state"),
+        )
+
+
+@dataclass
+class BeforeToolCallEvent:
+    """``on_before_tool_call``: a tool call about to run."""
+
+    #: The agent run this turn belongs to.
+    run_id: str
+    #: The (post-rewrite) tool about to run.
+    tool_name: str
+    #: The LangChain ``tool_call`` id this decision applies to.
+    call_id: str
+    #: The (post-rewrite) arguments.
+    args: Dict[str, Any]
+    #: The caller's state (``{}`` when there is none).
+    state: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wit(cls, e: Any) -> "BeforeToolCallEvent":
+        return cls(
+            run_id=e.run_id,
+            tool_name=e.tool_name,
+            call_id=e.call_id,
+            args=_object(e.args, "args"),
+            state=_object(e.state, "state"),
+        )
+
+
+@dataclass
+class ToolResultEvent:
+    """``on_tool_result``: what a tool returned."""
+
+    #: The agent run this turn belongs to.
+    run_id: str
+    #: The tool that produced the result.
+    tool_name: str
+    #: The ``ToolMessage.content``, decoded (None on framework cancellation).
+    result: Json
+    #: The ``tool_call`` id correlating this result to its dispatch.
+    call_id: str
+    #: True when the result will be supplied later by a resume cycle.
+    deferred: bool = False
+    #: True when the ``ToolMessage`` carried ``status="error"``.
+    is_error: bool = False
+    #: The caller's state (``{}`` when there is none).
+    state: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wit(cls, e: Any) -> "ToolResultEvent":
+        return cls(
+            run_id=e.run_id,
+            tool_name=e.tool_name,
+            result=json.loads(e.result),
+            call_id=e.call_id,
+            deferred=e.deferred,
+            is_error=e.is_error,
+            state=_object(e.state, "state"),
+        )
+
+
+# --------------------------------------------------------------------------
+# What a guard returns
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Proceed:
+    """Run the tool normally; later guards are still consulted."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Do not run the tool; the model sees ``content`` instead.
+
+    ``is_error`` True (or None, the default) steers: the model sees an error
+    result and retries. False cancels: a benign result the model moves past.
+    An empty ``content`` is malformed and the host treats it as proceed.
+    """
+
+    content: str
+    is_error: Optional[bool] = True
+
+
+Verdict = Union[Proceed, Skip]
+"""What a steering guard decides for one call."""
+
+
+@dataclass
+class Rewrite:
+    """A rewritten call: the tool to call instead and its new arguments.
+
+    ``tool_name`` must be in the event's ``available_tools`` and ``args`` must
+    be a JSON object, or the host drops the rewrite with a warning.
+    """
+
+    tool_name: str
+    args: Dict[str, Any]
+
+
+def proceed() -> Proceed:
+    """Run the tool (the same as returning None)."""
+    return Proceed()
+
+
+def steer(message: str) -> Skip:
+    """Refuse the call; the model sees ``message`` as an error result and retries."""
+    return Skip(message, True)
+
+
+def cancel(message: str) -> Skip:
+    """Refuse the call; the model sees ``message`` as a benign result and moves on."""
+    return Skip(message, False)
+
+
+def skip(content: str, is_error: Optional[bool] = True) -> Skip:
+    """Refuse the call with an explicit ``is_error`` (None means the default, True)."""
+    return Skip(content, is_error)
+
+
+def rewrite(tool_name: str, args: Dict[str, Any]) -> Rewrite:
+    """Replace the call with ``tool_name(**args)``."""
+    return Rewrite(tool_name, args)
+
+
+# --------------------------------------------------------------------------
+# The guard
+# --------------------------------------------------------------------------
+
+
+class Guard:
+    """Base class of a guard: override the hooks you need, leave the rest.
+
+    The build exports a seam only when its method is overridden, so a guard
+    that overrides just ``before_tool_call`` is a steering-only component and
+    costs nothing at the other seams. A fresh instance is made for every call.
+    """
+
+    def narrow(self, event: RoutingEvent) -> Optional[List[str]]:
+        """Routing: the tool names to keep visible, or None to leave them."""
+        return None
+
+    def dispatch(self, event: DispatchEvent) -> Optional[Rewrite]:
+        """Rewrite: a replacement call, or None to pass the call through."""
+        return None
+
+    def before_tool_call(self, event: BeforeToolCallEvent) -> Optional[Verdict]:
+        """Steering: :func:`steer` / :func:`cancel` to refuse, None to proceed."""
+        return None
+
+    def on_result(self, event: ToolResultEvent) -> None:
+        """Result: observe what a tool returned."""
+        return None
+
+
+def implemented_seams(guard: Any) -> List[str]:
+    """The seams a guard implements, in WIT order.
+
+    ``guard`` is a :class:`Guard` subclass (a seam counts when its method is
+    overridden) or any other object, such as a module, whose attributes named
+    after the hooks are callables.
+    """
+    seams = []
+    for seam, method in SEAMS.items():
+        impl = getattr(guard, method, None)
+        if isinstance(guard, type) and issubclass(guard, Guard):
+            if impl is not getattr(Guard, method):
+                seams.append(seam)
+        elif callable(impl):
+            seams.append(seam)
+    return seams
+
+
+# --------------------------------------------------------------------------
+# What the host lends every guard
+# --------------------------------------------------------------------------
+
+_LEVELS = ("trace", "debug", "info", "warn", "error")
+
+
+def _host() -> Any:
+    try:
+        from wit_world.imports import host  # only exists inside a component
+    except ImportError:
+        return None
+    return host
+
+
+def log(message: str, level: str = "info") -> None:
+    """Writes one line to the host's log, tagged with the plugin's name.
+
+    ``level`` is one of trace, debug, info, warn, error. The host budgets log
+    calls and bytes per hook call. Outside a component (in unit tests) the line
+    goes to stderr.
+    """
+    if level not in _LEVELS:
+        raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(_LEVELS)}")
+    host = _host()
+    if host is None:
+        sys.__stderr__.write(f"[{level}] {message}\n")
+        return
+    host.log(host.Level[level.upper()], message)
+
+
+def config() -> Dict[str, Any]:
+    """The plugin's configuration (the manifest's ``config`` table); ``{}`` when none.
+
+    Outside a component (in unit tests) this is ``{}``.
+    """
+    host = _host()
+    if host is None:
+        return {}
+    return _object(host.config(), "config")

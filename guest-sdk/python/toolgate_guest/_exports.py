@@ -1,0 +1,203 @@
+"""Maps the WIT exports onto a guard's methods.
+
+The build generates an app module that calls the factories below, one per seam
+the guard implements; componentize-py then finds the classes it expects
+(``Steering``, ``Rewrite``, ...) in that module. This module imports the
+bindings componentize-py generates (``wit_world``), so it only loads inside a
+component (or next to bindings made with ``componentize-py bindings``).
+
+Per call: the WIT record becomes a typed event, a fresh guard instance (for a
+class) handles it, and its answer becomes the WIT value. ``print`` and
+``sys.stderr`` go to the host log, so they work with stubbed WASI too. A hook
+that raises is logged (type, message, innermost frames) and re-raised, which
+traps: the host records a fault.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, List, Optional
+
+from wit_world import exports as _wit
+from wit_world.imports import host as _host
+from wit_world.imports import types as _t
+
+import toolgate_guest as _tg
+
+_MAX_LINE = 4096  # bytes per captured output line sent to the log
+
+
+class _HostStream:
+    """A text stream whose lines go to the host log at one level."""
+
+    def __init__(self, level: Any) -> None:
+        self._level = level
+        self._buf = ""
+
+    def write(self, text: str) -> int:
+        self._buf += text
+        while "\n" in self._buf:
+            line, self._buf = self._buf.split("\n", 1)
+            _host.log(self._level, line[:_MAX_LINE])
+        return len(text)
+
+    def flush(self) -> None:
+        if self._buf:
+            _host.log(self._level, self._buf[:_MAX_LINE])
+            self._buf = ""
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+
+def _describe(exc: BaseException) -> str:
+    # Built from code objects, never source lines: reading source files needs
+    # WASI filesystem calls, which trap when WASI is stubbed.
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        frames.append(f"{code.co_filename}:{tb.tb_lineno} in {code.co_name}")
+        tb = tb.tb_next
+    where = "; ".join(frames[-4:])
+    return f"guard raised {type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
+
+
+def _call(guard: Any, method: str, event: Any) -> Any:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = _HostStream(_host.Level.INFO)
+    sys.stderr = _HostStream(_host.Level.WARN)
+    try:
+        target = guard() if isinstance(guard, type) else guard
+        return getattr(target, method)(event)
+    except BaseException as exc:
+        _host.log(_host.Level.ERROR, _describe(exc)[:_MAX_LINE])
+        raise
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.stdout, sys.stderr = out, err
+
+
+# ---------------------------------------------------------------- conversions
+
+
+def to_verdict(value: Any) -> Any:
+    """A guard's steering answer as a WIT ``verdict``.
+
+    Accepts None / :class:`Proceed` (proceed), :class:`Skip`, or the seed's
+    dict shape (``{"action": "proceed"}`` / ``{"action": "skip", "content":
+    ..., "is_error": ...}``).
+    """
+    if value is None or isinstance(value, _tg.Proceed):
+        return _t.Verdict_Proceed()
+    if isinstance(value, _tg.Skip):
+        return _t.Verdict_Skip(_t.Skip(_string(value.content, "skip content"), _flag(value.is_error)))
+    if isinstance(value, dict):
+        action = value.get("action")
+        if action == "proceed":
+            return _t.Verdict_Proceed()
+        if action == "skip":
+            content = value.get("content")
+            return _t.Verdict_Skip(
+                _t.Skip("" if content is None else _string(content, "skip content"), _flag(value.get("is_error")))
+            )
+        raise ValueError(f"steering verdict has unknown action {action!r}")
+    raise TypeError(f"before_tool_call returned {type(value).__name__}; expected steer(...), cancel(...), proceed() or None")
+
+
+def to_rewrite(value: Any) -> Optional[Any]:
+    """A guard's rewrite answer as a WIT ``option<rewrite>``.
+
+    Accepts None, :class:`Rewrite`, or a dict ``{"tool_name": ..., "args": {...}}``.
+    """
+    import json
+
+    if value is None:
+        return None
+    if isinstance(value, _tg.Rewrite):
+        name, args = value.tool_name, value.args
+    elif isinstance(value, dict):
+        name, args = value.get("tool_name"), value.get("args")
+    else:
+        raise TypeError(f"dispatch returned {type(value).__name__}; expected rewrite(...) or None")
+    return _t.Rewrite(_string(name, "rewrite tool_name"), json.dumps(args, separators=(",", ":")))
+
+
+def to_names(value: Any) -> Optional[List[str]]:
+    """A guard's routing answer as a WIT ``option<list<string>>``."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"narrow returned {type(value).__name__}; expected a list of tool names or None")
+    return [_string(n, "tool name") for n in value]
+
+
+def _string(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _flag(value: Any) -> Optional[bool]:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"skip is_error must be a bool or None, not {type(value).__name__}")
+    return value
+
+
+# -------------------------------------------------------------------- exports
+
+
+def steering(guard: Any) -> type:
+    """The ``Steering`` export class for a guard."""
+
+    class Steering(_wit.Steering):
+        def before_tool_call(self, event: Any) -> Any:
+            e = _tg.BeforeToolCallEvent.from_wit(event)
+            return to_verdict(_call(guard, "before_tool_call", e))
+
+    return Steering
+
+
+def rewrite(guard: Any) -> type:
+    """The ``Rewrite`` export class for a guard."""
+
+    class Rewrite(_wit.Rewrite):
+        def dispatch(self, event: Any) -> Any:
+            e = _tg.DispatchEvent.from_wit(event)
+            return to_rewrite(_call(guard, "dispatch", e))
+
+    return Rewrite
+
+
+def routing(guard: Any) -> type:
+    """The ``Routing`` export class for a guard."""
+
+    class Routing(_wit.Routing):
+        def narrow(self, event: Any) -> Any:
+            e = _tg.RoutingEvent.from_wit(event)
+            return to_names(_call(guard, "narrow", e))
+
+    return Routing
+
+
+def result(guard: Any) -> type:
+    """The ``Result`` export class for a guard."""
+
+    class Result(_wit.Result):
+        def on_result(self, event: Any) -> None:
+            _call(guard, "on_result", _tg.ToolResultEvent.from_wit(event))
+
+    return Result
+
+
+FACTORIES: dict[str, Callable[[Any], type]] = {
+    "routing": routing,
+    "rewrite": rewrite,
+    "steering": steering,
+    "result": result,
+}

@@ -1,0 +1,350 @@
+"""Builds a Python guard into a toolgate component.
+
+    toolgate-guest-build guard.py -o guard.wasm [--class NAME] [--seams LIST]
+                         [--wasi] [--wit PATH] [-p DIR]... [--keep-temp DIR]
+
+1. Imports ``guard.py`` on the build machine to find the guard: the one
+   :class:`toolgate_guest.Guard` subclass it defines (or ``--class``), else
+   module-level functions named after the hooks (``before_tool_call``, ...).
+   Its seams are the hooks it implements (``--seams`` narrows them).
+2. Writes a build directory: a copy of the WIT, the SDK's runtime modules, the
+   guard module and a generated app module that maps each exported seam
+   interface to the guard's methods.
+3. Runs componentize-py for the union of the per-seam worlds
+   (``steering-guard``, ``rewrite-guard``, ...), so the component exports only
+   the seams the guard implements: the host consults a guard only at the seams
+   its component exports. WASI imports are replaced by trapping stubs unless
+   ``--wasi`` is given.
+4. Reads the component back and checks its seam exports and its imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, List, Optional, Sequence
+
+import toolgate_guest
+from toolgate_guest import SEAMS, Guard, implemented_seams
+from toolgate_guest.wasminfo import read_component_file
+
+#: The componentize-py release this SDK is built and tested against.
+COMPONENTIZE_PY_VERSION = "0.25.1"
+
+#: The WIT package the SDK targets.
+WIT_PACKAGE = "toolgate:guard"
+WIT_VERSION = "0.1.0"
+
+_APP_MODULE = "_toolgate_guest_app"
+_RUNTIME_FILES = ("__init__.py", "_exports.py")
+_RESERVED_MODULES = {_APP_MODULE, "toolgate_guest", "wit_world", "componentize_py_types",
+                     "componentize_py_runtime", "componentize_py_async_support", "poll_loop"}
+
+
+class BuildError(Exception):
+    """A guard that cannot be built, with a message naming the cause."""
+
+
+@dataclass
+class Target:
+    """What the build found in the guard module."""
+
+    module: ModuleType
+    #: The class name, or None for a guard written as module-level functions.
+    class_name: Optional[str]
+    seams: List[str]
+
+
+# ------------------------------------------------------------------ discovery
+
+
+def load_module(path: Path, extra_paths: Sequence[Path] = ()) -> ModuleType:
+    """Imports the guard file under its own module name."""
+    name = module_name(path)
+    search = [str(path.parent), *map(str, extra_paths)]
+    sys.path[:0] = search
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise BuildError(f"{path}: cannot be imported as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            raise BuildError(f"{path}: importing it raised {type(exc).__name__}: {exc}") from exc
+        return module
+    finally:
+        for entry in search:
+            sys.path.remove(entry)
+
+
+def module_name(path: Path) -> str:
+    """The module name a guard file is bundled under (its stem, `-` → `_`)."""
+    name = path.stem.replace("-", "_")
+    if not name.isidentifier():
+        raise BuildError(f"{path}: {path.stem!r} is not a valid Python module name")
+    if name in _RESERVED_MODULES:
+        raise BuildError(f"{path}: the module name {name!r} is reserved by the build; rename the file")
+    return name
+
+
+def find_target(module: ModuleType, class_name: Optional[str] = None,
+                seams: Optional[Sequence[str]] = None) -> Target:
+    """Finds the guard in a module and the seams it implements."""
+    where = getattr(module, "__file__", module.__name__)
+    if class_name is not None:
+        cls = getattr(module, class_name, None)
+        if not (isinstance(cls, type) and issubclass(cls, Guard)):
+            raise BuildError(f"{where}: {class_name!r} is not a toolgate_guest.Guard subclass")
+        guard: Any = cls
+    else:
+        classes = sorted(
+            (obj for obj in vars(module).values()
+             if isinstance(obj, type) and issubclass(obj, Guard) and obj is not Guard
+             and obj.__module__ == module.__name__),
+            key=lambda c: c.__name__,
+        )
+        if len(classes) > 1:
+            names = ", ".join(c.__name__ for c in classes)
+            raise BuildError(f"{where}: defines several Guard subclasses ({names}); pick one with --class")
+        guard = classes[0] if classes else module
+        class_name = classes[0].__name__ if classes else None
+
+    found = implemented_seams(guard)
+    if not found:
+        hooks = ", ".join(SEAMS.values())
+        raise BuildError(f"{where}: implements no hook; override one of {hooks} "
+                         "in a Guard subclass, or define it as a module-level function")
+    if seams is not None:
+        unknown = [s for s in seams if s not in SEAMS]
+        if unknown:
+            raise BuildError(f"unknown seam(s) {', '.join(unknown)}; expected {', '.join(SEAMS)}")
+        missing = [s for s in seams if s not in found]
+        if missing:
+            raise BuildError(
+                f"{where}: --seams asks for {', '.join(missing)} but the guard does not implement "
+                + ", ".join(SEAMS[s] for s in missing)
+            )
+        found = [s for s in SEAMS if s in seams]
+    return Target(module, class_name, found)
+
+
+# ---------------------------------------------------------------- generation
+
+
+def default_wit() -> Path:
+    """The WIT to build against: $TOOLGATE_WIT, else the copy shipped in the SDK."""
+    env = os.environ.get("TOOLGATE_WIT")
+    if env:
+        return Path(env)
+    return Path(toolgate_guest.__file__).resolve().parent / "wit"
+
+
+# componentize-py 0.25.1's WIT parser treats `result` as a keyword, so a field or
+# interface named `result` must be written `%result` (the name in the component
+# is still `result`). The build escapes it in its own copy of the WIT.
+_KEYWORD_FIXES = [
+    (re.compile(r"^(\s*)(?<!%)result(\s*:)", re.M), r"\1%result\2"),
+    (re.compile(r"\b(interface\s+)(?<!%)result\b"), r"\1%result"),
+    (re.compile(r"\b((?:export|import)\s+)(?<!%)result(\s*;)"), r"\1%result\2"),
+]
+
+
+def escape_wit_keywords(text: str) -> str:
+    """Escapes identifiers that componentize-py's WIT parser reads as keywords."""
+    for pattern, repl in _KEYWORD_FIXES:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def copy_wit(src: Path, dest: Path) -> None:
+    """Copies the WIT file or directory into `dest`, escaping keywords."""
+    files = [src] if src.is_file() else sorted(src.glob("*.wit"))
+    if not files:
+        raise BuildError(f"{src}: no .wit files found")
+    dest.mkdir(parents=True)
+    for f in files:
+        (dest / f.name).write_text(escape_wit_keywords(f.read_text()))
+    text = "\n".join(f.read_text() for f in files)
+    if f"package {WIT_PACKAGE}@{WIT_VERSION}" not in text:
+        raise BuildError(f"{src}: not the {WIT_PACKAGE}@{WIT_VERSION} package this SDK targets")
+
+
+def app_source(module: str, class_name: Optional[str], seams: Sequence[str]) -> str:
+    """The generated app module: one export class per seam, bound to the guard."""
+    target = f"{module}.{class_name}" if class_name else module
+    lines = [
+        "# Generated by toolgate-guest build; maps the exported seams to the guard.",
+        f"import {module}",
+        "from toolgate_guest import _exports",
+        "",
+    ]
+    for seam in seams:
+        lines.append(f"{seam.capitalize()} = _exports.{seam}({target})")
+    return "\n".join(lines) + "\n"
+
+
+def write_build_dir(root: Path, guard_path: Path, target: Target, wit: Path) -> Path:
+    """Lays out the WIT copy and the app directory; returns the app directory."""
+    copy_wit(wit, root / "wit")
+    app = root / "app"
+    sdk = app / "toolgate_guest"
+    sdk.mkdir(parents=True)
+    here = Path(toolgate_guest.__file__).resolve().parent
+    for name in _RUNTIME_FILES:
+        shutil.copyfile(here / name, sdk / name)
+    shutil.copyfile(guard_path, app / f"{target.module.__name__}.py")
+    (app / f"{_APP_MODULE}.py").write_text(
+        app_source(target.module.__name__, target.class_name, target.seams))
+    return app
+
+
+# ---------------------------------------------------------------------- build
+
+
+def check_componentize_py() -> None:
+    from importlib import metadata
+
+    try:
+        version = metadata.version("componentize-py")
+    except metadata.PackageNotFoundError:
+        raise BuildError(
+            f"componentize-py is not installed; pip install componentize-py=={COMPONENTIZE_PY_VERSION}"
+        ) from None
+    if version != COMPONENTIZE_PY_VERSION:
+        raise BuildError(f"componentize-py {version} is installed; this SDK needs "
+                         f"{COMPONENTIZE_PY_VERSION} (pip install componentize-py=={COMPONENTIZE_PY_VERSION})")
+
+
+def componentize_command(wit: Path, app: Path, seams: Sequence[str], out: Path,
+                         wasi: bool, extra_paths: Sequence[Path]) -> List[str]:
+    cmd = [sys.executable, "-c",
+           "import sys, componentize_py; sys.argv[0] = 'componentize-py'; "
+           "sys.exit(componentize_py.script())",
+           "-d", str(wit)]
+    for seam in seams:
+        cmd += ["-w", f"{seam}-guard"]
+    cmd += ["componentize", _APP_MODULE, "-p", str(app)]
+    for p in extra_paths:
+        cmd += ["-p", str(p)]
+    cmd += ["-o", str(out)]
+    if not wasi:
+        cmd.append("--stub-wasi")
+    return cmd
+
+
+def verify(out: Path, seams: Sequence[str], wasi: bool) -> List[str]:
+    """Checks the component's seam exports and imports; returns its imports."""
+    info = read_component_file(out)
+    prefix = f"{WIT_PACKAGE}/"
+    suffix = f"@{WIT_VERSION}"
+    exported = sorted(n[len(prefix):-len(suffix)] for n in info.export_names()
+                      if n.startswith(prefix) and n.endswith(suffix))
+    if exported != sorted(seams):
+        raise BuildError(f"{out}: exports seams {exported}, expected {sorted(seams)}")
+    allowed = {f"{prefix}host{suffix}", f"{prefix}types{suffix}"}
+    bad = [n for n in info.import_names()
+           if n not in allowed and not (wasi and n.startswith("wasi:"))]
+    if bad:
+        raise BuildError(f"{out}: imports {', '.join(bad)}, which the host refuses")
+    return info.import_names()
+
+
+def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
+          seams: Optional[Sequence[str]] = None, wasi: bool = False,
+          wit: Optional[Path] = None, extra_paths: Sequence[Path] = (),
+          keep_temp: Optional[Path] = None, quiet: bool = False) -> Target:
+    """Builds `guard_path` into the component `out`; returns what it built."""
+    guard_path = guard_path.resolve()
+    out = out.resolve()
+    if not guard_path.is_file():
+        raise BuildError(f"{guard_path}: no such file")
+    wit = (wit or default_wit()).resolve()
+    if not wit.exists():
+        raise BuildError(f"{wit}: WIT not found; pass --wit or set TOOLGATE_WIT")
+    extra = [p.resolve() for p in extra_paths]
+    check_componentize_py()
+    target = find_target(load_module(guard_path, extra), class_name, seams)
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="toolgate-guest-") as tmp:
+        root = keep_temp.resolve() if keep_temp else Path(tmp)
+        if keep_temp:
+            shutil.rmtree(root, ignore_errors=True)
+        app = write_build_dir(root, guard_path, target, wit)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(out.name + ".partial")
+        cmd = componentize_command(root / "wit", app, target.seams, partial, wasi, extra)
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+        if proc.returncode != 0:
+            partial.unlink(missing_ok=True)
+            detail = (proc.stderr or proc.stdout).strip()
+            # Drop componentize-py's Rust backtrace: the cause is above it.
+            detail = detail.split("\nStack backtrace:")[0]
+            raise BuildError(f"componentize-py failed for {guard_path.name}:\n{detail}")
+        try:
+            imports = verify(partial, target.seams, wasi)
+        except BuildError:
+            partial.unlink(missing_ok=True)
+            raise
+        os.replace(partial, out)
+    elapsed = time.monotonic() - started
+    if not quiet:
+        what = target.class_name or "module functions"
+        print(f"built {out} ({out.stat().st_size / 1e6:.1f} MB, {elapsed:.1f} s): "
+              f"{what}; seams {', '.join(target.seams)}; "
+              f"imports {', '.join(imports) or 'nothing'}", file=sys.stderr)
+    return target
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("guard", type=Path, help="the guard's Python file")
+    p.add_argument("-o", "--output", type=Path,
+                   help="the component to write (default: the guard's name with .wasm)")
+    p.add_argument("--class", dest="class_name", metavar="NAME",
+                   help="the Guard subclass to build, when the file defines several")
+    p.add_argument("--seams", metavar="LIST",
+                   help="comma-separated seams to export (default: every hook the guard implements)")
+    p.add_argument("--wasi", action="store_true",
+                   help="keep the WASI imports (default: stubbed; a stub traps if called)")
+    p.add_argument("--wit", type=Path, help="the WIT file or directory (default: $TOOLGATE_WIT, "
+                   "else the one shipped with the SDK)")
+    p.add_argument("-p", "--python-path", dest="paths", type=Path, action="append", default=[],
+                   metavar="DIR", help="an extra directory of modules to bundle (repeatable)")
+    p.add_argument("--keep-temp", type=Path, metavar="DIR",
+                   help="lay out the build directory here and keep it (for debugging)")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = args.output or args.guard.with_suffix(".wasm")
+    seams = [s.strip() for s in args.seams.split(",") if s.strip()] if args.seams else None
+    try:
+        build(args.guard, out, class_name=args.class_name, seams=seams, wasi=args.wasi,
+              wit=args.wit, extra_paths=args.paths, keep_temp=args.keep_temp, quiet=args.quiet)
+    except BuildError as exc:
+        print(f"toolgate-guest-build: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="toolgate-guest-build",
+                                     description="Build a Python guard into a toolgate component.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
