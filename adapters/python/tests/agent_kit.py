@@ -108,8 +108,10 @@ def say(text: str) -> AIMessage:
 def make_tools(transcript: Transcript) -> list[BaseTool]:
     """The tools of the scenarios; each records its execution."""
 
+    # ``sql`` also takes a number so a scenario can hand a guard an argument
+    # of the wrong type (sql-guard faults on it) and still see the tool run.
     @tool
-    def run_query(sql: str) -> str:
+    def run_query(sql: str | int) -> str:
         """Run a SQL query against the customer database."""
         transcript.ran.append(("run_query", {"sql": sql}))
         return f"ok: {sql}"
@@ -138,7 +140,13 @@ def make_tools(transcript: Transcript) -> list[BaseTool]:
         transcript.ran.append(("loop", {"n": n}))
         return f"looped {n}"
 
-    return [run_query, send_email, delete_user, list_tables, loop]
+    @tool
+    def admin_purge(table: str) -> str:
+        """Purge a table (administrators only)."""
+        transcript.ran.append(("admin_purge", {"table": table}))
+        return f"purged {table}"
+
+    return [run_query, send_email, delete_user, list_tables, loop, admin_purge]
 
 
 def make_agent(

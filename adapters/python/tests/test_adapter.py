@@ -30,7 +30,7 @@ from toolgate_symfonic import (
     json_safe,
 )
 
-ALL_TOOLS = ["run_query", "send_email", "delete_user", "list_tables", "loop"]
+ALL_TOOLS = ["run_query", "send_email", "delete_user", "list_tables", "loop", "admin_purge"]
 ROUTING_KEYWORDS = {"run_query": ["query"], "send_email": ["email"], "delete_user": ["delete"]}
 ROUTED_QUERY = "run the query and email the result"
 
@@ -412,14 +412,15 @@ def test_routing_enforce_through_the_palette_resolver(service: Any) -> None:
         "run_id": run_id,
         "mode": "enforce",
         "intent_label": "action",
-        "total_tools": 5,
-        "narrowed_tool_names": ["run_query", "send_email", "list_tables", "loop"],
+        "total_tools": 6,
+        "narrowed_tool_names": ["run_query", "send_email", "list_tables", "loop", "admin_purge"],
         "saved_tokens_estimate": routing["event"]["saved_tokens_estimate"],
         "tools": [
             {"name": "run_query", "description": "Run a SQL query against the customer database."},
             {"name": "send_email", "description": "Send an email to a customer."},
             {"name": "list_tables", "description": "List the database tables."},
             {"name": "loop", "description": "A harmless tool whose name a hostile guard reacts to."},
+            {"name": "admin_purge", "description": "Purge a table (administrators only)."},
         ],
         "query": ROUTED_QUERY,
     }
@@ -427,10 +428,10 @@ def test_routing_enforce_through_the_palette_resolver(service: Any) -> None:
     assert routing["tenant"] == "acme"
     assert routing["state"]["tenant_id"] == "acme" and routing["state"]["run_id"] == run_id
     # symfonic dropped delete_user; the guard hid send_email; both turns.
-    assert t.bound == [["run_query", "list_tables", "loop"]] * 2
+    assert t.bound == [["run_query", "list_tables", "loop", "admin_purge"]] * 2
     (rewrite,) = service.seam_requests("rewrite")
-    assert rewrite["event"]["available_tools"] == ["run_query", "list_tables", "loop"]
-    assert handler.visible_tools(run_id) == ["run_query", "list_tables", "loop"]
+    assert rewrite["event"]["available_tools"] == ["run_query", "list_tables", "loop", "admin_purge"]
+    assert handler.visible_tools(run_id) == ["run_query", "list_tables", "loop", "admin_purge"]
     assert handler.hidden_tools(run_id) == {"send_email"}
 
 
@@ -443,7 +444,7 @@ def test_routing_observe_hides_only_what_guards_hid(service: Any) -> None:
     handler.install(agent)
     run(drive(agent, handler, ROUTED_QUERY))
     assert service.seam_requests("routing")[0]["event"]["mode"] == "observe"
-    assert t.bound == [["run_query", "delete_user", "list_tables", "loop"]]
+    assert t.bound == [["run_query", "delete_user", "list_tables", "loop", "admin_purge"]]
 
 
 def test_routing_without_resolver_is_observed_only(service: Any) -> None:
@@ -455,7 +456,7 @@ def test_routing_without_resolver_is_observed_only(service: Any) -> None:
     run(drive(agent, handler, ROUTED_QUERY))
     (routing,) = service.seam_requests("routing")
     assert "tools" not in routing["event"] and "query" not in routing["event"]
-    assert t.bound == [["run_query", "send_email", "list_tables", "loop"]]
+    assert t.bound == [["run_query", "send_email", "list_tables", "loop", "admin_purge"]]
     assert handler.hidden_tools(routing["event"]["run_id"]) == {"send_email"}
 
 
@@ -480,7 +481,7 @@ def test_always_route_consults_when_symfonic_routing_is_off(service: Any) -> Non
     assert routing["event"]["mode"] == "off"
     assert routing["event"]["narrowed_tool_names"] == ALL_TOOLS
     assert routing["event"]["query"] == "hello"
-    assert t.bound == [["run_query", "send_email", "list_tables"]] * 2
+    assert t.bound == [["run_query", "send_email", "list_tables", "admin_purge"]] * 2
 
 
 def test_routing_off_and_no_always_route_makes_no_call(service: Any) -> None:
@@ -493,7 +494,7 @@ def test_routing_off_and_no_always_route_makes_no_call(service: Any) -> None:
 
 
 def test_routing_failure_fail_open_and_fail_closed(dead_url: str) -> None:
-    for policy, bound in (("fail_open", [["run_query", "send_email", "list_tables", "loop"]]),
+    for policy, bound in (("fail_open", [["run_query", "send_email", "list_tables", "loop", "admin_purge"]]),
                           ("fail_closed", [])):
         agent, t = make_agent(
             [say("done")], tool_routing_mode="enforce", trigger_keywords=ROUTING_KEYWORDS
