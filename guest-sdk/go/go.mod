@@ -1,0 +1,3 @@
+module toolgate.dev/guest
+
+go 1.27

@@ -1,0 +1,254 @@
+// Package guest writes toolgate guards in Go.
+//
+// A guard is a package main that registers a handler for each seam it
+// implements, from an init function, by importing that seam's package:
+//
+//	import (
+//		"toolgate.dev/guest"
+//		"toolgate.dev/guest/steering"
+//	)
+//
+//	func init() {
+//		steering.Handle(func(e guest.BeforeToolCallEvent) guest.Verdict {
+//			return guest.Proceed()
+//		})
+//	}
+//
+//	func main() {}
+//
+// Importing a seam package is what makes the component export that seam
+// (toolgate:guard/steering@0.1.0 and so on); the host consults a guard only at
+// the seams its component exports. The seam packages are steering, rewrite,
+// routing and result.
+//
+// This package holds what every seam shares: the event and verdict types, the
+// verdict helpers, and what the host lends a guard ([Log], [Config]).
+//
+// Events carry JSON values (args, state, tool results) as [json.RawMessage];
+// [Object] and the events' Arg helpers decode them. Every hook call runs on a
+// fresh instance, so nothing a guard keeps in a variable survives to the next
+// call.
+package guest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"toolgate.dev/guest/internal/abi"
+)
+
+// ToolInfo is one tool the model may be offered this turn.
+type ToolInfo struct {
+	// Name is the LangChain tool name.
+	Name string
+	// Description is the tool's description as the model sees it ("" when
+	// unknown).
+	Description string
+}
+
+// RoutingEvent is on_tool_routing_decision: which tools are visible this turn.
+type RoutingEvent struct {
+	RunID string
+	// Mode is "observe" or "enforce".
+	Mode string
+	// IntentLabel is the intent the framework's router assigned.
+	IntentLabel string
+	// TotalTools is how many tools the full manifest holds.
+	TotalTools uint32
+	// NarrowedToolNames are the names visible so far (after earlier guards).
+	NarrowedToolNames []string
+	// SavedTokensEstimate is the framework's estimate of prompt tokens saved.
+	SavedTokensEstimate uint32
+	// Tools are the visible tools with their descriptions.
+	Tools []ToolInfo
+	// Query is the user's query, nil when the caller does not know it.
+	Query *string
+	// State is the caller's state, a JSON object.
+	State json.RawMessage
+}
+
+// DispatchEvent is on_tool_call_dispatch: a call about to be dispatched,
+// which a rewrite guard may replace.
+type DispatchEvent struct {
+	RunID string
+	// IterationIndex is the 0-indexed React loop iteration.
+	IterationIndex uint32
+	// NodeName is the node that emitted the call.
+	NodeName string
+	// CallID is the tool_call id; a rewrite cannot change it.
+	CallID string
+	// ToolName is the tool the call names (after earlier rewrites).
+	ToolName string
+	// Args are the call's arguments, a JSON object.
+	Args json.RawMessage
+	// AvailableTools are the only names a rewrite may target.
+	AvailableTools []string
+	// State is the caller's state, a JSON object.
+	State json.RawMessage
+}
+
+// BeforeToolCallEvent is on_before_tool_call: a call about to run.
+type BeforeToolCallEvent struct {
+	RunID string
+	// ToolName is the (post-rewrite) tool about to run.
+	ToolName string
+	// CallID is the tool_call id this decision applies to.
+	CallID string
+	// Args are the (post-rewrite) arguments, a JSON object.
+	Args json.RawMessage
+	// State is the caller's state, a JSON object.
+	State json.RawMessage
+}
+
+// ToolResultEvent is on_tool_result: what a tool returned.
+type ToolResultEvent struct {
+	RunID    string
+	ToolName string
+	// Result is the ToolMessage content as JSON (null on cancellation).
+	Result json.RawMessage
+	CallID string
+	// Deferred is true when a resume cycle will supply the result later.
+	Deferred bool
+	// IsError is true when the ToolMessage carried status="error".
+	IsError bool
+	// State is the caller's state, a JSON object.
+	State json.RawMessage
+}
+
+// StringArg returns args[name] when the call's args are a JSON object whose
+// name member is a string.
+func (e BeforeToolCallEvent) StringArg(name string) (string, bool) {
+	return stringMember(e.Args, name)
+}
+
+// StringArg returns args[name] when the call's args are a JSON object whose
+// name member is a string.
+func (e DispatchEvent) StringArg(name string) (string, bool) {
+	return stringMember(e.Args, name)
+}
+
+// Available reports whether a rewrite may target tool.
+func (e DispatchEvent) Available(tool string) bool {
+	for _, t := range e.AvailableTools {
+		if t == tool {
+			return true
+		}
+	}
+	return false
+}
+
+func stringMember(raw json.RawMessage, name string) (string, bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return "", false
+	}
+	var s string
+	if member, ok := obj[name]; !ok || json.Unmarshal(member, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Object decodes a JSON object (args, state, configuration). Numbers decode as
+// json.Number, so integers survive a round trip through a rewrite exactly.
+func Object(raw json.RawMessage) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return obj, nil
+}
+
+// Verdict is what a steering guard decides for one call. The zero value
+// proceeds.
+type Verdict struct {
+	// Skip is true when the tool must not run; Content is then what the
+	// model sees instead. A skip with empty Content is malformed: the host
+	// drops it and proceeds.
+	Skip    bool
+	Content string
+	// IsError is nil for the host's default (true: steer), or explicit.
+	IsError *bool
+}
+
+// Proceed runs the tool normally; later guards are still consulted.
+func Proceed() Verdict { return Verdict{} }
+
+// Steer refuses the call and shows the model content as an error result, so
+// it corrects itself and retries (skip with is_error = true).
+func Steer(content string) Verdict {
+	isError := true
+	return Verdict{Skip: true, Content: content, IsError: &isError}
+}
+
+// Cancel refuses the call and shows the model content as a benign result it
+// moves past (skip with is_error = false).
+func Cancel(content string) Verdict {
+	isError := false
+	return Verdict{Skip: true, Content: content, IsError: &isError}
+}
+
+// Rewrite is a replacement for a dispatched call.
+type Rewrite struct {
+	// ToolName must be one of the event's AvailableTools.
+	ToolName string
+	// Args must be a JSON object.
+	Args json.RawMessage
+}
+
+// RewriteTo builds a rewrite to toolName with args encoded as JSON; args
+// must encode as an object (a map or a struct). It panics when they do not,
+// which the host counts as a fault of this guard.
+func RewriteTo(toolName string, args any) *Rewrite {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(args); err != nil {
+		panic(fmt.Sprintf("toolgate: encoding rewritten args: %v", err))
+	}
+	raw := bytes.TrimRight(buf.Bytes(), "\n")
+	if len(raw) == 0 || raw[0] != '{' {
+		panic("toolgate: rewritten args must encode as a JSON object")
+	}
+	return &Rewrite{ToolName: toolName, Args: raw}
+}
+
+// Level is the severity of a log line.
+type Level uint32
+
+// Log levels, as the host's `level` enum.
+const (
+	LevelTrace Level = iota
+	LevelDebug
+	LevelInfo
+	LevelWarn
+	LevelError
+)
+
+// Log writes one line to the host's log, tagged with the plugin's name.
+// Lines and bytes per call are budgeted by the host; going over the budget
+// ends the call as a fault.
+func Log(level Level, message string) { abi.Log(uint32(level), message) }
+
+// Logf formats and logs one line.
+func Logf(level Level, format string, args ...any) {
+	abi.Log(uint32(level), fmt.Sprintf(format, args...))
+}
+
+var config json.RawMessage
+
+// Config returns the plugin's own configuration (the manifest's `config`
+// table) as a JSON object; `{}` when none is set.
+func Config() json.RawMessage {
+	if config == nil {
+		config = json.RawMessage(abi.Config())
+	}
+	return config
+}
