@@ -128,7 +128,9 @@ async function bundleComponentSource(guardPath, hooks) {
 /** The component's imports and exports, read back from its embedded WIT. */
 export async function componentInterfaces(bytes) {
   const wit = await componentWit(bytes);
-  const pick = (kw) => [...wit.matchAll(new RegExp(`^\\s*${kw} ([\\w:./@%-]+);`, 'gm'))].map((m) => m[1]);
+  // The WIT printer writes keywords used as names in their escaped form (`%result`).
+  const pick = (kw) =>
+    [...wit.matchAll(new RegExp(`^\\s*${kw} ([\\w:./@%-]+);`, 'gm'))].map((m) => m[1].replaceAll('%', ''));
   return { imports: pick('import'), exports: pick('export') };
 }
 

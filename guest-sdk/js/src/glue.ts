@@ -47,14 +47,17 @@ function parseEvent<E extends object>(hook: HookName, event: E): any {
   return parsed;
 }
 
-/** Runs a hook; a throw is logged through the host, then rethrown (a fault). */
-function call<R>(hook: HookName, run: () => R): R {
+/**
+ * Runs a hook and converts what it returned; a throw (or a return that does not convert) is
+ * logged through the host, then rethrown: a fault.
+ */
+function call<T, R>(hook: HookName, run: () => T, convert: (value: T) => R): R {
   try {
     const out = run();
     if (out !== null && typeof out === 'object' && typeof (out as { then?: unknown }).then === 'function') {
       throw new TypeError(`${hook} returned a Promise; hooks must be synchronous`);
     }
-    return out;
+    return convert(out);
   } catch (err) {
     const text = err instanceof Error ? `${err.name}: ${err.message}\n${err.stack ?? ''}` : describe(err);
     try {
@@ -107,23 +110,23 @@ function toNames(value: unknown): string[] | undefined {
 export const bind = {
   routing(guard: Hooks): typeof Routing {
     const narrow = hookOf(guard, 'narrow');
-    return { narrow: (e) => call('narrow', () => toNames(narrow(parseEvent('narrow', e)))) };
+    return { narrow: (e) => call('narrow', () => narrow(parseEvent('narrow', e)), toNames) };
   },
   rewrite(guard: Hooks): typeof Rewriting {
     const dispatch = hookOf(guard, 'dispatch');
-    return { dispatch: (e) => call('dispatch', () => toRewrite(dispatch(parseEvent('dispatch', e)))) };
+    return { dispatch: (e) => call('dispatch', () => dispatch(parseEvent('dispatch', e)), toRewrite) };
   },
   steering(guard: Hooks): typeof Steering {
     const before = hookOf(guard, 'beforeToolCall');
     return {
-      beforeToolCall: (e) => call('beforeToolCall', () => toVerdict(before(parseEvent('beforeToolCall', e)))),
+      beforeToolCall: (e) => call('beforeToolCall', () => before(parseEvent('beforeToolCall', e)), toVerdict),
     };
   },
   result(guard: Hooks): typeof Result {
     const onResult = hookOf(guard, 'onResult');
     return {
       onResult: (e) => {
-        call('onResult', () => onResult(parseEvent('onResult', e)));
+        call('onResult', () => onResult(parseEvent('onResult', e)), () => undefined);
       },
     };
   },

@@ -9,6 +9,8 @@
 //
 // The build (`toolgate-js build`) exports exactly the seams whose hooks the guard implements.
 
+/// <reference path="./env.d.ts" />
+
 import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.1.0';
 import type { Hooks, JsonObject, JsonValue, Level, Rewrite, Verdict } from './generated/types.js';
 

@@ -1,0 +1,39 @@
+// Runs a built component in Node (jco transpile), with a fake host that records log lines.
+
+import { mkdtemp, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { transpileBytes } from '@bytecodealliance/jco-transpile';
+
+/** Transpiles the component once; returns a function making a fresh instance per call. */
+export async function loadComponent(wasmPath) {
+  const { files } = await transpileBytes(await readFile(wasmPath), {
+    name: 'guard',
+    instantiation: { tag: 'async' },
+    noTypescript: true,
+  });
+  const dir = await mkdtemp(join(tmpdir(), 'toolgate-js-test-'));
+  for (const [name, bytes] of Object.entries(files)) {
+    await mkdir(dirname(join(dir, name)), { recursive: true });
+    await writeFile(join(dir, name), bytes);
+  }
+  const mod = await import(pathToFileURL(join(dir, 'guard.js')).href);
+  const cores = new Map();
+  const getCore = async (name) => {
+    if (!cores.has(name)) cores.set(name, await WebAssembly.compile(await readFile(join(dir, name))));
+    return cores.get(name);
+  };
+  /** A fresh instance: { exports, logs } with the given plugin config (a JSON object). */
+  return async function instance(config = {}) {
+    const logs = [];
+    const exports = await mod.instantiate(getCore, {
+      'toolgate:guard/host': {
+        log: (level, message) => logs.push([level, message]),
+        config: () => JSON.stringify(config),
+      },
+      'toolgate:guard/types': {},
+    });
+    return { exports, logs };
+  };
+}

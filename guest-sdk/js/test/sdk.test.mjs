@@ -1,0 +1,203 @@
+// The SDK end to end: a guard with all four hooks is built into a component, which runs in
+// Node (jco transpile) on a fresh instance per call against a fake host.
+
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { buildGuard, componentInterfaces } from '../lib/build.mjs';
+import { escapeWitKeywords, worldFor } from '../lib/wit.mjs';
+import { loadComponent } from './harness.mjs';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const SDK = join(HERE, '..');
+const BIN = join(SDK, 'bin', 'build.mjs');
+
+const steeringEvent = (mode, args = { sql: 'select 1' }) => ({
+  runId: 'run-1',
+  toolName: 'run_query',
+  callId: 'call-1',
+  args: JSON.stringify(args),
+  state: JSON.stringify({ mode }),
+});
+
+describe('a guard implementing every hook', () => {
+  let built;
+  let instance;
+  let work;
+
+  before(async () => {
+    work = await mkdtemp(join(tmpdir(), 'toolgate-js-sdk-'));
+    built = await buildGuard(join(HERE, 'fixtures', 'all-seams.ts'), join(work, 'all-seams.wasm'));
+    instance = await loadComponent(join(work, 'all-seams.wasm'));
+  });
+
+  test('exports exactly the four seams and imports nothing but the contract', async () => {
+    const { imports, exports } = await componentInterfaces(await readFile(join(work, 'all-seams.wasm')));
+    assert.deepEqual([...exports].sort(), [
+      'toolgate:guard/result@0.1.0',
+      'toolgate:guard/rewrite@0.1.0',
+      'toolgate:guard/routing@0.1.0',
+      'toolgate:guard/steering@0.1.0',
+    ]);
+    assert.deepEqual([...imports].sort(), ['toolgate:guard/host@0.1.0', 'toolgate:guard/types@0.1.0']);
+    assert.equal(built.world, 'js-guard-routing-rewrite-steering-result');
+  });
+
+  test('steering verdict helpers map to the WIT verdict', async () => {
+    const run = async (mode) => (await instance()).exports.steering.beforeToolCall(steeringEvent(mode));
+    assert.deepEqual(await run('steer'), { tag: 'skip', val: { content: 'no run_query', isError: true } });
+    assert.deepEqual(await run('cancel'), { tag: 'skip', val: { content: 'cancelled', isError: false } });
+    assert.deepEqual(await run('skip-false'), { tag: 'skip', val: { content: 'benign', isError: false } });
+    assert.deepEqual(await run('skip-default'), { tag: 'skip', val: { content: 'plain skip', isError: undefined } });
+    assert.deepEqual(await run('proceed'), { tag: 'proceed' });
+    assert.deepEqual(await run('nothing'), { tag: 'proceed' });
+  });
+
+  test('events arrive parsed, with the other fields intact', async () => {
+    const args = { sql: 'select "x"', n: [1, { deep: null }], u: 'é😀' };
+    const v = (await instance()).exports.steering.beforeToolCall({ ...steeringEvent('echo'), args: JSON.stringify(args) });
+    assert.equal(v.tag, 'skip');
+    assert.deepEqual(JSON.parse(v.val.content), { runId: 'run-1', callId: 'call-1', args });
+  });
+
+  test('config and log reach the host; console goes to the log', async () => {
+    const a = await instance({ limit: 5, name: 'x' });
+    assert.deepEqual(JSON.parse(a.exports.steering.beforeToolCall(steeringEvent('config')).val.content), {
+      limit: 5,
+      name: 'x',
+    });
+    const b = await instance();
+    assert.deepEqual(b.exports.steering.beforeToolCall(steeringEvent('log')), { tag: 'proceed' });
+    assert.deepEqual(b.logs, [
+      ['warn', 'args {"sql":"select 1"}'],
+      ['info', 'console says {"n":1}'],
+    ]);
+  });
+
+  test('a malformed verdict or a Promise traps, after logging why', async () => {
+    for (const [mode, why] of [
+      ['bad-verdict', /beforeToolCall returned \{"tag":"maybe"\}/],
+      ['promise', /returned a Promise; hooks must be synchronous/],
+    ]) {
+      const { exports, logs } = await instance();
+      assert.throws(() => exports.steering.beforeToolCall(steeringEvent(mode)));
+      assert.equal(logs.length, 1, mode);
+      assert.equal(logs[0][0], 'error');
+      assert.match(logs[0][1], why);
+    }
+  });
+
+  test('rewrite serialises args; nothing means pass through; bad args trap', async () => {
+    const ev = (mode) => ({
+      runId: 'r',
+      iterationIndex: 3,
+      nodeName: 'react',
+      callId: 'c',
+      toolName: 'search',
+      args: JSON.stringify({ q: 'cats' }),
+      availableTools: ['search', 'search_v2'],
+      state: JSON.stringify({ mode }),
+    });
+    const r = (await instance()).exports.rewrite.dispatch(ev('rewrite'));
+    assert.equal(r.toolName, 'search_v2');
+    assert.deepEqual(JSON.parse(r.args), { q: 'cats', iteration: 3 });
+    assert.equal((await instance()).exports.rewrite.dispatch(ev('none')), undefined);
+    for (const mode of ['throw', 'array-args']) {
+      const { exports, logs } = await instance();
+      assert.throws(() => exports.rewrite.dispatch(ev(mode)));
+      assert.match(logs[0][1], mode === 'throw' ? /dispatch failed: Error: dispatch exploded/ : /return rewrite\(toolName, argsObject\)/);
+    }
+  });
+
+  test('routing returns the names to keep, or nothing', async () => {
+    const ev = (mode) => ({
+      runId: 'r',
+      mode: 'enforce',
+      intentLabel: 'db',
+      totalTools: 3,
+      narrowedToolNames: ['run_query', 'drop_table', 'search'],
+      savedTokensEstimate: 0,
+      tools: [],
+      query: undefined,
+      state: JSON.stringify({ mode }),
+    });
+    assert.deepEqual((await instance()).exports.routing.narrow(ev('narrow')), ['run_query', 'search']);
+    assert.equal((await instance()).exports.routing.narrow(ev('none')), undefined);
+  });
+
+  test('result hook observes parsed results', async () => {
+    const ev = (mode, result) => ({
+      runId: 'r',
+      toolName: 't',
+      result: JSON.stringify(result),
+      callId: 'c',
+      deferred: false,
+      isError: true,
+      state: JSON.stringify({ mode }),
+    });
+    const a = await instance();
+    assert.equal(a.exports.result.onResult(ev('ok', { rows: [1] })), undefined);
+    assert.deepEqual(a.logs, [['info', 'result {"rows":[1]} deferred=false error=true']]);
+    const b = await instance();
+    assert.throws(() => b.exports.result.onResult(ev('throw', null)));
+    assert.match(b.logs[1][1], /onResult failed: TypeError: onResult exploded/);
+  });
+});
+
+describe('the build refuses broken guards before compiling', () => {
+  const cases = [
+    ['typo.ts', `import { defineGuard } from '@toolgate/guest';\nexport default defineGuard({ beforeToolcall() {} } as never);\n`, /unknown hook "beforeToolcall"/],
+    ['plain.js', `export default { dispatch: 1 };\n`, /every hook must be a function/],
+    ['empty.js', `export default {};\n`, /implements no hook/],
+    ['nodefault.js', `export const x = 1;\n`, /must export default a guard/],
+    ['fs.js', `import { readFileSync } from 'fs';\nexport default { onResult() { readFileSync('/x'); } };\n`, /Could not resolve "fs"|imports fs/],
+    ['syntax.ts', `export default {\n`, /cannot bundle .*syntax\.ts/],
+  ];
+  for (const [name, source, why] of cases) {
+    test(name, async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'toolgate-js-bad-'));
+      await writeFile(join(dir, name), source);
+      const p = spawnSync(process.execPath, [BIN, 'build', join(dir, name), '-o', join(dir, 'out.wasm')], {
+        encoding: 'utf8',
+      });
+      assert.equal(p.status, 1, p.stderr);
+      assert.match(p.stderr, why);
+    });
+  }
+});
+
+describe('contract handling', () => {
+  test('the SDK, its test guard and the example plugins typecheck', () => {
+    const tsc = join(SDK, 'node_modules', 'typescript', 'bin', 'tsc');
+    for (const project of [join(SDK, 'tsconfig.json'), join(SDK, '..', '..', 'plugins', 'js', 'tsconfig.json')]) {
+      const p = spawnSync(process.execPath, [tsc, '-p', project], { encoding: 'utf8' });
+      assert.equal(p.status, 0, `${project}: ${p.stdout}${p.stderr}`);
+    }
+  });
+
+  test('the generated types match the WIT', () => {
+    const p = spawnSync(process.execPath, [join(SDK, 'scripts', 'gen-types.mjs'), '--check'], { encoding: 'utf8' });
+    assert.equal(p.status, 0, p.stderr);
+  });
+
+  test('keywords used as names are escaped, escaped ones left alone', () => {
+    const wit = 'interface result {\n  f: func();\n}\nrecord r {\n    result: json,\n}\nworld w {\n    export result;\n    export %result;\n}\n';
+    assert.equal(
+      escapeWitKeywords(wit),
+      'interface %result {\n  f: func();\n}\nrecord r {\n    %result: json,\n}\nworld w {\n    export %result;\n    export %result;\n}\n',
+    );
+  });
+
+  test('one seam uses the contract world, several an exact generated world', () => {
+    assert.equal(worldFor(['beforeToolCall']).worldName, 'steering-guard');
+    assert.equal(worldFor(['beforeToolCall']).extraFile, null);
+    const w = worldFor(['onResult', 'dispatch']);
+    assert.equal(w.worldName, 'js-guard-rewrite-result');
+    assert.match(w.extraFile.text, /world js-guard-rewrite-result \{\n    import host;\n    export %rewrite;\n    export %result;\n\}/);
+    assert.throws(() => worldFor([]), /at least one hook/);
+  });
+});
