@@ -1,7 +1,13 @@
-// query-limit (rewrite): a `run_query` call whose SQL has no LIMIT gets one. The SQL loses
-// its trailing whitespace and semicolons and gains " LIMIT 100"; the other arguments are kept.
+// query-limit (rewrite): a `run_query` call whose SQL has no LIMIT (in any case) is rewritten
+// to the same tool with " LIMIT 100" appended, after dropping trailing whitespace and `;`;
+// every other argument is kept. Other tools, and calls without a string `sql`, pass through.
 
 import { defineGuard, rewrite } from '@toolgate/guest';
+
+const LIMIT = ' LIMIT 100';
+
+// Unicode White_Space (what Rust's `char::is_whitespace` tests), and `;`.
+const TRAILING = /[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000;]/;
 
 export default defineGuard({
   dispatch(event) {
@@ -10,7 +16,7 @@ export default defineGuard({
       return null;
     }
     let end = sql.length;
-    while (end > 0 && (sql[end - 1] === ';' || /\s/.test(sql[end - 1]))) end--;
-    return rewrite('run_query', { ...event.args, sql: `${sql.slice(0, end)} LIMIT 100` });
+    while (end > 0 && TRAILING.test(sql[end - 1])) end--;
+    return rewrite(event.toolName, { ...event.args, sql: sql.slice(0, end) + LIMIT });
   },
 });
