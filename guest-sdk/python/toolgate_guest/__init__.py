@@ -44,8 +44,11 @@ __all__ = [
     "RoutingEvent",
     "SEAMS",
     "Skip",
+    "ToolCallDispatchEvent",
     "ToolInfo",
+    "ToolResultCallbackEvent",
     "ToolResultEvent",
+    "ToolRoutingDecisionEvent",
     "Verdict",
     "cancel",
     "config",
@@ -219,6 +222,12 @@ class ToolResultEvent:
             is_error=e.is_error,
             state=_object(e.state, "state"),
         )
+
+
+# The seed's (symfonic's) names for the same events.
+ToolRoutingDecisionEvent = RoutingEvent
+ToolCallDispatchEvent = DispatchEvent
+ToolResultCallbackEvent = ToolResultEvent
 
 
 # --------------------------------------------------------------------------

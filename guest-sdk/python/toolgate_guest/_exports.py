@@ -67,13 +67,19 @@ def _describe(exc: BaseException) -> str:
     return f"guard raised {type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
 
 
-def _call(guard: Any, method: str, event: Any) -> Any:
+def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callable[[Any], Any]) -> Any:
+    """One hook call: WIT record → event → guard → WIT value.
+
+    Anything that raises on the way (a malformed event, the guard itself, an
+    answer of the wrong shape) is logged as an error and re-raised, trapping.
+    """
     out, err = sys.stdout, sys.stderr
     sys.stdout = _HostStream(_host.Level.INFO)
     sys.stderr = _HostStream(_host.Level.WARN)
     try:
+        event = event_type.from_wit(record)
         target = guard() if isinstance(guard, type) else guard
-        return getattr(target, method)(event)
+        return convert(getattr(target, method)(event))
     except BaseException as exc:
         _host.log(_host.Level.ERROR, _describe(exc)[:_MAX_LINE])
         raise
@@ -157,8 +163,7 @@ def steering(guard: Any) -> type:
 
     class Steering(_wit.Steering):
         def before_tool_call(self, event: Any) -> Any:
-            e = _tg.BeforeToolCallEvent.from_wit(event)
-            return to_verdict(_call(guard, "before_tool_call", e))
+            return _call(guard, "before_tool_call", _tg.BeforeToolCallEvent, event, to_verdict)
 
     return Steering
 
@@ -168,8 +173,7 @@ def rewrite(guard: Any) -> type:
 
     class Rewrite(_wit.Rewrite):
         def dispatch(self, event: Any) -> Any:
-            e = _tg.DispatchEvent.from_wit(event)
-            return to_rewrite(_call(guard, "dispatch", e))
+            return _call(guard, "dispatch", _tg.DispatchEvent, event, to_rewrite)
 
     return Rewrite
 
@@ -179,8 +183,7 @@ def routing(guard: Any) -> type:
 
     class Routing(_wit.Routing):
         def narrow(self, event: Any) -> Any:
-            e = _tg.RoutingEvent.from_wit(event)
-            return to_names(_call(guard, "narrow", e))
+            return _call(guard, "narrow", _tg.RoutingEvent, event, to_names)
 
     return Routing
 
@@ -190,9 +193,13 @@ def result(guard: Any) -> type:
 
     class Result(_wit.Result):
         def on_result(self, event: Any) -> None:
-            _call(guard, "on_result", _tg.ToolResultEvent.from_wit(event))
+            _call(guard, "on_result", _tg.ToolResultEvent, event, _nothing)
 
     return Result
+
+
+def _nothing(value: Any) -> None:
+    return None
 
 
 FACTORIES: dict[str, Callable[[Any], type]] = {

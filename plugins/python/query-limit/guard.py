@@ -2,16 +2,20 @@
 
 A rewrite-seam guard written as a module-level function: the SQL loses its
 trailing whitespace and semicolons, gains ` LIMIT 100`, and every other
-argument is kept. Calls that already say LIMIT (in any case) pass through.
+argument is kept. Calls that already say LIMIT (in any case), other tools, and
+calls without a string `sql` pass through unchanged.
 """
 
 from toolgate_guest import DispatchEvent, Rewrite, rewrite
 
-TRAILING = " \t\n\r\f\v;"
+LIMIT = " LIMIT 100"
 
 
 def dispatch(event: DispatchEvent) -> Rewrite | None:
     sql = event.args.get("sql")
     if event.tool_name != "run_query" or not isinstance(sql, str) or "LIMIT" in sql.upper():
         return None
-    return rewrite("run_query", {**event.args, "sql": sql.rstrip(TRAILING) + " LIMIT 100"})
+    end = len(sql)
+    while end and (sql[end - 1].isspace() or sql[end - 1] == ";"):
+        end -= 1
+    return rewrite(event.tool_name, {**event.args, "sql": sql[:end] + LIMIT})

@@ -1,7 +1,9 @@
 """sql-guard: a `run_query` call whose SQL has no WHERE clause is steered back.
 
-The seed's example guard (steering seam): the model sees an error result asking
-for a WHERE clause and retries; every other call proceeds.
+The seed's `SqlGuard`, line for line (steering seam): the model sees an error
+result asking for a WHERE clause and retries; every other call proceeds. Like
+the seed, a `run_query` call without a string `sql` argument is an error in the
+guard: it raises, and the host logs the fault and lets the call proceed.
 """
 
 from toolgate_guest import BeforeToolCallEvent, Guard, Verdict, steer
@@ -9,7 +11,6 @@ from toolgate_guest import BeforeToolCallEvent, Guard, Verdict, steer
 
 class SqlGuard(Guard):
     def before_tool_call(self, event: BeforeToolCallEvent) -> Verdict | None:
-        sql = event.args.get("sql")
-        if event.tool_name == "run_query" and isinstance(sql, str) and "WHERE" not in sql.upper():
+        if event.tool_name == "run_query" and "WHERE" not in event.args["sql"].upper():
             return steer("Add a WHERE clause before running this query.")
-        return None  # proceed
+        return None  # proceed: run the tool normally
