@@ -178,6 +178,4 @@ def scope(tenant_id: str) -> Any:
     """A symfonic tenant scope."""
     from symfonic.agent.types import FrameworkTenantScope
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return FrameworkTenantScope(tenant_id=tenant_id)
+    return FrameworkTenantScope.root("tenant", tenant_id)

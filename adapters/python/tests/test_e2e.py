@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -318,3 +321,22 @@ def test_service_lists_the_plugins(serve: Serve) -> None:
     text = response.text
     for name in ("sql-guard", "query-limit", "hide-admin-tools", "no-email", "result-audit"):
         assert name in text
+
+
+def test_readme_example_runs(serve: Serve, tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    (example,) = [b for b in blocks if "asyncio.run(main())" in b]
+    script = tmp_path / "example.py"
+    script.write_text(example)
+    server = serve("sql-guard")
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        env={**os.environ, "TOOLGATE_URL": server.url},
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "tool ran: DELETE FROM users WHERE id = 7",
+        "Deleted user 7.",
+    ], proc.stdout + proc.stderr
