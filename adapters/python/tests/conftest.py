@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recording_service import RecordingService  # noqa: E402
+from recording_service import RecordingService
 
 
 @pytest.fixture

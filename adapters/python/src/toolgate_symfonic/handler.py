@@ -309,7 +309,9 @@ class ToolgateHandler(BaseCallbackHandler):
         try:
             run_id = str(event.run_id)
             run = self._runs.get(run_id)
-            sub = dict(run.state) if run is not None and run.state else {"run_id": run_id}
+            sub: dict[str, Any] = (
+                dict(run.state) if run is not None and run.state else {"run_id": run_id}
+            )
             sub["tool_calls"] = []
             tenant = run.tenant if run is not None else self.tenant
             wire_event = {

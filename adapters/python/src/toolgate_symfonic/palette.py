@@ -73,13 +73,13 @@ class ToolgatePaletteResolver:
         if self.inner is not None:
             try:
                 base = await self.inner.resolve(state, role, all_tools)
-            except Exception:  # noqa: BLE001 - symfonic's own contract: degrade
+            except Exception:
                 logger.exception("toolgate: wrapped ToolPaletteResolver raised; ignoring it")
                 base = None
         tools = list(base) if base is not None else list(all_tools)
         try:
             run = await self._verdict(state, tools)
-        except Exception:  # noqa: BLE001 - a resolver error would only be logged by symfonic
+        except Exception:
             logger.exception("toolgate: palette resolution failed; palette unchanged")
             return base
         if run is None:
