@@ -508,6 +508,49 @@ def test_routing_failure_fail_open_and_fail_closed(dead_url: str) -> None:
         assert t.bound == bound
 
 
+def test_hidden_tool_named_anyway_still_runs_by_default(service: Any) -> None:
+    # symfonic's palette only decides what the model is offered; LangGraph's
+    # tool node still holds every registered tool.
+    service.answers["routing"] = hide("send_email")
+    agent, t = make_agent(
+        [call("send_email", "e1", to="x@y.z"), say("done")],
+        tool_routing_mode="enforce",
+        trigger_keywords=ROUTING_KEYWORDS,
+    )
+    handler = ToolgateHandler(service.url)
+    handler.install(agent)
+    run(drive(agent, handler, ROUTED_QUERY))
+    assert "send_email" not in t.bound[0]
+    assert t.ran == [("send_email", {"to": "x@y.z", "body": ""})]
+
+
+def test_routing_reaches_only_per_run_callbacks(service: Any) -> None:
+    # symfonic dispatches the routing event to the run's callbacks only; a
+    # handler registered on the agent's own CallbackManager never sees it.
+    from symfonic.core.callbacks import CallbackManager
+
+    service.answers["routing"] = hide("send_email")
+    agent, t = make_agent(
+        [call("list_tables", "l1"), say("done")],
+        tool_routing_mode="enforce",
+        trigger_keywords=ROUTING_KEYWORDS,
+    )
+    handler = ToolgateHandler(service.url)
+    handler.install(agent)
+    agent._deps.get(CallbackManager).add(handler)
+
+    async def go() -> None:
+        try:
+            await agent.run(ROUTED_QUERY)
+        finally:
+            await handler.aclose()
+
+    run(go())
+    assert service.seam_requests("routing") == []
+    assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result"]
+    assert "send_email" in t.bound[0]
+
+
 def test_deny_hidden_tools(service: Any) -> None:
     service.answers["routing"] = hide("send_email")
     agent, t = make_agent(
