@@ -133,7 +133,8 @@ fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
         "package toolgate:go-guard;\nworld guard {{\n  import {PACKAGE}/host@{VERSION};\n"
     );
     for seam in SEAMS.iter().filter(|s| seams.contains(*s)) {
-        world.push_str(&format!("  export {PACKAGE}/{seam}@{VERSION};\n"));
+        // `%` escapes a name that is also a WIT keyword (`result`).
+        world.push_str(&format!("  export {PACKAGE}/%{seam}@{VERSION};\n"));
     }
     world.push_str("}\n");
     let pkg = resolve

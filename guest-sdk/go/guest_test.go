@@ -1,0 +1,74 @@
+package guest
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+func TestVerdictHelpers(t *testing.T) {
+	if v := Proceed(); v.Skip || v.Content != "" || v.IsError != nil {
+		t.Fatalf("Proceed() = %+v", v)
+	}
+	if v := Steer("fix it"); !v.Skip || v.Content != "fix it" || v.IsError == nil || !*v.IsError {
+		t.Fatalf("Steer() = %+v", v)
+	}
+	if v := Cancel("no"); !v.Skip || v.Content != "no" || v.IsError == nil || *v.IsError {
+		t.Fatalf("Cancel() = %+v", v)
+	}
+}
+
+func TestStringArg(t *testing.T) {
+	e := BeforeToolCallEvent{Args: json.RawMessage(`{"sql":"SELECT \"x\" \u00e9","n":1}`)}
+	if s, ok := e.StringArg("sql"); !ok || s != `SELECT "x" é` {
+		t.Fatalf("StringArg(sql) = %q, %v", s, ok)
+	}
+	for _, name := range []string{"n", "missing"} {
+		if s, ok := e.StringArg(name); ok {
+			t.Fatalf("StringArg(%s) = %q, true", name, s)
+		}
+	}
+	for _, raw := range []string{`[]`, `"sql"`, `not json`, ``} {
+		if _, ok := (DispatchEvent{Args: json.RawMessage(raw)}).StringArg("sql"); ok {
+			t.Fatalf("StringArg on %q succeeded", raw)
+		}
+	}
+}
+
+func TestObjectKeepsNumbersExact(t *testing.T) {
+	obj, err := Object(json.RawMessage(`{"big":9007199254740993,"f":1.5,"s":"<&>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := RewriteTo("run_query", obj)
+	want := `{"big":9007199254740993,"f":1.5,"s":"<&>"}`
+	if r.ToolName != "run_query" || string(r.Args) != want {
+		t.Fatalf("RewriteTo = %s %s, want %s", r.ToolName, r.Args, want)
+	}
+	for _, raw := range []string{`[1]`, `null`, `"x"`, `{`} {
+		if _, err := Object(json.RawMessage(raw)); err == nil {
+			t.Fatalf("Object(%s) succeeded", raw)
+		}
+	}
+}
+
+func TestRewriteToRefusesNonObjects(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("RewriteTo with a list did not panic")
+		}
+	}()
+	RewriteTo("x", []int{1})
+}
+
+func TestAvailable(t *testing.T) {
+	e := DispatchEvent{AvailableTools: []string{"a", "b"}}
+	if !e.Available("b") || e.Available("c") {
+		t.Fatal("Available is wrong")
+	}
+}
+
+func TestConfigOffWasm(t *testing.T) {
+	if got := string(Config()); got != "{}" {
+		t.Fatalf("Config() = %s", got)
+	}
+}

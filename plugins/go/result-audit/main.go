@@ -1,0 +1,18 @@
+// result-audit (result): writes one info line per tool result to the host's
+// log: "tool=<name> call=<id> error=<bool> bytes=<n>", where n is the length
+// in bytes of the result's JSON text.
+package main
+
+import (
+	"toolgate.dev/guest"
+	"toolgate.dev/guest/result"
+)
+
+func init() {
+	result.Handle(func(e guest.ToolResultEvent) {
+		guest.Logf(guest.LevelInfo, "tool=%s call=%s error=%t bytes=%d",
+			e.ToolName, e.CallID, e.IsError, len(e.Result))
+	})
+}
+
+func main() {}
