@@ -1,1 +1,35 @@
-//! Paths to guest programs built for the tests.
+//! Paths to the guest programs the integration tests run.
+//!
+//! `build.rs` builds every guest once, for `wasm32-wasip2`: the example
+//! guards in `plugins/rust` and the test programs in `tests/guests`. Each
+//! constant below is the absolute path of one component (a copy in this
+//! crate's `OUT_DIR`); [`PROGRAMS`] lists them all, and [`foreach_program!`]
+//! expands a macro once per program so a program without a test can be made
+//! a compile error:
+//!
+//! ```ignore
+//! macro_rules! assert_test_exists {
+//!     ($name:ident) => {
+//!         #[allow(unused_imports, reason = "only checks the test exists")]
+//!         use self::$name as _;
+//!     };
+//! }
+//! toolgate_tests::foreach_program!(assert_test_exists);
+//! ```
+//!
+//! | constant | seams | behaviour |
+//! |---|---|---|
+//! | [`SQL_GUARD`] | steering | `run_query` without `WHERE` → steer |
+//! | [`QUERY_LIMIT`] | rewrite | `run_query` without `LIMIT` → `... LIMIT 100` |
+//! | [`HIDE_ADMIN_TOOLS`] | routing | hides `admin_*` tools |
+//! | [`NO_EMAIL`] | steering | `send_email` → cancel |
+//! | [`RESULT_AUDIT`] | result | logs `tool=.. call=.. error=.. bytes=..` |
+//! | [`HOSTILE`] | all four | misbehaves as `config.attack` (or the tool name) says |
+//! | [`SCRIPTED`] | all four | answers as its config scripts |
+//! | [`STEERING_ONLY`] | steering | always proceeds |
+//! | [`REWRITE_ONLY`] | rewrite | never rewrites |
+//!
+//! The hostile and scripted programs document their configuration in
+//! `tests/guests/hostile/src/lib.rs` and `tests/guests/scripted/src/lib.rs`.
+
+include!(concat!(env!("OUT_DIR"), "/programs.rs"));
