@@ -35,7 +35,8 @@ struct Program {
 }
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let root = manifest_dir
         .parent()
         .expect("tests/ has a parent directory")
@@ -160,12 +161,16 @@ fn members(ws: &Path, rel: &str) -> Vec<Program> {
             .unwrap_or_else(|err| panic!("read {}: {err}", manifest.display()));
         let field = |key: &str| {
             text.lines().find_map(|line| {
-                let value = line.strip_prefix(key)?.trim_start().strip_prefix('=')?.trim();
+                let value = line
+                    .strip_prefix(key)?
+                    .trim_start()
+                    .strip_prefix('=')?
+                    .trim();
                 Some(value.trim_matches('"').to_string())
             })
         };
-        let name = field("name")
-            .unwrap_or_else(|| panic!("{} has no package name", manifest.display()));
+        let name =
+            field("name").unwrap_or_else(|| panic!("{} has no package name", manifest.display()));
         let description = field("description").unwrap_or_default();
         let dir_name = dir.file_name().expect("dir name").to_string_lossy();
         members.push(Program {
