@@ -1,10 +1,24 @@
 // Runs a built component in Node (jco transpile), with a fake host that records log lines.
 
-import { mkdtemp, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { transpileBytes } from '@bytecodealliance/jco-transpile';
+
+const temps = [];
+
+/** A temporary directory, removed by `cleanup()`. */
+export async function tempDir(prefix) {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+}
+
+/** Removes every directory `tempDir` made. */
+export async function cleanup() {
+  await Promise.all(temps.splice(0).map((d) => rm(d, { recursive: true, force: true })));
+}
 
 /** Transpiles the component once; returns a function making a fresh instance per call. */
 export async function loadComponent(wasmPath) {
@@ -13,7 +27,7 @@ export async function loadComponent(wasmPath) {
     instantiation: { tag: 'async' },
     noTypescript: true,
   });
-  const dir = await mkdtemp(join(tmpdir(), 'toolgate-js-test-'));
+  const dir = await tempDir('toolgate-js-test-');
   for (const [name, bytes] of Object.entries(files)) {
     await mkdir(dirname(join(dir, name)), { recursive: true });
     await writeFile(join(dir, name), bytes);

@@ -3,18 +3,19 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { buildGuard, componentInterfaces } from '../lib/build.mjs';
 import { escapeWitKeywords, worldFor } from '../lib/wit.mjs';
-import { loadComponent } from './harness.mjs';
+import { cleanup, loadComponent, tempDir } from './harness.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const SDK = join(HERE, '..');
 const BIN = join(SDK, 'bin', 'build.mjs');
+
+after(cleanup);
 
 const steeringEvent = (mode, args = { sql: 'select 1' }) => ({
   runId: 'run-1',
@@ -30,7 +31,7 @@ describe('a guard implementing every hook', () => {
   let work;
 
   before(async () => {
-    work = await mkdtemp(join(tmpdir(), 'toolgate-js-sdk-'));
+    work = await tempDir('toolgate-js-sdk-');
     built = await buildGuard(join(HERE, 'fixtures', 'all-seams.ts'), join(work, 'all-seams.wasm'));
     instance = await loadComponent(join(work, 'all-seams.wasm'));
   });
@@ -159,7 +160,7 @@ describe('the build refuses broken guards before compiling', () => {
   ];
   for (const [name, source, why] of cases) {
     test(name, async () => {
-      const dir = await mkdtemp(join(tmpdir(), 'toolgate-js-bad-'));
+      const dir = await tempDir('toolgate-js-bad-');
       await writeFile(join(dir, name), source);
       const p = spawnSync(process.execPath, [BIN, 'build', join(dir, name), '-o', join(dir, 'out.wasm')], {
         encoding: 'utf8',
