@@ -151,9 +151,10 @@ def default_wit() -> Path:
     return Path(toolgate_guest.__file__).resolve().parent / "wit"
 
 
-# componentize-py 0.25.1's WIT parser treats `result` as a keyword, so a field or
-# interface named `result` must be written `%result` (the name in the component
-# is still `result`). The build escapes it in its own copy of the WIT.
+# WIT parsers (componentize-py 0.25.1's included) read `result` as a keyword, so
+# a field or interface named `result` must be written `%result` (the name in the
+# component is still `result`). The contract does; the build also escapes its own
+# copy, so a copy written without the escape still builds.
 _KEYWORD_FIXES = [
     (re.compile(r"^(\s*)(?<!%)result(\s*:)", re.M), r"\1%result\2"),
     (re.compile(r"\b(interface\s+)(?<!%)result\b"), r"\1%result"),
