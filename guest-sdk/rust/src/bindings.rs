@@ -27,7 +27,7 @@ pub mod base {
                 import toolgate:guard/types@0.1.0;
             }
         ",
-        path: concat!(env!("OUT_DIR"), "/wit"),
+        path: "../../wit",
         world: "toolgate:guest-sdk/imports",
         generate_all,
         generate_unused_types: true,
@@ -37,7 +37,7 @@ pub mod base {
 /// The steering seam (world `steering-guard`).
 pub mod steering {
     wit_bindgen::generate!({
-        path: concat!(env!("OUT_DIR"), "/wit"),
+        path: "../../wit",
         world: "toolgate:guard/steering-guard@0.1.0",
         with: {
             "toolgate:guard/types@0.1.0": crate::bindings::base::toolgate::guard::types,
@@ -52,7 +52,7 @@ pub mod steering {
 /// The rewrite seam (world `rewrite-guard`).
 pub mod rewrite {
     wit_bindgen::generate!({
-        path: concat!(env!("OUT_DIR"), "/wit"),
+        path: "../../wit",
         world: "toolgate:guard/rewrite-guard@0.1.0",
         with: {
             "toolgate:guard/types@0.1.0": crate::bindings::base::toolgate::guard::types,
@@ -67,7 +67,7 @@ pub mod rewrite {
 /// The routing seam (world `routing-guard`).
 pub mod routing {
     wit_bindgen::generate!({
-        path: concat!(env!("OUT_DIR"), "/wit"),
+        path: "../../wit",
         world: "toolgate:guard/routing-guard@0.1.0",
         with: {
             "toolgate:guard/types@0.1.0": crate::bindings::base::toolgate::guard::types,
@@ -82,7 +82,7 @@ pub mod routing {
 /// The result seam (world `result-guard`).
 pub mod result {
     wit_bindgen::generate!({
-        path: concat!(env!("OUT_DIR"), "/wit"),
+        path: "../../wit",
         world: "toolgate:guard/result-guard@0.1.0",
         with: {
             "toolgate:guard/types@0.1.0": crate::bindings::base::toolgate::guard::types,
