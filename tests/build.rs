@@ -44,7 +44,7 @@ fn main() {
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let target_dir = root.join("target").join("wasm-guests");
 
-    for path in ["wit", "guest-sdk/rust/src", "guest-sdk/rust/build.rs"] {
+    for path in ["wit", "guest-sdk/rust/src"] {
         rerun_if_changed(&root.join(path));
     }
     for path in ["Cargo.toml", "Cargo.lock"] {
