@@ -1,1 +1,50 @@
-//! toolgate.
+//! toolgate: run AI-agent tool-call guards as sandboxed WebAssembly
+//! components.
+//!
+//! A guard is a component built against `wit/guard.wit`
+//! (`toolgate:guard@0.1.0`) that exports one or more of four seams —
+//! routing, rewrite, steering, result — mirroring symfonic's callback
+//! hooks. Each hook call runs on a fresh instance under fuel, memory and
+//! wall-clock limits; a guard that faults is logged and skipped, exactly
+//! like a Python handler that raised.
+//!
+//! Data flows one way: an [`Event`] goes into a [`Chain`], each
+//! [`Plugin`] is called on a fresh store, its reply or [`Fault`] becomes a
+//! [`GuardTrace`] entry, and the chain rules produce a [`Decision`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), toolgate::Error> {
+//! use std::sync::Arc;
+//! use toolgate::{Chain, Engine, EngineConfig, Plugin, PluginSpec};
+//!
+//! let engine = Engine::new(EngineConfig::default())?;
+//! let guard = Plugin::load(&engine, PluginSpec::new("sql-guard.wasm")).await?;
+//! let chain = Chain::new(vec![Arc::new(guard)]);
+//! let event = serde_json::from_str(
+//!     r#"{"run_id":"r","tool_name":"run_query","call_id":"c","args":{"sql":"DELETE FROM users"}}"#,
+//! ).expect("valid event");
+//! let decision = chain.steering(&event, &serde_json::json!({})).await;
+//! println!("{}", serde_json::to_string(&decision).expect("serialisable"));
+//! # Ok(()) }
+//! ```
+
+#![deny(missing_docs)]
+
+mod bindings;
+pub mod chain;
+pub mod dir;
+pub mod engine;
+pub mod error;
+pub mod event;
+pub mod fault;
+pub mod limits;
+pub mod plugin;
+mod sandbox;
+
+pub use chain::{Chain, Decision, GuardTrace, Outcome};
+pub use engine::{Engine, EngineConfig};
+pub use error::Error;
+pub use event::{Event, Seam};
+pub use fault::Fault;
+pub use limits::Limits;
+pub use plugin::{OnError, Plugin, PluginSpec};

@@ -1,1 +1,344 @@
-fn main() {}
+//! The `toolgate` command: check one event, replay a trace, list plugins.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow};
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use toolgate::{Chain, Decision, Engine, EngineConfig, Event, Seam};
+
+#[derive(Parser)]
+#[command(
+    name = "toolgate",
+    version,
+    about = "Sandboxed WebAssembly guards for AI-agent tool calls"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one event through a plugin directory's chain and print the result as JSON.
+    Check {
+        /// The plugin directory.
+        #[arg(long)]
+        plugins: PathBuf,
+        /// The seam: routing, rewrite, steering or result.
+        #[arg(long)]
+        seam: Seam,
+        /// The event as JSON (a file, or - for standard input).
+        #[arg(long)]
+        event: PathBuf,
+        /// The hook's state as a JSON object (a file).
+        #[arg(long)]
+        state: Option<PathBuf>,
+        /// The tenant the call belongs to.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Replay a JSON-lines trace of `{seam, event, state?, tenant?}` and summarise.
+    Replay {
+        /// The plugin directory.
+        #[arg(long)]
+        plugins: PathBuf,
+        /// The trace file (JSON lines), or - for standard input.
+        file: PathBuf,
+        /// Print each decision as a JSON line instead of a readable line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the plugins in a directory, the seams each subscribes to and its limits.
+    List {
+        /// The plugin directory.
+        #[arg(long)]
+        plugins: PathBuf,
+    },
+}
+
+/// Bad input from the user: reported on one line, exit code 2.
+#[derive(Debug)]
+struct BadInput(String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+fn bad(msg: impl Into<String>) -> anyhow::Error {
+    BadInput(msg.into()).into()
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("toolgate: error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<BadInput>() || e.is::<toolgate::Error>() => {
+            eprintln!("toolgate: error: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("toolgate: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Check {
+            plugins,
+            seam,
+            event,
+            state,
+            tenant: _,
+        } => {
+            if !plugins.is_dir() {
+                return Err(bad(format!(
+                    "plugin directory {} does not exist",
+                    plugins.display()
+                )));
+            }
+            let event = read_json(&event, "event")?;
+            let event = Event::from_json(seam, event)
+                .map_err(|e| bad(format!("event is not a valid {seam} event: {e}")))?;
+            let state = match state {
+                Some(path) => read_json(&path, "state")?,
+                None => json!({}),
+            };
+            if !state.is_object() {
+                return Err(bad("state must be a JSON object"));
+            }
+            let chain = load(&plugins).await?;
+            let decision = chain.decide(&event, &state).await;
+            println!("{}", serde_json::to_string_pretty(&decision)?);
+        }
+        Command::Replay {
+            plugins,
+            file,
+            json,
+        } => replay(&load(&plugins).await?, &file, json).await?,
+        Command::List { plugins } => list(&plugins).await?,
+    }
+    Ok(())
+}
+
+fn read_json(path: &Path, what: &str) -> Result<Value> {
+    let text = if path == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| bad(format!("{what}: cannot read standard input: {e}")))?;
+        s
+    } else {
+        std::fs::read_to_string(path)
+            .map_err(|e| bad(format!("{what} file {}: {e}", path.display())))?
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        let source = if path == Path::new("-") {
+            "standard input".to_string()
+        } else {
+            path.display().to_string()
+        };
+        bad(format!("{what} in {source} is not valid JSON: {e}"))
+    })
+}
+
+async fn load(dir: &Path) -> Result<Chain> {
+    if !dir.is_dir() {
+        return Err(bad(format!(
+            "plugin directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let engine = Engine::new(EngineConfig::default())?;
+    let (chain, errors) = toolgate::dir::load_dir(&engine, dir).await?;
+    for e in errors {
+        eprintln!("toolgate: warning: plugin not loaded: {e}");
+    }
+    Ok(chain)
+}
+
+async fn replay(chain: &Chain, file: &Path, as_json: bool) -> Result<()> {
+    let text = if file == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s)?;
+        s
+    } else {
+        std::fs::read_to_string(file)
+            .map_err(|e| bad(format!("trace file {}: {e}", file.display())))?
+    };
+    let mut summary = Summary::default();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (event, state) =
+            parse_line(line).map_err(|e| bad(format!("{}:{n}: {e}", file.display())))?;
+        let decision = chain.decide(&event, &state).await;
+        summary.add(&decision);
+        if as_json {
+            println!(
+                "{}",
+                json!({"line": n, "seam": event.seam(), "result": decision.result, "trace": decision.trace})
+            );
+        } else {
+            println!("{}", describe(n, &event, &decision));
+        }
+    }
+    summary.print();
+    Ok(())
+}
+
+fn parse_line(line: &str) -> Result<(Event, Value)> {
+    let mut v: Value = serde_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
+    let obj = v
+        .as_object_mut()
+        .ok_or_else(|| anyhow!("a line must be a JSON object"))?;
+    let seam: Seam = obj
+        .get("seam")
+        .and_then(Value::as_str)
+        .ok_or_else(|| anyhow!("missing field `seam`"))?
+        .parse()
+        .map_err(|e: String| anyhow!(e))?;
+    let event = obj
+        .remove("event")
+        .ok_or_else(|| anyhow!("missing field `event`"))?;
+    let event = Event::from_json(seam, event).map_err(|e| anyhow!("event: {e}"))?;
+    let state = obj.remove("state").unwrap_or_else(|| json!({}));
+    if !state.is_object() {
+        return Err(anyhow!("state must be a JSON object"));
+    }
+    Ok((event, state))
+}
+
+fn describe(n: usize, event: &Event, d: &Decision<Value>) -> String {
+    let what = match event {
+        Event::Routing(e) => format!("routing {} tools", e.narrowed_tool_names.len()),
+        Event::Rewrite(e) => format!("rewrite {}", e.tool_name),
+        Event::Steering(e) => format!("steering {}", e.tool_name),
+        Event::Result(e) => format!("result {}", e.tool_name),
+    };
+    let guards = d
+        .trace
+        .iter()
+        .map(|t| match t.fault {
+            Some(f) => format!("{}: fault {f} {}µs", t.plugin, t.micros),
+            None => format!("{}: {} {}µs", t.plugin, t.outcome.as_str(), t.micros),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("#{n} {what} -> {} [{guards}]", d.result)
+}
+
+#[derive(Default)]
+struct Summary {
+    decisions: usize,
+    outcomes: BTreeMap<String, usize>,
+    per_plugin: BTreeMap<String, (BTreeMap<String, usize>, Vec<u64>)>,
+}
+
+impl Summary {
+    fn add(&mut self, d: &Decision<Value>) {
+        self.decisions += 1;
+        for t in &d.trace {
+            let outcome = match t.fault {
+                Some(f) => format!("fault:{f}"),
+                None => t.outcome.as_str().to_string(),
+            };
+            *self.outcomes.entry(outcome.clone()).or_default() += 1;
+            let (outcomes, micros) = self.per_plugin.entry(t.plugin.clone()).or_default();
+            *outcomes.entry(outcome).or_default() += 1;
+            micros.push(t.micros);
+        }
+    }
+
+    fn print(&self) {
+        println!("--");
+        println!(
+            "{} decisions; outcomes: {}",
+            self.decisions,
+            counts(&self.outcomes)
+        );
+        for (plugin, (outcomes, micros)) in &self.per_plugin {
+            let mut sorted = micros.clone();
+            sorted.sort_unstable();
+            println!(
+                "{plugin}: {} calls ({}), p50 {}µs, p99 {}µs",
+                sorted.len(),
+                counts(outcomes),
+                percentile(&sorted, 50),
+                percentile(&sorted, 99)
+            );
+        }
+    }
+}
+
+fn counts(m: &BTreeMap<String, usize>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn percentile(sorted: &[u64], p: usize) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) * p).div_ceil(100).min(sorted.len() - 1)]
+}
+
+async fn list(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        return Err(bad(format!(
+            "plugin directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let engine = Engine::new(EngineConfig::default())?;
+    let (chain, errors) = toolgate::dir::load_dir(&engine, dir)
+        .await
+        .with_context(|| format!("listing {}", dir.display()))?;
+    let plugins: Vec<Value> = chain
+        .plugins()
+        .iter()
+        .map(|p| {
+            json!({
+                "name": p.name(),
+                "path": p.path(),
+                "digest": p.digest(),
+                "seams": p.seams(),
+                "limits": p.limits(),
+                "on_error": p.on_error(),
+            })
+        })
+        .collect();
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"plugins": plugins, "errors": errors}))?
+    );
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! The chain rules of the four seams, exactly as symfonic's
+//! `CallbackManager` applies them to Python handlers — with guards that
+//! fault treated like handlers that raised.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bindings::types;
+use crate::event::{
+    BeforeToolCallEvent, DispatchEvent, Event, Rewrite, RoutingEvent, Seam, Skip, ToolResultEvent,
+};
+use crate::fault::Fault;
+use crate::plugin::{Called, OnError, Plugin};
+
+/// What one guard did with one event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Steering: let the call run. Rewrite / routing: returned nothing.
+    Proceed,
+    /// Steering: refused the call (this verdict won).
+    Skip,
+    /// Rewrite: replaced the call (accepted).
+    Rewrite,
+    /// Routing: returned the tools to keep.
+    Narrow,
+    /// Result: observed the result.
+    Observed,
+    /// Returned something the chain rules drop: a skip with empty content,
+    /// a rewrite to an unavailable tool or with non-object args.
+    Malformed,
+    /// The call faulted (see `fault`).
+    Fault,
+}
+
+impl Outcome {
+    /// The lowercase name used in traces and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Proceed => "proceed",
+            Outcome::Skip => "skip",
+            Outcome::Rewrite => "rewrite",
+            Outcome::Narrow => "narrow",
+            Outcome::Observed => "observed",
+            Outcome::Malformed => "malformed",
+            Outcome::Fault => "fault",
+        }
+    }
+}
+
+/// One guard's entry in a decision's trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct GuardTrace {
+    /// The plugin's name.
+    pub plugin: String,
+    /// What it did.
+    pub outcome: Outcome,
+    /// Why it faulted, when `outcome` is `fault`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Fault>,
+    /// Detail for a fault or a malformed reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Fuel burnt, start-up included.
+    pub fuel_used: u64,
+    /// Wall-clock time of the call (fresh instance included), microseconds.
+    pub micros: u64,
+}
+
+/// A chain's answer for one event, and how each consulted guard got there.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decision<T> {
+    /// The value the Python hook returns.
+    pub result: T,
+    /// One entry per guard consulted, in order.
+    pub trace: Vec<GuardTrace>,
+}
+
+/// The message a fail-closed (`on_error = "deny"`) guard's fault steers with.
+pub fn fail_closed_message(plugin: &str, fault: Fault) -> String {
+    format!(
+        "[toolgate] This call was blocked: the guard `{plugin}` failed ({fault}) and is \
+         configured to fail closed."
+    )
+}
+
+/// An ordered list of guards, consulted by the rules of each seam.
+#[derive(Clone, Debug, Default)]
+pub struct Chain {
+    plugins: Vec<Arc<Plugin>>,
+}
+
+impl Chain {
+    /// A chain consulting `plugins` in this order.
+    pub fn new(plugins: Vec<Arc<Plugin>>) -> Self {
+        Chain { plugins }
+    }
+
+    /// The guards, in order.
+    pub fn plugins(&self) -> &[Arc<Plugin>] {
+        &self.plugins
+    }
+
+    fn subscribed(&self, seam: Seam) -> impl Iterator<Item = &Arc<Plugin>> {
+        self.plugins.iter().filter(move |p| p.subscribes(seam))
+    }
+
+    /// Runs `event` through the chain and returns the hook's return value as
+    /// JSON (`null`, a skip dict, a rewrite dict or a list of names).
+    pub async fn decide(&self, event: &Event, state: &Value) -> Decision<Value> {
+        fn json<T: Serialize>(d: Decision<T>) -> Decision<Value> {
+            Decision {
+                result: serde_json::to_value(d.result).unwrap_or(Value::Null),
+                trace: d.trace,
+            }
+        }
+        match event {
+            Event::Routing(e) => json(self.routing(e, state).await),
+            Event::Rewrite(e) => json(self.rewrite(e, state).await),
+            Event::Steering(e) => json(self.steering(e, state).await),
+            Event::Result(e) => json(self.result(e, state).await),
+        }
+    }
+
+    /// `on_before_tool_call`: registration order; the first valid skip wins
+    /// and short-circuits the rest; a skip with empty content is dropped
+    /// with a warning; a fault is skipped (or, fail-closed, steers).
+    pub async fn steering(
+        &self,
+        event: &BeforeToolCallEvent,
+        state: &Value,
+    ) -> Decision<Option<Skip>> {
+        let mut trace = Vec::new();
+        if self.subscribed(Seam::Steering).next().is_none() {
+            return Decision {
+                result: None,
+                trace,
+            };
+        }
+        let wit = types::BeforeToolCallEvent {
+            run_id: event.run_id.clone(),
+            tool_name: event.tool_name.clone(),
+            call_id: event.call_id.clone(),
+            args: Value::Object(event.args.clone()).to_string(),
+            state: state.to_string(),
+        };
+        for plugin in self.subscribed(Seam::Steering) {
+            let Some(called) = plugin.steering(&wit).await else {
+                continue;
+            };
+            let (entry, verdict) = record(plugin, Seam::Steering, called);
+            let skip = match verdict {
+                Err(fault) if plugin.on_error() == OnError::Deny => Some(Skip {
+                    content: fail_closed_message(plugin.name(), fault),
+                    is_error: true,
+                }),
+                Err(_) | Ok(types::Verdict::Proceed) => None,
+                Ok(types::Verdict::Skip(s)) if s.content.trim().is_empty() => {
+                    trace.push(malformed(
+                        plugin,
+                        Seam::Steering,
+                        entry,
+                        "skip with empty content; treated as proceed",
+                    ));
+                    continue;
+                }
+                Ok(types::Verdict::Skip(s)) => Some(Skip {
+                    content: s.content,
+                    is_error: s.is_error.unwrap_or(true),
+                }),
+            };
+            trace.push(entry.with(skip.is_some(), Outcome::Skip, Outcome::Proceed));
+            if skip.is_some() {
+                return Decision {
+                    result: skip,
+                    trace,
+                };
+            }
+        }
+        Decision {
+            result: None,
+            trace,
+        }
+    }
+
+    /// `on_tool_call_dispatch`: registration order; each guard sees the
+    /// previous rewrite; a rewrite naming a tool outside `available_tools`,
+    /// or whose args are not a JSON object, is dropped with a warning and
+    /// the chain goes on with what it had. Returns the final rewrite, or
+    /// `None` when no guard rewrote.
+    pub async fn rewrite(&self, event: &DispatchEvent, state: &Value) -> Decision<Option<Rewrite>> {
+        let mut trace = Vec::new();
+        let mut current: Option<Rewrite> = None;
+        if self.subscribed(Seam::Rewrite).next().is_none() {
+            return Decision {
+                result: None,
+                trace,
+            };
+        }
+        let state = state.to_string();
+        for plugin in self.subscribed(Seam::Rewrite) {
+            let (tool_name, args) = match &current {
+                Some(r) => (&r.tool_name, &r.args),
+                None => (&event.tool_name, &event.args),
+            };
+            let wit = types::DispatchEvent {
+                run_id: event.run_id.clone(),
+                iteration_index: event.iteration_index,
+                node_name: event.node_name.clone(),
+                call_id: event.call_id.clone(),
+                tool_name: tool_name.clone(),
+                args: Value::Object(args.clone()).to_string(),
+                available_tools: event.available_tools.clone(),
+                state: state.clone(),
+            };
+            let Some(called) = plugin.rewrite(&wit).await else {
+                continue;
+            };
+            let (entry, reply) = record(plugin, Seam::Rewrite, called);
+            match reply {
+                Ok(Some(r)) => match validate_rewrite(r, &event.available_tools) {
+                    Ok(r) => {
+                        current = Some(r);
+                        trace.push(entry.with(true, Outcome::Rewrite, Outcome::Proceed));
+                    }
+                    Err(why) => trace.push(malformed(plugin, Seam::Rewrite, entry, &why)),
+                },
+                Ok(None) => trace.push(entry.with(false, Outcome::Rewrite, Outcome::Proceed)),
+                Err(_) => trace.push(entry),
+            }
+        }
+        Decision {
+            result: current,
+            trace,
+        }
+    }
+
+    /// `on_tool_routing_decision`: each guard sees the previous narrowing;
+    /// the result is the intersection, in the original order — a guard can
+    /// hide tools, never add one. A fail-closed guard's fault hides all.
+    pub async fn routing(&self, event: &RoutingEvent, state: &Value) -> Decision<Vec<String>> {
+        let mut trace = Vec::new();
+        let mut visible = event.narrowed_tool_names.clone();
+        let state = state.to_string();
+        for plugin in self.subscribed(Seam::Routing) {
+            let wit = types::RoutingEvent {
+                run_id: event.run_id.clone(),
+                mode: event.mode.clone(),
+                intent_label: event.intent_label.clone(),
+                total_tools: event.total_tools,
+                narrowed_tool_names: visible.clone(),
+                saved_tokens_estimate: event.saved_tokens_estimate,
+                tools: visible
+                    .iter()
+                    .map(|name| types::ToolInfo {
+                        name: name.clone(),
+                        description: event
+                            .tools
+                            .iter()
+                            .find(|t| &t.name == name)
+                            .map(|t| t.description.clone())
+                            .unwrap_or_default(),
+                    })
+                    .collect(),
+                query: event.query.clone(),
+                state: state.clone(),
+            };
+            let Some(called) = plugin.routing(&wit).await else {
+                continue;
+            };
+            let (entry, reply) = record(plugin, Seam::Routing, called);
+            match reply {
+                Ok(Some(keep)) => {
+                    visible.retain(|name| keep.contains(name));
+                    trace.push(entry.with(true, Outcome::Narrow, Outcome::Proceed));
+                }
+                Ok(None) => trace.push(entry.with(false, Outcome::Narrow, Outcome::Proceed)),
+                Err(_) => {
+                    if plugin.on_error() == OnError::Deny {
+                        visible.clear();
+                    }
+                    trace.push(entry);
+                }
+            }
+        }
+        Decision {
+            result: visible,
+            trace,
+        }
+    }
+
+    /// `on_tool_result`: every subscribed guard observes; nothing returned.
+    pub async fn result(&self, event: &ToolResultEvent, state: &Value) -> Decision<()> {
+        let mut trace = Vec::new();
+        if self.subscribed(Seam::Result).next().is_none() {
+            return Decision { result: (), trace };
+        }
+        let wit = types::ToolResultEvent {
+            run_id: event.run_id.clone(),
+            tool_name: event.tool_name.clone(),
+            result: event.result.to_string(),
+            call_id: event.call_id.clone(),
+            deferred: event.deferred,
+            is_error: event.is_error,
+            state: state.to_string(),
+        };
+        for plugin in self.subscribed(Seam::Result) {
+            if let Some(called) = plugin.result(&wit).await {
+                let (entry, reply) = record(plugin, Seam::Result, called);
+                trace.push(entry.with(reply.is_ok(), Outcome::Observed, Outcome::Fault));
+            }
+        }
+        Decision { result: (), trace }
+    }
+}
+
+/// Turns one call into a trace entry, logging a fault; the entry's outcome
+/// is `fault` for a fault and is set by the caller otherwise.
+fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Result<R, Fault>) {
+    let mut entry = GuardTrace {
+        plugin: plugin.name().to_string(),
+        outcome: Outcome::Fault,
+        fault: None,
+        detail: None,
+        fuel_used: called.fuel_used,
+        micros: called.micros,
+    };
+    let result = called.result.map_err(|(fault, detail)| {
+        tracing::warn!(
+            plugin = plugin.name(),
+            %seam,
+            %fault,
+            %detail,
+            on_error = ?plugin.on_error(),
+            "guard faulted; skipped as if it returned nothing"
+        );
+        entry.fault = Some(fault);
+        entry.detail = Some(detail);
+        fault
+    });
+    (entry, result)
+}
+
+fn malformed(plugin: &Plugin, seam: Seam, mut entry: GuardTrace, why: &str) -> GuardTrace {
+    tracing::warn!(plugin = plugin.name(), %seam, "malformed reply dropped: {why}");
+    entry.outcome = Outcome::Malformed;
+    entry.detail = Some(why.to_string());
+    entry
+}
+
+impl GuardTrace {
+    /// Sets the outcome of a non-faulted entry: `yes` if `cond`, else `no`.
+    fn with(mut self, cond: bool, yes: Outcome, no: Outcome) -> Self {
+        if self.fault.is_none() {
+            self.outcome = if cond { yes } else { no };
+        }
+        self
+    }
+}
+
+fn validate_rewrite(r: types::Rewrite, available: &[String]) -> Result<Rewrite, String> {
+    if !available.contains(&r.tool_name) {
+        return Err(format!(
+            "rewrite names tool `{}`, which is not in available_tools; dropped",
+            r.tool_name
+        ));
+    }
+    match serde_json::from_str::<Value>(&r.args) {
+        Ok(Value::Object(args)) => Ok(Rewrite {
+            tool_name: r.tool_name,
+            args,
+        }),
+        Ok(_) => Err("rewrite args are JSON but not an object; dropped".into()),
+        Err(e) => Err(format!("rewrite args are not valid JSON ({e}); dropped")),
+    }
+}

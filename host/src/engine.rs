@@ -1,0 +1,151 @@
+//! The shared wasmtime engine: configuration, the linker every guard is
+//! instantiated through, and the epoch ticker that drives deadlines.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::bindings::Guard;
+use crate::sandbox::Sandbox;
+
+/// Engine-wide settings. Per-plugin limits live in [`Limits`](crate::Limits).
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// How many guard instances may be alive at once across all plugins
+    /// (the pooling allocator's slot count). A call that finds the pool
+    /// full faults with `capacity`. Default: 256.
+    pub max_instances: u32,
+    /// The largest linear memory any plugin may be given, in bytes; a
+    /// plugin's `memory_bytes` above it is refused at load. Default: 1 GiB.
+    pub max_memory_bytes: usize,
+    /// Maximum wasm stack of any call, in bytes; deeper recursion traps with
+    /// `stack-overflow`. Engine-wide (wasmtime sets it per engine).
+    /// Default: 512 KiB.
+    pub max_wasm_stack: usize,
+    /// Period of the epoch ticker that enforces deadlines; a deadline
+    /// overshoots by up to about two ticks. Default: 1 ms.
+    pub epoch_tick: Duration,
+    /// Use the pooling instance allocator (fast fresh instances). Turn off
+    /// only where reserving large virtual address ranges is not allowed.
+    /// Default: true.
+    pub pooling: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_instances: 256,
+            max_memory_bytes: 1 << 30,
+            max_wasm_stack: 512 << 10,
+            epoch_tick: Duration::from_millis(1),
+            pooling: true,
+        }
+    }
+}
+
+/// One wasmtime engine shared by every plugin, with its linker and ticker.
+///
+/// Cheap to clone. The epoch ticker thread holds only a weak reference and
+/// stops once the last clone of the engine is dropped.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    wasmtime: wasmtime::Engine,
+    linker: Linker<Sandbox>,
+    config: EngineConfig,
+}
+
+impl Engine {
+    /// Builds an engine with `config` and starts its epoch ticker.
+    pub fn new(config: EngineConfig) -> Result<Self, crate::Error> {
+        let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config))
+            .map_err(|e| crate::Error::Engine(format!("{e:#}")))?;
+        let mut linker = Linker::new(&wasmtime);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .and_then(|()| Guard::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s))
+            .map_err(|e| crate::Error::Engine(format!("{e:#}")))?;
+        spawn_ticker(&wasmtime, config.epoch_tick)?;
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                wasmtime,
+                linker,
+                config,
+            }),
+        })
+    }
+
+    /// The underlying wasmtime engine.
+    pub fn wasmtime(&self) -> &wasmtime::Engine {
+        &self.inner.wasmtime
+    }
+
+    pub(crate) fn linker(&self) -> &Linker<Sandbox> {
+        &self.inner.linker
+    }
+
+    /// The settings this engine was built with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Epoch ticks that cover `timeout`: rounded up, plus one so a call
+    /// started just before a tick still gets its full time.
+    pub(crate) fn deadline_ticks(&self, timeout: Duration) -> u64 {
+        let tick = self.inner.config.epoch_tick.as_nanos().max(1);
+        u64::try_from(timeout.as_nanos().div_ceil(tick))
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+}
+
+fn wasmtime_config(config: &EngineConfig) -> Config {
+    let mut c = Config::new();
+    c.consume_fuel(true)
+        .epoch_interruption(true)
+        .max_wasm_stack(config.max_wasm_stack)
+        // The async fiber stack must hold the wasm stack plus host frames.
+        .async_stack_size(config.max_wasm_stack + (1 << 20))
+        .parallel_compilation(true);
+    if config.pooling {
+        let n = config.max_instances.max(1);
+        let mut pool = PoolingAllocationConfig::new();
+        pool.total_component_instances(n)
+            // Interpreted-language guests are many core modules in one
+            // component (componentize-py: ~40).
+            .max_core_instances_per_component(64)
+            .total_core_instances(n.saturating_mul(16))
+            .max_memories_per_component(16)
+            .total_memories(n.saturating_mul(4))
+            .max_tables_per_component(64)
+            .total_tables(n.saturating_mul(16))
+            .table_elements(100_000)
+            .total_stacks(n)
+            .max_memory_size(config.max_memory_bytes)
+            // Measured: keeping 2 MiB resident and scanning for dirty pages
+            // halves the cost of a fresh instance; each alone does not.
+            .linear_memory_keep_resident(2 << 20)
+            .pagemap_scan(Enabled::Auto);
+        c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    }
+    c
+}
+
+fn spawn_ticker(engine: &wasmtime::Engine, tick: Duration) -> Result<(), crate::Error> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("toolgate-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(tick);
+            }
+        })
+        .map(drop)
+        .map_err(|e| crate::Error::Engine(format!("cannot start the epoch ticker: {e}")))
+}

@@ -1,0 +1,93 @@
+//! The library's error type: every variant names the file (or key) at fault.
+
+use std::path::PathBuf;
+
+use crate::fault::Fault;
+
+/// Why something could not be loaded or built. Faults of a guard *call* are
+/// not errors: they are [`Fault`]s recorded in the trace.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The wasmtime engine could not be configured.
+    #[error("engine: {0}")]
+    Engine(String),
+    /// A file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is a core wasm module, not a component.
+    #[error(
+        "{path}: is a core WebAssembly module, not a component; build it as a component \
+         (e.g. for the wasm32-wasip2 target) against toolgate:guard@0.1.0"
+    )]
+    CoreModule {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is not WebAssembly at all (or is cut short).
+    #[error("{path}: is not a WebAssembly component (bad magic number or truncated file)")]
+    NotWasm {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The component failed to validate or compile.
+    #[error("{path}: does not compile: {message}")]
+    Compile {
+        /// The file.
+        path: PathBuf,
+        /// What the compiler said.
+        message: String,
+    },
+    /// The component imports something the host does not provide.
+    #[error("{path}: imports something the host does not provide: {message}")]
+    Link {
+        /// The file.
+        path: PathBuf,
+        /// What the linker said.
+        message: String,
+    },
+    /// The component exports none of the seams.
+    #[error(
+        "{path}: exports none of the toolgate:guard@0.1.0 seams (routing, rewrite, steering, \
+         result); it exports: {exports}"
+    )]
+    NoSeams {
+        /// The file.
+        path: PathBuf,
+        /// What it does export, comma-separated.
+        exports: String,
+    },
+    /// A seam export has the right name but the wrong shape.
+    #[error("{path}: its `{seam}` export does not match toolgate:guard@0.1.0: {message}")]
+    Contract {
+        /// The file.
+        path: PathBuf,
+        /// The seam whose export is wrong.
+        seam: crate::Seam,
+        /// What did not match.
+        message: String,
+    },
+    /// Instantiating the component for the load-time probe failed.
+    #[error("{path}: fails to start ({fault}): {message}")]
+    Start {
+        /// The file.
+        path: PathBuf,
+        /// The classified cause.
+        fault: Fault,
+        /// The underlying error.
+        message: String,
+    },
+    /// A plugin's limits are outside what the engine allows.
+    #[error("{path}: {message}")]
+    Limits {
+        /// The file (or manifest) that set the limit.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}

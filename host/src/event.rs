@@ -1,0 +1,199 @@
+//! The JSON face of the four seams: events as symfonic sends them (the
+//! seed's snake_case field names) and verdicts exactly as its Python hooks
+//! return them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One of the four seams a guard can subscribe to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Seam {
+    /// `on_tool_routing_decision`: narrow the visible tools.
+    Routing,
+    /// `on_tool_call_dispatch`: rewrite a call.
+    Rewrite,
+    /// `on_before_tool_call`: proceed or skip a call.
+    Steering,
+    /// `on_tool_result`: observe a result.
+    Result,
+}
+
+impl Seam {
+    /// Every seam, in the order symfonic fires them.
+    pub const ALL: [Seam; 4] = [Seam::Routing, Seam::Rewrite, Seam::Steering, Seam::Result];
+
+    /// The seam's name as used on the command line, in URLs and in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Seam::Routing => "routing",
+            Seam::Rewrite => "rewrite",
+            Seam::Steering => "steering",
+            Seam::Result => "result",
+        }
+    }
+}
+
+impl fmt::Display for Seam {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Seam {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Seam::ALL
+            .into_iter()
+            .find(|seam| seam.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown seam `{s}` (expected routing, rewrite, steering or result)")
+            })
+    }
+}
+
+/// A tool the model may be offered, for routing events.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    /// The tool's name.
+    pub name: String,
+    /// The tool's description (empty when unknown).
+    #[serde(default)]
+    pub description: String,
+}
+
+/// `ToolRoutingDecisionEvent`, plus the visible tools' descriptions and the
+/// query when the caller knows them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoutingEvent {
+    /// The agent run this turn belongs to.
+    pub run_id: String,
+    /// "observe" or "enforce".
+    pub mode: String,
+    /// The intent label the router assigned.
+    pub intent_label: String,
+    /// How many tools the full manifest holds.
+    pub total_tools: u32,
+    /// The tools visible this turn.
+    pub narrowed_tool_names: Vec<String>,
+    /// Rough estimate of prompt tokens saved by narrowing (default 0).
+    #[serde(default)]
+    pub saved_tokens_estimate: u32,
+    /// Descriptions of visible tools, when known (an extension of the seed).
+    #[serde(default)]
+    pub tools: Vec<ToolInfo>,
+    /// The user's query, when known (an extension of the seed).
+    #[serde(default)]
+    pub query: Option<String>,
+}
+
+/// `ToolCallDispatchEvent`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DispatchEvent {
+    /// The agent run this turn belongs to.
+    pub run_id: String,
+    /// 0-indexed React loop iteration.
+    pub iteration_index: u32,
+    /// The emitting node (always "react" in symfonic 9).
+    pub node_name: String,
+    /// The LangChain `tool_call` id; a rewrite cannot change it.
+    pub call_id: String,
+    /// The tool the call names.
+    pub tool_name: String,
+    /// The call's arguments.
+    pub args: Map<String, Value>,
+    /// The post-routing palette: the only names a rewrite may target.
+    pub available_tools: Vec<String>,
+}
+
+/// `BeforeToolCallEvent`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BeforeToolCallEvent {
+    /// The agent run this turn belongs to.
+    pub run_id: String,
+    /// The (post-rewrite) tool about to run.
+    pub tool_name: String,
+    /// The `tool_call` id this decision applies to.
+    pub call_id: String,
+    /// The (post-rewrite) arguments.
+    pub args: Map<String, Value>,
+}
+
+/// `ToolResultCallbackEvent`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultEvent {
+    /// The agent run this turn belongs to.
+    pub run_id: String,
+    /// The tool that produced the result.
+    pub tool_name: String,
+    /// `ToolMessage.content` (`null` on framework cancellation).
+    pub result: Value,
+    /// The `tool_call` id correlating this result to its dispatch.
+    pub call_id: String,
+    /// True when the result is supplied later by a resume cycle (default false).
+    #[serde(default)]
+    pub deferred: bool,
+    /// True when the `ToolMessage` carried `status="error"` (default false).
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A steering refusal, serialised exactly as the Python hook returns it:
+/// `{"action": "skip", "content": ..., "is_error": ...}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename = "skip")]
+pub struct Skip {
+    /// What the model sees instead of the tool's result.
+    pub content: String,
+    /// `true` steers (the model retries), `false` cancels.
+    pub is_error: bool,
+}
+
+/// A rewritten call as `on_tool_call_dispatch` returns it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rewrite {
+    /// The tool to call instead.
+    pub tool_name: String,
+    /// The replacement arguments.
+    pub args: Map<String, Value>,
+}
+
+/// An event for any seam, as read from a file, a trace line or a request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A routing event.
+    Routing(RoutingEvent),
+    /// A dispatch (rewrite) event.
+    Rewrite(DispatchEvent),
+    /// A before-tool-call (steering) event.
+    Steering(BeforeToolCallEvent),
+    /// A tool-result event.
+    Result(ToolResultEvent),
+}
+
+impl Event {
+    /// Parses `value` as the event of `seam`; the error names the missing or
+    /// mistyped field.
+    pub fn from_json(seam: Seam, value: Value) -> Result<Event, serde_json::Error> {
+        Ok(match seam {
+            Seam::Routing => Event::Routing(serde_json::from_value(value)?),
+            Seam::Rewrite => Event::Rewrite(serde_json::from_value(value)?),
+            Seam::Steering => Event::Steering(serde_json::from_value(value)?),
+            Seam::Result => Event::Result(serde_json::from_value(value)?),
+        })
+    }
+
+    /// The seam this event belongs to.
+    pub fn seam(&self) -> Seam {
+        match self {
+            Event::Routing(_) => Seam::Routing,
+            Event::Rewrite(_) => Seam::Rewrite,
+            Event::Steering(_) => Seam::Steering,
+            Event::Result(_) => Seam::Result,
+        }
+    }
+}

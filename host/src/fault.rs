@@ -1,0 +1,92 @@
+//! Classifying why a guard call failed, from the error's type alone.
+
+use serde::Serialize;
+use wasmtime::Trap;
+
+use crate::limits::MemoryLimitExceeded;
+use crate::sandbox::HostBudgetExceeded;
+
+/// Why a guard call was abandoned. A fault is data: the chain logs it,
+/// counts it and goes on as if the guard had returned nothing (or, for a
+/// fail-closed plugin, steers with a fixed message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// The call burnt its fuel budget.
+    OutOfFuel,
+    /// The call overran its wall-clock deadline.
+    Deadline,
+    /// The guest grew memory (or a table) past its cap.
+    Memory,
+    /// The wasm stack overflowed (e.g. unbounded recursion).
+    StackOverflow,
+    /// The guest executed `unreachable` (a Rust panic or abort lands here).
+    Unreachable,
+    /// Any other wasm trap (out-of-bounds access, division by zero, ...).
+    Trap,
+    /// The guest called host imports more often, or logged more, than its
+    /// budget allows.
+    HostBudget,
+    /// The guest returned a string larger than `max_return_bytes`.
+    OversizedReturn,
+    /// The guest's reply could not be read: a result that fails to lift
+    /// (pointer out of bounds, invalid UTF-8, bad variant tag), or another
+    /// error raised while calling it.
+    InvalidResult,
+    /// The guest could not be instantiated for this call (its start-up
+    /// failed in a way that is not one of the traps above).
+    Instantiate,
+    /// No instance slot was free (the engine's `max_instances`).
+    Capacity,
+}
+
+impl Fault {
+    /// The kebab-case name used in traces, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::OutOfFuel => "out-of-fuel",
+            Fault::Deadline => "deadline",
+            Fault::Memory => "memory",
+            Fault::StackOverflow => "stack-overflow",
+            Fault::Unreachable => "unreachable",
+            Fault::Trap => "trap",
+            Fault::HostBudget => "host-budget",
+            Fault::OversizedReturn => "oversized-return",
+            Fault::InvalidResult => "invalid-result",
+            Fault::Instantiate => "instantiate",
+            Fault::Capacity => "capacity",
+        }
+    }
+
+    /// Classifies an error raised while instantiating (`calling == false`)
+    /// or calling (`calling == true`) a guard. Only types are inspected,
+    /// never message text.
+    pub(crate) fn classify(err: &wasmtime::Error, calling: bool) -> Fault {
+        for cause in err.chain() {
+            if cause.is::<MemoryLimitExceeded>() {
+                return Fault::Memory;
+            }
+            if cause.is::<HostBudgetExceeded>() {
+                return Fault::HostBudget;
+            }
+            if cause.is::<wasmtime::PoolConcurrencyLimitError>() {
+                return Fault::Capacity;
+            }
+        }
+        match err.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => Fault::OutOfFuel,
+            Some(Trap::Interrupt) => Fault::Deadline,
+            Some(Trap::StackOverflow) => Fault::StackOverflow,
+            Some(Trap::UnreachableCodeReached) => Fault::Unreachable,
+            Some(_) => Fault::Trap,
+            None if calling => Fault::InvalidResult,
+            None => Fault::Instantiate,
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,180 @@
+//! What one hook call's store holds: a deny-by-default WASI context, the
+//! memory limiter, captured stdout/stderr, and the host imports with their
+//! budgets.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::{host, types};
+use crate::limits::{Limiter, Limits};
+
+/// The error a host import raises when a guard exceeds its per-call budget
+/// of host calls or log bytes. It traps the call (fault `host-budget`).
+#[derive(Debug, thiserror::Error)]
+#[error("host budget exceeded: {0}")]
+pub struct HostBudgetExceeded(pub &'static str);
+
+/// Store data for one hook call on one guard.
+pub(crate) struct Sandbox {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    plugin: Arc<str>,
+    config: Arc<str>,
+    calls_left: u32,
+    log_bytes_left: usize,
+    stdout: Capture,
+    stderr: Capture,
+}
+
+impl Sandbox {
+    pub(crate) fn new(plugin: Arc<str>, config: Arc<str>, limits: &Limits) -> Self {
+        let stdout = Capture::new(limits.log_bytes);
+        let stderr = Capture::new(limits.log_bytes);
+        // Deny by default: no preopened directories, no environment, no
+        // arguments, no network, stdin empty. Clocks and randomness are
+        // available (language runtimes need them to start).
+        let wasi = WasiCtx::builder()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        Sandbox {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter::new(limits),
+            plugin,
+            config,
+            calls_left: limits.host_calls,
+            log_bytes_left: limits.log_bytes,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Sends whatever the guest wrote to stdout/stderr to the log.
+    pub(crate) fn flush_output(&self) {
+        for (stream, capture) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let (text, dropped) = capture.take();
+            if !text.is_empty() {
+                tracing::info!(plugin = %self.plugin, stream, dropped, "{}", text.trim_end());
+            }
+        }
+    }
+
+    fn spend_call(&mut self) -> wasmtime::Result<()> {
+        self.calls_left = self
+            .calls_left
+            .checked_sub(1)
+            .ok_or(HostBudgetExceeded("too many host calls"))?;
+        Ok(())
+    }
+}
+
+impl WasiView for Sandbox {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for Sandbox {}
+
+impl host::Host for Sandbox {
+    fn log(&mut self, level: host::Level, message: String) -> wasmtime::Result<()> {
+        self.spend_call()?;
+        self.log_bytes_left = self
+            .log_bytes_left
+            .checked_sub(message.len())
+            .ok_or(HostBudgetExceeded("too many log bytes"))?;
+        let plugin = &*self.plugin;
+        match level {
+            host::Level::Trace => tracing::trace!(plugin, "{message}"),
+            host::Level::Debug => tracing::debug!(plugin, "{message}"),
+            host::Level::Info => tracing::info!(plugin, "{message}"),
+            host::Level::Warn => tracing::warn!(plugin, "{message}"),
+            host::Level::Error => tracing::error!(plugin, "{message}"),
+        }
+        Ok(())
+    }
+
+    fn config(&mut self) -> wasmtime::Result<String> {
+        self.spend_call()?;
+        Ok(self.config.to_string())
+    }
+}
+
+/// A bounded in-memory stdout/stderr: keeps the first `cap` bytes and
+/// silently drops (and counts) the rest, so a noisy guest is neither
+/// unbounded nor made to fail.
+#[derive(Clone)]
+struct Capture(Arc<Mutex<CaptureBuf>>);
+
+struct CaptureBuf {
+    kept: Vec<u8>,
+    cap: usize,
+    dropped: usize,
+}
+
+impl Capture {
+    fn new(cap: usize) -> Self {
+        Capture(Arc::new(Mutex::new(CaptureBuf {
+            kept: Vec::new(),
+            cap,
+            dropped: 0,
+        })))
+    }
+
+    fn take(&self) -> (String, usize) {
+        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let text = String::from_utf8_lossy(&buf.kept).into_owned();
+        let dropped = buf.dropped;
+        buf.kept.clear();
+        buf.dropped = 0;
+        (text, dropped)
+    }
+}
+
+impl IsTerminal for Capture {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for Capture {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let room = buf.cap.saturating_sub(buf.kept.len());
+        let keep = data.len().min(room);
+        buf.kept.extend_from_slice(&data[..keep]);
+        buf.dropped += data.len() - keep;
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,321 @@
+//! The `toolgate` command, run as a user would.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn plugin_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, src) in files {
+        std::fs::copy(src, dir.path().join(name)).expect("copy");
+    }
+    dir
+}
+
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolgate");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn check(dir: &Path, seam: &str, event: Value) -> Output {
+    run(
+        &[
+            "check",
+            "--plugins",
+            &dir.display().to_string(),
+            "--seam",
+            seam,
+            "--event",
+            "-",
+        ],
+        &event.to_string(),
+    )
+}
+
+fn stdout_json(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn check_steering_prints_the_hook_value_and_trace() {
+    let dir = plugin_dir(&[
+        ("10-sql-guard.wasm", toolgate_tests::SQL_GUARD),
+        ("20-no-email.wasm", toolgate_tests::NO_EMAIL),
+    ]);
+    let out = stdout_json(&check(
+        dir.path(),
+        "steering",
+        json!({"run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": "DELETE FROM users"}}),
+    ));
+    assert_eq!(
+        out["result"],
+        json!({"action": "skip", "content": "Add a WHERE clause before running this query.", "is_error": true})
+    );
+    let trace = out["trace"].as_array().expect("trace");
+    assert_eq!(trace.len(), 1, "the first skip short-circuits: {trace:?}");
+    assert_eq!(trace[0]["plugin"], "10-sql-guard");
+    assert_eq!(trace[0]["outcome"], "skip");
+    assert!(trace[0]["fuel_used"].as_u64().expect("fuel") > 0);
+    assert!(trace[0]["micros"].is_u64());
+
+    let out = stdout_json(&check(
+        dir.path(),
+        "steering",
+        json!({"run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": "SELECT 1 WHERE 1=1"}}),
+    ));
+    assert_eq!(out["result"], Value::Null);
+    assert_eq!(out["trace"].as_array().expect("trace").len(), 2);
+}
+
+#[test]
+fn check_rewrite_routing_result() {
+    let dir = plugin_dir(&[
+        ("a.wasm", toolgate_tests::QUERY_LIMIT),
+        ("b.wasm", toolgate_tests::HIDE_ADMIN_TOOLS),
+        ("c.wasm", toolgate_tests::RESULT_AUDIT),
+    ]);
+    let out = stdout_json(&check(
+        dir.path(),
+        "rewrite",
+        json!({"run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "c",
+               "tool_name": "run_query", "args": {"sql": "SELECT 1"}, "available_tools": ["run_query"]}),
+    ));
+    assert_eq!(
+        out["result"],
+        json!({"tool_name": "run_query", "args": {"sql": "SELECT 1 LIMIT 100"}})
+    );
+    let out = stdout_json(&check(
+        dir.path(),
+        "routing",
+        json!({"run_id": "r", "mode": "enforce", "intent_label": "x", "total_tools": 2,
+               "narrowed_tool_names": ["admin_x", "run_query"]}),
+    ));
+    assert_eq!(out["result"], json!(["run_query"]));
+    let out = stdout_json(&check(
+        dir.path(),
+        "result",
+        json!({"run_id": "r", "tool_name": "run_query", "result": "ok", "call_id": "c"}),
+    ));
+    assert_eq!(out["result"], Value::Null);
+    assert_eq!(out["trace"][0]["outcome"], "observed");
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_exit_2() {
+    let dir = plugin_dir(&[("sql.wasm", toolgate_tests::SQL_GUARD)]);
+    let d = dir.path().display().to_string();
+    // Missing field.
+    let out = check(
+        dir.path(),
+        "steering",
+        json!({"run_id": "r", "tool_name": "t", "call_id": "c"}),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("missing field `args`"),
+        "{}",
+        stderr(&out)
+    );
+    // Args not an object.
+    let out = check(
+        dir.path(),
+        "steering",
+        json!({"run_id": "r", "tool_name": "t", "call_id": "c", "args": [1]}),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("not a valid steering event"),
+        "{}",
+        stderr(&out)
+    );
+    // Not JSON.
+    let out = run(
+        &[
+            "check",
+            "--plugins",
+            &d,
+            "--seam",
+            "steering",
+            "--event",
+            "-",
+        ],
+        "{nope",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("standard input is not valid JSON"),
+        "{}",
+        stderr(&out)
+    );
+    // Missing file.
+    let out = run(
+        &[
+            "check",
+            "--plugins",
+            &d,
+            "--seam",
+            "steering",
+            "--event",
+            "/no/such/event.json",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("/no/such/event.json"),
+        "{}",
+        stderr(&out)
+    );
+    // Missing directory.
+    let out = run(
+        &[
+            "check",
+            "--plugins",
+            "/no/such/dir",
+            "--seam",
+            "steering",
+            "--event",
+            "-",
+        ],
+        "{}",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("/no/such/dir"), "{}", stderr(&out));
+    // Unknown seam.
+    let out = run(
+        &["check", "--plugins", &d, "--seam", "nope", "--event", "-"],
+        "{}",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out)
+            .lines()
+            .filter(|l| l.starts_with("toolgate: error"))
+            .count(),
+        0,
+        "clap reports it"
+    );
+    assert!(
+        stderr(&out).contains("unknown seam `nope`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_bad_component_in_the_directory_is_reported_and_the_rest_run() {
+    let dir = plugin_dir(&[("sql.wasm", toolgate_tests::SQL_GUARD)]);
+    std::fs::write(dir.path().join("broken.wasm"), b"garbage").expect("write");
+    let out = check(
+        dir.path(),
+        "steering",
+        json!({"run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": "DROP TABLE x"}}),
+    );
+    assert!(stderr(&out).contains("broken.wasm"), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["result"]["action"], "skip");
+}
+
+#[test]
+fn replay_prints_each_decision_and_a_summary() {
+    let dir = plugin_dir(&[
+        ("sql-guard.wasm", toolgate_tests::SQL_GUARD),
+        ("zz-hostile.wasm", toolgate_tests::HOSTILE),
+    ]);
+    let trace = [
+        json!({"seam": "steering", "event": {"run_id": "r", "tool_name": "run_query", "call_id": "1", "args": {"sql": "DELETE FROM t"}}}),
+        json!({"seam": "steering", "event": {"run_id": "r", "tool_name": "run_query", "call_id": "2", "args": {"sql": "DELETE FROM t WHERE id=1"}}}),
+        json!({"seam": "steering", "event": {"run_id": "r", "tool_name": "trap", "call_id": "3", "args": {}}}),
+    ]
+    .map(|v| v.to_string())
+    .join("\n");
+    let file = dir.path().join("trace.jsonl");
+    std::fs::write(&file, trace).expect("write");
+    let out = run(
+        &[
+            "replay",
+            "--plugins",
+            &dir.path().display().to_string(),
+            &file.display().to_string(),
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("#1 steering run_query -> {\"action\":\"skip\""),
+        "{text}"
+    );
+    assert!(lines[2].contains("zz-hostile: fault unreachable"), "{text}");
+    assert!(text.contains("3 decisions"), "{text}");
+    assert!(text.contains("fault:unreachable 1"), "{text}");
+    assert!(text.contains("sql-guard: 3 calls"), "{text}");
+
+    std::fs::write(&file, "{\"seam\": \"steering\", \"event\": {}}\n").expect("write");
+    let out = run(
+        &[
+            "replay",
+            "--plugins",
+            &dir.path().display().to_string(),
+            &file.display().to_string(),
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("trace.jsonl:1"), "{}", stderr(&out));
+}
+
+#[test]
+fn list_shows_seams_and_limits() {
+    let dir = plugin_dir(&[
+        ("sql-guard.wasm", toolgate_tests::SQL_GUARD),
+        ("hostile.wasm", toolgate_tests::HOSTILE),
+    ]);
+    std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").expect("write");
+    let out = stdout_json(&run(
+        &["list", "--plugins", &dir.path().display().to_string()],
+        "",
+    ));
+    let plugins = out["plugins"].as_array().expect("plugins");
+    assert_eq!(plugins.len(), 2);
+    assert_eq!(plugins[0]["name"], "hostile");
+    assert_eq!(
+        plugins[0]["seams"],
+        json!(["routing", "rewrite", "steering", "result"])
+    );
+    assert_eq!(plugins[1]["seams"], json!(["steering"]));
+    assert_eq!(plugins[1]["limits"]["timeout"], 200);
+    assert_eq!(plugins[1]["digest"].as_str().expect("digest").len(), 64);
+    assert!(
+        out["errors"][0]
+            .as_str()
+            .expect("error")
+            .contains("core.wasm")
+    );
+}

@@ -1,0 +1,308 @@
+//! Hostile guests: every misbehaviour is contained, classified from its
+//! type, and the very next call on the same engine is answered normally.
+
+use std::time::Duration;
+
+use serde_json::json;
+use toolgate::{Fault, Limits, OnError, Outcome};
+use toolgate_tests::HOSTILE;
+
+use crate::*;
+
+/// Runs `attack` at the steering seam with `limits`; returns the trace
+/// entry, after checking that a well-behaved call on the same engine and
+/// plugin file right after it proceeds.
+async fn contained(attack: &str, limits: Limits) -> toolgate::GuardTrace {
+    let engine = engine();
+    let bad = plugin_with(
+        &engine,
+        "hostile",
+        HOSTILE,
+        json!({}),
+        limits.clone(),
+        OnError::Skip,
+    )
+    .await;
+    let decision = chain(&[&bad])
+        .steering(&steering(attack, json!({})), &no_state())
+        .await;
+    assert_eq!(
+        decision.result, None,
+        "a fault must never be reported as a skip"
+    );
+    assert_eq!(decision.trace.len(), 1);
+    // The very next call, same engine, same plugin: answered normally.
+    let next = chain(&[&bad])
+        .steering(&steering("ok", json!({})), &no_state())
+        .await;
+    assert_eq!(next.result, None);
+    assert_eq!(
+        next.trace[0].outcome,
+        Outcome::Proceed,
+        "{:?}",
+        next.trace[0]
+    );
+    decision.trace[0].clone()
+}
+
+fn assert_fault(entry: &toolgate::GuardTrace, fault: Fault) {
+    assert_eq!(entry.outcome, Outcome::Fault, "{entry:?}");
+    assert_eq!(entry.fault, Some(fault), "{entry:?}");
+}
+
+#[tokio::test]
+async fn infinite_loop_runs_out_of_fuel() {
+    let entry = contained("loop", tight()).await;
+    assert_fault(&entry, Fault::OutOfFuel);
+    assert_eq!(entry.fuel_used, tight().fuel);
+}
+
+#[tokio::test]
+async fn loop_with_huge_fuel_hits_the_deadline() {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        timeout: Duration::from_millis(50),
+        ..Limits::default()
+    };
+    let entry = contained("loop", limits).await;
+    assert_fault(&entry, Fault::Deadline);
+    assert!(
+        entry.micros >= 50_000,
+        "stopped before its deadline: {entry:?}"
+    );
+}
+
+#[tokio::test]
+async fn memory_bomb_hits_the_memory_cap() {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        ..tight()
+    };
+    assert_fault(&contained("alloc", limits).await, Fault::Memory);
+}
+
+#[tokio::test]
+async fn unbounded_recursion_overflows_the_stack() {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        ..tight()
+    };
+    assert_fault(&contained("recurse", limits).await, Fault::StackOverflow);
+}
+
+#[tokio::test]
+async fn unreachable_and_panic_are_unreachable() {
+    assert_fault(&contained("trap", tight()).await, Fault::Unreachable);
+    assert_fault(&contained("panic", tight()).await, Fault::Unreachable);
+}
+
+#[tokio::test]
+async fn huge_returned_string_is_refused() {
+    let limits = Limits {
+        memory_bytes: 64 << 20,
+        max_return_bytes: 1 << 20,
+        ..tight()
+    };
+    let entry = contained("huge", limits).await;
+    assert_fault(&entry, Fault::OversizedReturn);
+    assert!(
+        entry.detail.as_deref().unwrap_or("").contains("16777216"),
+        "{entry:?}"
+    );
+}
+
+#[tokio::test]
+async fn huge_returned_string_beyond_memory_cap_is_a_memory_fault() {
+    // 16 MiB of content cannot even be built inside an 8 MiB memory.
+    let limits = Limits {
+        memory_bytes: 8 << 20,
+        ..tight()
+    };
+    assert_fault(&contained("huge", limits).await, Fault::Memory);
+}
+
+#[tokio::test]
+async fn host_call_flood_exhausts_the_budget() {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        ..tight()
+    };
+    let entry = contained("log-flood", limits).await;
+    assert_fault(&entry, Fault::HostBudget);
+}
+
+#[tokio::test]
+async fn stdout_flood_is_bounded_and_the_call_completes() {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        timeout: Duration::from_secs(30),
+        ..tight()
+    };
+    let entry = contained("stdout-flood", limits).await;
+    assert_eq!(entry.outcome, Outcome::Proceed, "{entry:?}");
+}
+
+#[tokio::test]
+async fn empty_skip_is_malformed_and_treated_as_proceed() {
+    let entry = contained("empty-skip", tight()).await;
+    assert_eq!(entry.outcome, Outcome::Malformed, "{entry:?}");
+    assert_eq!(entry.fault, None);
+}
+
+/// Runs an attack that reports what it managed as a steer message.
+async fn report(attack: &str, args: serde_json::Value) -> String {
+    let engine = engine();
+    let p = plugin_with(
+        &engine,
+        "hostile",
+        HOSTILE,
+        json!({}),
+        tight(),
+        OnError::Skip,
+    )
+    .await;
+    let d = chain(&[&p])
+        .steering(&steering(attack, args), &no_state())
+        .await;
+    d.result.expect("the attack reports by steering").content
+}
+
+#[tokio::test]
+async fn no_file_system() {
+    let said = report("file", json!({})).await;
+    assert!(
+        !said.contains("READ"),
+        "a guest read the host's files: {said}"
+    );
+    assert!(said.contains("/etc/passwd denied"), "{said}");
+    assert!(said.contains("/ denied"), "{said}");
+}
+
+#[tokio::test]
+async fn no_environment() {
+    assert_eq!(report("env", json!({})).await, "env: 0");
+}
+
+#[tokio::test]
+async fn no_network() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let said = report("socket", json!({ "port": port })).await;
+    assert!(said.starts_with("socket: denied"), "{said}");
+}
+
+#[tokio::test]
+async fn faults_at_every_seam_are_skipped() {
+    let engine = engine();
+    let bad = plugin_with(
+        &engine,
+        "hostile",
+        HOSTILE,
+        json!({"attack": "trap"}),
+        tight(),
+        OnError::Skip,
+    )
+    .await;
+    let c = chain(&[&bad]);
+    let r = c.routing(&routing(&["a", "b"]), &no_state()).await;
+    assert_eq!(r.result, vec!["a", "b"]);
+    assert_eq!(r.trace[0].fault, Some(Fault::Unreachable));
+    let w = c
+        .rewrite(&dispatch("a", json!({"x": 1}), &["a"]), &no_state())
+        .await;
+    assert_eq!(w.result, None);
+    assert_eq!(w.trace[0].fault, Some(Fault::Unreachable));
+    let o = c.result(&result("a", json!("done")), &no_state()).await;
+    assert_eq!(o.trace[0].fault, Some(Fault::Unreachable));
+}
+
+#[tokio::test]
+async fn fail_closed_guard_steers_with_a_labelled_message() {
+    let engine = engine();
+    let bad = plugin_with(
+        &engine,
+        "strict",
+        HOSTILE,
+        json!({"attack": "trap"}),
+        tight(),
+        OnError::Deny,
+    )
+    .await;
+    let d = chain(&[&bad])
+        .steering(&steering("run_query", json!({})), &no_state())
+        .await;
+    let skip = d.result.expect("fail-closed fault steers");
+    assert!(skip.is_error);
+    assert_eq!(
+        skip.content,
+        toolgate::chain::fail_closed_message("strict", Fault::Unreachable)
+    );
+    assert!(skip.content.starts_with("[toolgate]"));
+    assert_eq!(d.trace[0].outcome, Outcome::Fault);
+    // Fail-closed at routing hides every tool.
+    let r = chain(&[&bad])
+        .routing(&routing(&["a", "b"]), &no_state())
+        .await;
+    assert!(r.result.is_empty());
+}
+
+#[tokio::test]
+async fn a_fault_does_not_stop_the_chain() {
+    let engine = engine();
+    let bad = plugin_with(
+        &engine,
+        "hostile",
+        HOSTILE,
+        json!({"attack": "loop"}),
+        tight(),
+        OnError::Skip,
+    )
+    .await;
+    let sql = plugin(&engine, "sql-guard", toolgate_tests::SQL_GUARD, json!({})).await;
+    let d = chain(&[&bad, &sql])
+        .steering(
+            &steering("run_query", json!({"sql": "DELETE FROM users"})),
+            &no_state(),
+        )
+        .await;
+    assert_eq!(d.trace[0].fault, Some(Fault::OutOfFuel));
+    assert_eq!(
+        d.result.expect("sql-guard still steers").content,
+        "Add a WHERE clause before running this query."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_hostile_calls_do_not_disturb_each_other() {
+    let engine = engine();
+    let bad = plugin_with(
+        &engine,
+        "hostile",
+        HOSTILE,
+        json!({"attack": "loop"}),
+        Limits {
+            fuel: u64::MAX / 2,
+            timeout: Duration::from_millis(100),
+            ..Limits::default()
+        },
+        OnError::Skip,
+    )
+    .await;
+    let sql = plugin(&engine, "sql-guard", toolgate_tests::SQL_GUARD, json!({})).await;
+    let looping = tokio::spawn({
+        let c = chain(&[&bad]);
+        async move { c.steering(&steering("x", json!({})), &json!({})).await }
+    });
+    // While one guard spins, another plugin on the same engine answers.
+    for _ in 0..20 {
+        let d = chain(&[&sql])
+            .steering(
+                &steering("run_query", json!({"sql": "SELECT 1 WHERE 1=1"})),
+                &no_state(),
+            )
+            .await;
+        assert_eq!(d.trace[0].outcome, Outcome::Proceed);
+    }
+    let spun = looping.await.expect("task");
+    assert_eq!(spun.trace[0].fault, Some(Fault::Deadline));
+}

@@ -1,0 +1,105 @@
+//! toolgate's integration tests: one binary, a module per feature.
+//!
+//! Guest programs are built once by the `toolgate-tests` crate's build
+//! script (see `tests/src/lib.rs`); garbage no compiler produces is written
+//! inline as WAT here.
+
+mod chains;
+mod cli;
+mod contract;
+mod examples;
+mod hostile;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate::event::{BeforeToolCallEvent, DispatchEvent, RoutingEvent, ToolResultEvent};
+use toolgate::{Chain, Engine, EngineConfig, Limits, OnError, Plugin, PluginSpec};
+
+/// A small engine for tests: few pooled slots, the default limits.
+pub fn engine() -> Engine {
+    Engine::new(EngineConfig {
+        max_instances: 32,
+        ..EngineConfig::default()
+    })
+    .expect("engine")
+}
+
+/// Loads `path` as plugin `name` with `config` and default limits.
+pub async fn plugin(engine: &Engine, name: &str, path: &str, config: Value) -> Arc<Plugin> {
+    plugin_with(engine, name, path, config, Limits::default(), OnError::Skip).await
+}
+
+/// Loads `path` as plugin `name` with everything spelled out.
+pub async fn plugin_with(
+    engine: &Engine,
+    name: &str,
+    path: &str,
+    config: Value,
+    limits: Limits,
+    on_error: OnError,
+) -> Arc<Plugin> {
+    let spec = PluginSpec {
+        name: name.into(),
+        path: path.into(),
+        limits,
+        config,
+        on_error,
+    };
+    Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
+}
+
+/// A chain of the given plugins.
+pub fn chain(plugins: &[&Arc<Plugin>]) -> Chain {
+    Chain::new(plugins.iter().map(|p| Arc::clone(p)).collect())
+}
+
+/// A steering event for `tool` with `args`.
+pub fn steering(tool: &str, args: Value) -> BeforeToolCallEvent {
+    serde_json::from_value(json!({
+        "run_id": "run-1", "tool_name": tool, "call_id": "call-1", "args": args,
+    }))
+    .expect("event")
+}
+
+/// A dispatch event for `tool` with `args`, `available` tools.
+pub fn dispatch(tool: &str, args: Value, available: &[&str]) -> DispatchEvent {
+    serde_json::from_value(json!({
+        "run_id": "run-1", "iteration_index": 0, "node_name": "react", "call_id": "call-1",
+        "tool_name": tool, "args": args, "available_tools": available,
+    }))
+    .expect("event")
+}
+
+/// A routing event with `tools` visible.
+pub fn routing(tools: &[&str]) -> RoutingEvent {
+    serde_json::from_value(json!({
+        "run_id": "run-1", "mode": "enforce", "intent_label": "sql", "total_tools": tools.len(),
+        "narrowed_tool_names": tools,
+    }))
+    .expect("event")
+}
+
+/// A result event for `tool`.
+pub fn result(tool: &str, value: Value) -> ToolResultEvent {
+    serde_json::from_value(json!({
+        "run_id": "run-1", "tool_name": tool, "result": value, "call_id": "call-1",
+    }))
+    .expect("event")
+}
+
+/// Tight limits for hostile tests, so each fault trips fast.
+pub fn tight() -> Limits {
+    Limits {
+        fuel: 50_000_000,
+        memory_bytes: 32 << 20,
+        timeout: Duration::from_secs(5),
+        ..Limits::default()
+    }
+}
+
+/// The empty state.
+pub fn no_state() -> Value {
+    json!({})
+}
