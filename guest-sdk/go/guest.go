@@ -24,8 +24,10 @@
 // This package holds what every seam shares: the event and verdict types, the
 // verdict helpers, and what the host lends a guard ([Log], [Config]).
 //
-// Events carry JSON values (args, state, tool results) as [json.RawMessage];
-// [Object] and the events' Arg helpers decode them. Every hook call runs on a
+// Events carry JSON values (args, state, tool results) as [json.RawMessage].
+// [StringMember] and [SetStringMember] (and the events' StringArg) read and
+// replace one member without decoding the rest: cheap even on a 1 MiB
+// argument. [Object] and [RewriteTo] go through encoding/json. Every hook call runs on a
 // fresh instance, so nothing a guard keeps in a variable survives to the next
 // call.
 package guest
@@ -35,6 +37,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"toolgate.dev/guest/internal/abi"
 )
@@ -120,13 +124,13 @@ type ToolResultEvent struct {
 // StringArg returns args[name] when the call's args are a JSON object whose
 // name member is a string.
 func (e BeforeToolCallEvent) StringArg(name string) (string, bool) {
-	return stringMember(e.Args, name)
+	return StringMember(e.Args, name)
 }
 
 // StringArg returns args[name] when the call's args are a JSON object whose
 // name member is a string.
 func (e DispatchEvent) StringArg(name string) (string, bool) {
-	return stringMember(e.Args, name)
+	return StringMember(e.Args, name)
 }
 
 // Available reports whether a rewrite may target tool.
@@ -137,18 +141,6 @@ func (e DispatchEvent) Available(tool string) bool {
 		}
 	}
 	return false
-}
-
-func stringMember(raw json.RawMessage, name string) (string, bool) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return "", false
-	}
-	var s string
-	if member, ok := obj[name]; !ok || json.Unmarshal(member, &s) != nil {
-		return "", false
-	}
-	return s, true
 }
 
 // Object decodes a JSON object (args, state, configuration). Numbers decode as
@@ -251,4 +243,58 @@ func Config() json.RawMessage {
 		config = json.RawMessage(abi.Config())
 	}
 	return config
+}
+
+// UpperContains reports whether strings.ToUpper(s) contains substr. When s
+// is ASCII it compares in place instead of building the upper-cased copy:
+// strings.ToUpper builds it a byte at a time, which under wasm costs about
+// 160 instructions per byte (160 million fuel for a 1 MiB query).
+func UpperContains(s, substr string) bool {
+	if len(substr) == 0 {
+		return true
+	}
+	// Bytes whose ASCII upper case is substr[0] are exactly those that match
+	// it after setting bit 5 (0x20), give or take a few non-letters that the
+	// exact check below rejects.
+	first := substr[0]
+	folded := first | 0x20
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := word(s, i)
+		if w&highs != 0 {
+			return strings.Contains(strings.ToUpper(s), substr)
+		}
+		if hasByte(w|ones*0x20, folded) == 0 {
+			continue
+		}
+		for j := i; j < i+8; j++ {
+			if j+len(substr) <= len(s) && upperASCIIPrefix(s[j:], substr) {
+				return true
+			}
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.Contains(strings.ToUpper(s), substr)
+		}
+		if i+len(substr) <= len(s) && upperASCIIPrefix(s[i:], substr) {
+			return true
+		}
+	}
+	return false
+}
+
+// upperASCIIPrefix reports whether the ASCII-upper-cased s starts with
+// prefix.
+func upperASCIIPrefix(s, prefix string) bool {
+	for j := 0; j < len(prefix); j++ {
+		c := s[j]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		if c != prefix[j] {
+			return false
+		}
+	}
+	return true
 }

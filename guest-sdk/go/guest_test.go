@@ -2,6 +2,7 @@ package guest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -70,5 +71,39 @@ func TestAvailable(t *testing.T) {
 func TestConfigOffWasm(t *testing.T) {
 	if got := string(Config()); got != "{}" {
 		t.Fatalf("Config() = %s", got)
+	}
+}
+
+func TestUpperContainsMatchesToUpper(t *testing.T) {
+	subs := []string{"WHERE", "LIMIT", "where", "", "É", "SS", "Ǆ", "W"}
+	texts := []string{
+		"", "select * from t where x", "SELECT 1", "wher", "xxwhere", "whERe", "limit",
+		"WHERWHERE", "café where", "straße", "ǆ", "where\x00", "\xff where", "w",
+		strings.Repeat("x", 1<<16) + "Where",
+	}
+	for _, s := range texts {
+		for _, sub := range subs {
+			want := strings.Contains(strings.ToUpper(s), sub)
+			if got := UpperContains(s, sub); got != want {
+				t.Fatalf("UpperContains(%.30q, %q) = %v, want %v", s, sub, got, want)
+			}
+		}
+	}
+}
+
+func TestUpperContainsAtEveryOffset(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		for at := 0; at+5 <= n; at++ {
+			b := []byte(strings.Repeat("wxhe", 10)[:n])
+			copy(b[at:], "wHeRe")
+			s := string(b)
+			if got, want := UpperContains(s, "WHERE"), strings.Contains(strings.ToUpper(s), "WHERE"); got != want {
+				t.Fatalf("UpperContains(%q) = %v, want %v", s, got, want)
+			}
+		}
+		s := strings.Repeat("x", n) + "é"
+		if UpperContains(s, "X") != (n > 0) {
+			t.Fatalf("UpperContains(%q, X) wrong", s)
+		}
 	}
 }

@@ -20,17 +20,18 @@ func bound(e guest.DispatchEvent) *guest.Rewrite {
 		return nil
 	}
 	sql, ok := e.StringArg("sql")
-	if !ok || strings.Contains(strings.ToUpper(sql), "LIMIT") {
+	if !ok || guest.UpperContains(sql, "LIMIT") {
 		return nil
 	}
-	args, err := guest.Object(e.Args)
-	if err != nil {
-		return nil
-	}
-	args["sql"] = strings.TrimRightFunc(sql, func(r rune) bool {
+	bounded := strings.TrimRightFunc(sql, func(r rune) bool {
 		return unicode.IsSpace(r) || r == ';'
 	}) + limit
-	return guest.RewriteTo(e.ToolName, args)
+	// Only sql changes: every other argument keeps its exact bytes.
+	args, ok := guest.SetStringMember(e.Args, "sql", bounded)
+	if !ok {
+		return nil
+	}
+	return &guest.Rewrite{ToolName: e.ToolName, Args: args}
 }
 
 func init() { rewrite.Handle(bound) }

@@ -9,7 +9,7 @@ import (
 
 func TestBound(t *testing.T) {
 	cases := []struct{ tool, args, want string }{
-		{"run_query", `{"sql":"SELECT 1 ;  \n","db":"main"}`, `{"db":"main","sql":"SELECT 1 LIMIT 100"}`},
+		{"run_query", `{"sql":"SELECT 1 ;  \n","db":"main"}`, `{"sql":"SELECT 1 LIMIT 100","db":"main"}`},
 		{"run_query", `{"sql":"select 1 limit 5"}`, ``},
 		{"run_query", `{"query":"select 1"}`, ``},
 		{"run_query", `{"sql":7}`, ``},

@@ -125,7 +125,8 @@ fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
         );
     }
     let mut resolve = Resolve::default();
-    push_contract(&mut resolve, wit)
+    resolve
+        .push_path(wit)
         .with_context(|| format!("parsing the contract in {}", wit.display()))?;
     // A world of our own: `host` imported (wit-component keeps it only if the
     // module uses it) and exactly the exported seams.
@@ -152,75 +153,6 @@ fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
             WASI_SNAPSHOT_PREVIEW1_REACTOR_ADAPTER,
         )?
         .encode()
-}
-
-/// Parses the contract's `*.wit` files (a directory, or one file) into
-/// `resolve`, escaping `result` where the contract uses it as a name.
-///
-/// Recent WIT parsers (wit-parser 0.254 among them) read `result` as a
-/// keyword and want `%result` for the `result` interface, its `export` lines
-/// and the `result` record field. The escape does not change any name in the
-/// component, and it is a no-op on a contract that already escapes.
-fn push_contract(resolve: &mut Resolve, wit: &Path) -> Result<()> {
-    let files: Vec<PathBuf> = if wit.is_dir() {
-        let mut files = std::fs::read_dir(wit)?
-            .map(|entry| entry.map(|e| e.path()))
-            .collect::<std::io::Result<Vec<_>>>()?;
-        files.retain(|p| p.extension().is_some_and(|e| e == "wit"));
-        files.sort();
-        files
-    } else {
-        vec![wit.to_path_buf()]
-    };
-    if files.is_empty() {
-        bail!("no .wit files in {}", wit.display());
-    }
-    let dir = std::env::temp_dir().join(format!("toolgate-go-wit-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)?;
-    let pushed = (|| {
-        for file in &files {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            let name = file.file_name().context("a .wit file without a name")?;
-            std::fs::write(dir.join(name), escape_result_keyword(&text))?;
-        }
-        resolve.push_path(&dir).map(|_| ())
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    pushed
-}
-
-/// Writes `%result` where `result` names an interface, an export or import,
-/// or a record field; leaves comments and everything else alone.
-fn escape_result_keyword(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 32);
-    for line in text.lines() {
-        let body = line.trim_start();
-        let indent = &line[..line.len() - body.len()];
-        out.push_str(indent);
-        if body.starts_with("//") {
-            out.push_str(body);
-        } else if body.starts_with("result:") || body.starts_with("result :") {
-            out.push('%');
-            out.push_str(body);
-        } else {
-            let mut fixed = body.to_string();
-            for (from, to) in [
-                ("interface result ", "interface %result "),
-                ("interface result{", "interface %result{"),
-                ("export result;", "export %result;"),
-                ("import result;", "import %result;"),
-            ] {
-                if fixed.starts_with(from) {
-                    fixed = format!("{to}{}", &fixed[from.len()..]);
-                }
-            }
-            out.push_str(&fixed);
-        }
-        out.push('\n');
-    }
-    out
 }
 
 /// A component's imported and exported instance (or function) names.

@@ -16,7 +16,7 @@
 
 use anyhow::{Context, Result, bail};
 use std::time::Instant;
-use wasmtime::component::{Component, Func, Instance, InstancePre, Linker, ResourceTable, Val};
+use wasmtime::component::{Component, Func, Instance, Linker, ResourceTable, Val};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -79,8 +79,10 @@ fn main() -> Result<()> {
         }
         Ok(())
     })?;
-    host.func_new("config", |_store, _ty, _params, results| {
-        results[0] = Val::String("{}".into());
+    // The plugin's configuration: $TOOLGATE_HARNESS_CONFIG, or `{}`.
+    let config = std::env::var("TOOLGATE_HARNESS_CONFIG").unwrap_or_else(|_| "{}".into());
+    host.func_new("config", move |_store, _ty, _params, results| {
+        results[0] = Val::String(config.clone());
         Ok(())
     })?;
     let pre = linker.instantiate_pre(&component)?;
@@ -90,7 +92,6 @@ fn main() -> Result<()> {
         let fuel = store.get_fuel()?;
         let mut results = vec![Val::Bool(false); func.ty(&*store).results().len()];
         func.call(&mut *store, std::slice::from_ref(&param), &mut results)?;
-        func.post_return(&mut *store)?;
         Ok((results.pop(), fuel - store.get_fuel()?))
     };
 
@@ -98,10 +99,13 @@ fn main() -> Result<()> {
     let mut times = Vec::new();
     let mut first = None;
     let mut fuel_used = 0;
+    let mut start_fuel = 0;
     for _ in 0..fresh.max(1) {
         let t = Instant::now();
         let mut store = new_store(&engine);
+        let before = store.get_fuel()?;
         let instance = pre.instantiate(&mut store)?;
+        start_fuel = before - store.get_fuel()?;
         let (out, fuel) = call(&mut store, &instance).context("fresh call")?;
         drop(store);
         times.push(t.elapsed().as_micros() as u64);
@@ -109,6 +113,7 @@ fn main() -> Result<()> {
         first.get_or_insert(out);
     }
     println!("result: {:?}", first.flatten());
+    println!("start-up (instantiate + Go init): fuel {start_fuel}");
     report("fresh", &mut times, fuel_used);
 
     // One instance, many calls.
