@@ -39,6 +39,7 @@ pub mod event;
 pub mod fault;
 pub mod limits;
 pub mod plugin;
+pub mod registry;
 mod sandbox;
 
 pub use chain::{Chain, Decision, GuardTrace, Outcome};
@@ -48,3 +49,4 @@ pub use event::{Event, Seam};
 pub use fault::Fault;
 pub use limits::Limits;
 pub use plugin::{OnError, Plugin, PluginSpec};
+pub use registry::{Registry, Snapshot};
