@@ -55,10 +55,8 @@ class ScriptedModel(FakeMessagesListChatModel):
         self.transcript.bound.append([getattr(t, "name", str(t)) for t in tools])
         return self
 
-    async def _agenerate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        self.transcript.turns.append(list(messages))
-        return await super()._agenerate(messages, *args, **kwargs)
-
+    # The async path (``_agenerate``) runs this in an executor: one record
+    # per model call.
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
         self.transcript.turns.append(list(messages))
         return super()._generate(messages, *args, **kwargs)

@@ -30,6 +30,9 @@ from toolgate_symfonic import FAIL_CLOSED_MESSAGE, ToolgateHandler
 WHERE_MESSAGE = "Add a WHERE clause before running this query."
 ROUTING_KEYWORDS = {"run_query": ["query"], "send_email": ["email"], "delete_user": ["delete"]}
 ROUTED_QUERY = "run the query and email the result"
+# Generous, so a slow (loaded) machine shows up as a slow test, not as a
+# guard the adapter gave up on.
+TIMEOUT = 15.0
 
 Serve = Callable[..., ToolgateServer]
 
@@ -96,7 +99,7 @@ def test_steering_guard_corrects_the_model(serve: Serve) -> None:
             say("deleted user 7"),
         ]
     )
-    handler = ToolgateHandler(server.url)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
     resp = run_agent(agent, handler, "delete user 7", scope=scope("acme"))
 
     assert resp.final_response == "deleted user 7"
@@ -126,7 +129,7 @@ def test_rewrite_guard_changes_the_dispatched_call(serve: Serve) -> None:
             say("done"),
         ]
     )
-    handler = ToolgateHandler(server.url)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
     run_agent(agent, handler)
 
     assert t.ran == [
@@ -151,7 +154,7 @@ def test_cancel_guard_answers_without_running_the_tool(serve: Serve) -> None:
             say("listed the tables; email is not allowed"),
         ]
     )
-    handler = ToolgateHandler(server.url)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
     run_agent(agent, handler)
 
     cancelled = t.tool_message("e1")
@@ -178,7 +181,7 @@ def test_faulting_guard_is_skipped_and_the_call_proceeds(serve: Serve) -> None:
             say("done"),
         ]
     )
-    handler = ToolgateHandler(server.url)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
     run_agent(agent, handler)
 
     assert t.ran == [("run_query", {"sql": 42})]
@@ -194,7 +197,7 @@ def test_faulting_guard_is_skipped_and_the_call_proceeds(serve: Serve) -> None:
     assert answer["result"] is None
     (entry,) = answer["trace"]
     assert "sql-guard" in entry["plugin"]
-    assert entry["fault"], entry
+    assert entry.get("fault"), entry
 
 
 def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
@@ -212,7 +215,7 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
             say("done"),
         ]
     )
-    handler = ToolgateHandler(server.url, timeout=30.0)
+    handler = ToolgateHandler(server.url, timeout=2 * TIMEOUT)
     start = time.monotonic()
     run_agent(agent, handler)
     elapsed = time.monotonic() - start
@@ -221,7 +224,7 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
     assert t.tool_message("l1").status == "success"
     assert t.tool_message("c2").content == WHERE_MESSAGE
     assert handler.failures == {}
-    assert elapsed < 30.0
+    assert elapsed < 2 * TIMEOUT
 
     answer = traced(
         server, "steering",
@@ -229,7 +232,7 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
     )
     assert answer["result"] is None
     faults = [e for e in answer["trace"] if "hostile" in e["plugin"]]
-    assert faults and faults[0]["fault"], answer["trace"]
+    assert faults and faults[0].get("fault"), answer["trace"]
 
 
 # (e) ----------------------------------------------------------------------
@@ -241,7 +244,7 @@ def test_service_stopped_fail_open_and_fail_closed(serve: Serve) -> None:
 
     # While the service runs, the guard steers.
     agent, t = make_agent(script)
-    run_agent(agent, ToolgateHandler(server.url))
+    run_agent(agent, ToolgateHandler(server.url, timeout=TIMEOUT))
     assert t.ran == [] and t.tool_message("c1").content == WHERE_MESSAGE
 
     server.stop()
@@ -275,7 +278,7 @@ def test_routing_guard_narrows_the_palette(serve: Serve) -> None:
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(server.url)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
     handler.install(agent)
     run_agent(agent, handler, ROUTED_QUERY, scope=scope("acme"))
     assert t.bound == [["run_query", "send_email", "list_tables", "loop"]] * 2
@@ -286,14 +289,14 @@ def test_routing_guard_narrows_the_palette(serve: Serve) -> None:
     agent, t = make_agent(
         [say("done")], tool_routing_mode="observe", trigger_keywords=ROUTING_KEYWORDS
     )
-    handler = ToolgateHandler(server.url)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
     handler.install(agent)
     run_agent(agent, handler, ROUTED_QUERY)
     assert t.bound[0] == ["run_query", "send_email", "delete_user", "list_tables", "loop"]
 
     # symfonic's routing off: always_route consults the guards anyway.
     agent, t = make_agent([say("done")])
-    handler = ToolgateHandler(server.url)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
     handler.install(agent, always_route=True)
     run_agent(agent, handler, "hello")
     assert t.bound[0] == ["run_query", "send_email", "delete_user", "list_tables", "loop"]
@@ -306,7 +309,7 @@ def test_hidden_tool_named_anyway_is_refused_when_asked(serve: Serve) -> None:
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(server.url, deny_hidden_tools=True)
+    handler = ToolgateHandler(server.url, timeout=TIMEOUT, deny_hidden_tools=True)
     handler.install(agent)
     run_agent(agent, handler, ROUTED_QUERY)
     assert t.ran == []
