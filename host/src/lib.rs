@@ -31,6 +31,7 @@
 #![deny(missing_docs)]
 
 mod bindings;
+pub mod cache;
 pub mod chain;
 pub mod dir;
 pub mod engine;
@@ -38,9 +39,13 @@ pub mod error;
 pub mod event;
 pub mod fault;
 pub mod limits;
+pub mod manifest;
+pub mod metrics;
 pub mod plugin;
 pub mod registry;
 mod sandbox;
+pub mod watch;
+pub mod server;
 
 pub use chain::{Chain, Decision, GuardTrace, Outcome};
 pub use engine::{Engine, EngineConfig};
@@ -48,5 +53,5 @@ pub use error::Error;
 pub use event::{Event, Seam};
 pub use fault::Fault;
 pub use limits::Limits;
-pub use plugin::{OnError, Plugin, PluginSpec};
-pub use registry::{Registry, Snapshot};
+pub use plugin::{OnError, Plugin, PluginSpec, ReusedSteering};
+pub use registry::{Registry, RegistryOptions, Snapshot};

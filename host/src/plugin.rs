@@ -373,6 +373,60 @@ impl Plugin {
     }
 }
 
+/// One instance of a plugin kept alive across steering calls.
+///
+/// toolgate never serves with it: a guest's state survives from one call
+/// to the next and a trap poisons the instance for good. It exists to
+/// measure what per-call isolation costs (see `BENCHMARKS.md`). Fuel and
+/// the deadline are reset before every call.
+pub struct ReusedSteering {
+    store: Store<Sandbox>,
+    guest: steering::Guest,
+    fuel: u64,
+    ticks: u64,
+}
+
+impl ReusedSteering {
+    /// Instantiates `plugin` once; `None` if it does not export steering.
+    pub async fn new(plugin: &Plugin) -> Result<Option<Self>, Error> {
+        let Some(idx) = &plugin.seams.steering else {
+            return Ok(None);
+        };
+        let mut store = plugin.store()?;
+        let fail = |e: wasmtime::Error| Error::Start {
+            path: plugin.path.clone(),
+            fault: Fault::classify(&e, false),
+            message: root_cause(&e),
+        };
+        let instance = plugin.pre.instantiate_async(&mut store).await.map_err(fail)?;
+        let guest = idx.load(&mut store, &instance).map_err(fail)?;
+        Ok(Some(ReusedSteering {
+            store,
+            guest,
+            fuel: plugin.limits.fuel,
+            ticks: plugin.engine.deadline_ticks(plugin.limits.timeout),
+        }))
+    }
+
+    /// Calls `before-tool-call` with a JSON event; returns whether it skipped.
+    pub async fn call(&mut self, event: &crate::event::BeforeToolCallEvent) -> Result<bool, Fault> {
+        let wit = types::BeforeToolCallEvent {
+            run_id: event.run_id.clone(),
+            tool_name: event.tool_name.clone(),
+            call_id: event.call_id.clone(),
+            args: Value::Object(event.args.clone()).to_string(),
+            state: "{}".into(),
+        };
+        self.store.set_fuel(self.fuel).map_err(|_| Fault::Instantiate)?;
+        self.store.set_epoch_deadline(self.ticks);
+        match self.guest.call_before_tool_call(&mut self.store, &wit).await {
+            Ok(types::Verdict::Skip(_)) => Ok(true),
+            Ok(types::Verdict::Proceed) => Ok(false),
+            Err(e) => Err(Fault::classify(&e, true)),
+        }
+    }
+}
+
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")

@@ -1,0 +1,93 @@
+//! What per-call isolation costs: the example `sql-guard` called on a
+//! fresh instance per call (how toolgate serves), on one reused instance
+//! (no isolation), and the same check as native Rust — in one run,
+//! interleaved in rounds so machine noise hits all three alike.
+//!
+//! Run: `cargo bench -p toolgate --bench isolation` (set `ROUNDS` and
+//! `PER_ROUND` to change the sample size).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate::event::BeforeToolCallEvent;
+use toolgate::{Chain, Engine, EngineConfig, Plugin, PluginSpec, ReusedSteering};
+
+/// The seed's SqlGuard as a native function, given the same JSON text the
+/// guest receives.
+fn native_sql_guard(tool_name: &str, args_json: &str) -> bool {
+    if tool_name != "run_query" {
+        return false;
+    }
+    let args: Value = serde_json::from_str(args_json).unwrap_or(Value::Null);
+    let sql = args.get("sql").and_then(Value::as_str).unwrap_or("");
+    !sql.to_uppercase().contains("WHERE")
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn pct(sorted: &[Duration], p: usize) -> f64 {
+    let i = ((sorted.len() - 1) * p).div_ceil(100).min(sorted.len() - 1);
+    sorted[i].as_secs_f64() * 1e6
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let rounds = env("ROUNDS", 10);
+    let per_round = env("PER_ROUND", 2000);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let engine = Engine::new(EngineConfig::default())?;
+        let plugin = Arc::new(Plugin::load(&engine, PluginSpec::new(toolgate_tests::SQL_GUARD)).await?);
+        let chain = Chain::new(vec![plugin.clone()]);
+        let mut reused = ReusedSteering::new(&plugin).await?.ok_or("sql-guard exports steering")?;
+        let events: Vec<BeforeToolCallEvent> = ["DELETE FROM users", "DELETE FROM users WHERE id = 7"]
+            .iter()
+            .map(|sql| {
+                serde_json::from_value(json!({
+                    "run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": sql},
+                }))
+            })
+            .collect::<Result<_, _>>()?;
+        let state = json!({});
+        let (mut fresh, mut reuse, mut native) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            for i in 0..per_round {
+                let e = &events[i % 2];
+                let t = Instant::now();
+                let d = chain.steering(e, &state).await;
+                fresh.push(t.elapsed());
+                assert_eq!(d.result.is_some(), i % 2 == 0);
+
+                let t = Instant::now();
+                let skipped = reused.call(e).await.map_err(|f| format!("reused call faulted: {f}"))?;
+                reuse.push(t.elapsed());
+                assert_eq!(skipped, i % 2 == 0);
+
+                let t = Instant::now();
+                // The host side of the same work: serialise args, decide.
+                let args = Value::Object(e.args.clone()).to_string();
+                let skipped = native_sql_guard(black_box(&e.tool_name), black_box(&args));
+                native.push(t.elapsed());
+                assert_eq!(skipped, i % 2 == 0);
+            }
+        }
+        for v in [&mut fresh, &mut reuse, &mut native] {
+            v.sort_unstable();
+        }
+        let n = pct(&native, 50);
+        println!("sql-guard, {} calls per path, {} rounds interleaved", fresh.len(), rounds);
+        println!("{:<28} {:>10} {:>10} {:>12}", "path", "p50 µs", "p99 µs", "p50 / native");
+        for (name, v) in [
+            ("fresh instance per call", &fresh),
+            ("reused instance", &reuse),
+            ("native Rust", &native),
+        ] {
+            println!("{name:<28} {:>10.2} {:>10.2} {:>11.1}x", pct(v, 50), pct(v, 99), pct(v, 50) / n);
+        }
+        println!("fresh / reused p50: {:.1}x", pct(&fresh, 50) / pct(&reuse, 50));
+        Ok(())
+    })
+}
