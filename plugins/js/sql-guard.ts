@@ -4,6 +4,10 @@
 // The seed's SqlGuard, line for line: like the seed (which raises on a missing key), a
 // `run_query` call without a string `sql` argument is an error in the guard; it throws, and
 // the host logs the fault and lets the call proceed.
+//
+// `/where/i` is `sql.toUpperCase().includes('WHERE')` (the seed's test) at half the cost on
+// a 1 MiB query: upper-casing maps to W, H, E, R only from w/W, h/H, ...; the expansions that
+// contain them (ẘ → W + U+030A, ẖ → H + U+0331) neither end in W nor start with E.
 
 import { defineGuard, proceed, steer } from '@toolgate/guest';
 
@@ -12,7 +16,7 @@ export default defineGuard({
     if (event.toolName === 'run_query') {
       const sql = event.args.sql;
       if (typeof sql !== 'string') throw new TypeError('run_query called without a string `sql` argument');
-      if (!sql.toUpperCase().includes('WHERE')) {
+      if (!/where/i.test(sql)) {
         return steer('Add a WHERE clause before running this query.');
       }
     }

@@ -1,4 +1,4 @@
-"""The JavaScript/TypeScript example guards, run through `toolgate check`.
+"""The JavaScript/TypeScript example guards, run through the `toolgate` CLI.
 
 The components come from `plugins/js/build` (TypeScript, componentize-js via the
 `@toolgate/guest` SDK) and `scripts/build-plugins` (Rust); both land in
@@ -6,10 +6,17 @@ The components come from `plugins/js/build` (TypeScript, componentize-js via the
 the Rust guard of the same name, each alone in its own plugin directory: the
 verdicts must be the same, and the expected ones, and the JS guard's trace must
 show the expected outcome and no fault.
+
+A JS component embeds a whole JS engine (~12 MB): compiling it takes the host
+tens of seconds, once per process. So the bulk of the events go through one
+`toolgate replay --json` per plugin directory (the same chain as `toolgate
+check`, one compile for all events), and `toolgate check` itself runs once.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +60,41 @@ def dirs(plugins_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     }
 
 
+def replay(toolgate_bin: Path, plugins: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs `{seam, event, state?}` lines through `toolgate replay --json`; one decision per line."""
+    trace = plugins / "events.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    proc = subprocess.run(
+        [str(toolgate_bin), "replay", "--plugins", str(plugins), "--json", str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"toolgate replay failed ({proc.returncode}): {proc.stderr}"
+    decisions = []
+    for text in proc.stdout.splitlines():
+        if text == "--":  # the summary follows
+            break
+        decisions.append(json.loads(text))
+    assert [d["line"] for d in decisions] == list(range(1, len(lines) + 1)), proc.stdout[-2000:]
+    return decisions
+
+
+class Runs:
+    """Every case of one guard, run once per language; looked up by case name."""
+
+    def __init__(self, toolgate_bin: Path, dirs: dict[str, Path], guard: str, cases: dict[str, dict[str, Any]]):
+        self.names = list(cases)
+        lines = list(cases.values())
+        self.by_lang = {
+            lang: dict(zip(self.names, replay(toolgate_bin, dirs[f"{lang}/{guard}"], lines)))
+            for lang in ("js", "rust")
+        }
+
+    def __call__(self, lang: str, case: str) -> dict[str, Any]:
+        return self.by_lang[lang][case]
+
+
 def only_entry(output: dict[str, Any], plugin: str) -> dict[str, Any]:
     """The single trace entry of a one-plugin chain, checked for shape."""
     trace = output["trace"]
@@ -77,6 +119,8 @@ SQL_CASES = {
         "skip",
     ),
     "unicode": (steering_event("run_query", {"sql": "SELECT 'é😀' FROM t"}), STEER_WHERE, "skip"),
+    # U+1E98 upper-cases to W + U+030A: no WHERE in the upper-cased text either.
+    "w-ring-here": (steering_event("run_query", {"sql": "SELECT 1 \u1e98here x"}), STEER_WHERE, "skip"),
     "other-tool": (steering_event("search", {"sql": "SELECT * FROM users"}), None, "proceed"),
     "other-tool-no-args": (steering_event("search", {}), None, "proceed"),
     "1mib-no-where": (steering_event("run_query", {"sql": "SELECT " + "x" * MIB}), STEER_WHERE, "skip"),
@@ -88,11 +132,42 @@ SQL_CASES = {
 }
 
 
+NO_STRING_SQL = {"missing": {"query": "SELECT 1"}, "number": {"sql": 42}, "null": {"sql": None}}
+
+OTHER_SEAMS = {
+    "rewrite": dispatch_event("run_query", {"sql": "SELECT 1"}),
+    "result": {"run_id": "r", "tool_name": "run_query", "result": "ok", "call_id": "c"},
+    "routing": {
+        "run_id": "r",
+        "mode": "enforce",
+        "intent_label": "db",
+        "total_tools": 2,
+        "narrowed_tool_names": ["run_query", "search"],
+    },
+    "steering": steering_event("run_query", {"sql": "SELECT 1"}),
+}
+
+
+@pytest.fixture(scope="module")
+def sql_runs(toolgate_bin: Path, dirs: dict[str, Path]) -> Runs:
+    cases = {case: {"seam": "steering", "event": event} for case, (event, _, _) in SQL_CASES.items()}
+    for case, args in NO_STRING_SQL.items():
+        cases[f"no-string-sql-{case}"] = {"seam": "steering", "event": steering_event("run_query", args)}
+    for seam in ("rewrite", "result", "routing"):
+        cases[f"seam-{seam}"] = {"seam": seam, "event": OTHER_SEAMS[seam]}
+    cases["with-state"] = {
+        "seam": "steering",
+        "event": steering_event("run_query", {"sql": "SELECT 1"}),
+        "state": {"tenant_id": "t", "n": [1]},
+    }
+    return Runs(toolgate_bin, dirs, "sql-guard", cases)
+
+
 @pytest.mark.parametrize("case", SQL_CASES)
-def test_sql_guard_matches_rust(case: str, toolgate_bin: Path, dirs: dict[str, Path]) -> None:
-    event, expected, outcome = SQL_CASES[case]
-    js = check(toolgate_bin, dirs["js/sql-guard"], "steering", event)
-    rust = check(toolgate_bin, dirs["rust/sql-guard"], "steering", event)
+def test_sql_guard_matches_rust(case: str, sql_runs: Runs) -> None:
+    _, expected, outcome = SQL_CASES[case]
+    js = sql_runs("js", case)
+    rust = sql_runs("rust", case)
 
     assert js["result"] == expected
     assert rust["result"] == js["result"]
@@ -103,15 +178,12 @@ def test_sql_guard_matches_rust(case: str, toolgate_bin: Path, dirs: dict[str, P
     assert rust_entry["outcome"] == outcome, rust_entry
 
 
-@pytest.mark.parametrize("args", [{"query": "SELECT 1"}, {"sql": 42}, {"sql": None}])
-def test_sql_guard_without_string_sql_faults_and_proceeds_like_rust(
-    args: dict[str, Any], toolgate_bin: Path, dirs: dict[str, Path]
-) -> None:
+@pytest.mark.parametrize("case", NO_STRING_SQL)
+def test_sql_guard_without_string_sql_faults_and_proceeds_like_rust(case: str, sql_runs: Runs) -> None:
     # The seed's handler raises on a run_query call without `sql`: a fault,
     # logged, and the call proceeds.
-    event = steering_event("run_query", args)
-    js = check(toolgate_bin, dirs["js/sql-guard"], "steering", event)
-    rust = check(toolgate_bin, dirs["rust/sql-guard"], "steering", event)
+    js = sql_runs("js", f"no-string-sql-{case}")
+    rust = sql_runs("rust", f"no-string-sql-{case}")
 
     assert js["result"] is None and rust["result"] is None
     js_entry = only_entry(js, "sql-guard")
@@ -144,22 +216,30 @@ LIMIT_CASES = {
     ),
     "has-limit": (dispatch_event("run_query", {"sql": "SELECT * FROM users limit 5"}), None),
     "has-limit-mixed-case": (dispatch_event("run_query", {"sql": "SELECT 1 LiMiT 5"}), None),
+    # Upper-cased, these read LIMIT too (ı -> I, ﬂ -> FL, ẗ -> T + U+0308).
+    "has-limit-dotless-i": (dispatch_event("run_query", {"sql": "SELECT 1 l\u0131m\u0131t 5"}), None),
+    "has-limit-fl-ligature": (dispatch_event("run_query", {"sql": "SELECT 1 \ufb02imit 5"}), None),
+    "has-limit-t-diaeresis": (dispatch_event("run_query", {"sql": "SELECT 1 limi\u1e97 5"}), None),
     "other-tool": (dispatch_event("search", {"sql": "SELECT * FROM users"}), None),
     "no-sql": (dispatch_event("run_query", {"query": "SELECT 1"}), None),
     "non-string-sql": (dispatch_event("run_query", {"sql": ["SELECT 1"]}), None),
-    "1mib": (
-        dispatch_event("run_query", {"sql": "SELECT " + "x" * MIB + ";"}),
-        {"tool_name": "run_query", "args": {"sql": "SELECT " + "x" * MIB + " LIMIT 100"}},
-    ),
     "1mib-has-limit": (dispatch_event("run_query", {"sql": "SELECT " + "x" * MIB + " LIMIT 7"}), None),
 }
 
 
+@pytest.fixture(scope="module")
+def limit_runs(toolgate_bin: Path, dirs: dict[str, Path]) -> Runs:
+    cases = {case: {"seam": "rewrite", "event": event} for case, (event, _) in LIMIT_CASES.items()}
+    for seam in ("steering", "result", "routing"):
+        cases[f"seam-{seam}"] = {"seam": seam, "event": OTHER_SEAMS[seam]}
+    return Runs(toolgate_bin, dirs, "query-limit", cases)
+
+
 @pytest.mark.parametrize("case", LIMIT_CASES)
-def test_query_limit_rewrites_like_rust(case: str, toolgate_bin: Path, dirs: dict[str, Path]) -> None:
-    event, expected = LIMIT_CASES[case]
-    js = check(toolgate_bin, dirs["js/query-limit"], "rewrite", event)
-    rust = check(toolgate_bin, dirs["rust/query-limit"], "rewrite", event)
+def test_query_limit_rewrites_like_rust(case: str, limit_runs: Runs) -> None:
+    _, expected = LIMIT_CASES[case]
+    js = limit_runs("js", case)
+    rust = limit_runs("rust", case)
 
     assert js["result"] == expected
     assert rust["result"] == js["result"]
@@ -170,37 +250,55 @@ def test_query_limit_rewrites_like_rust(case: str, toolgate_bin: Path, dirs: dic
     assert rust_entry["outcome"] == js_entry["outcome"], rust_entry
 
 
+def test_query_limit_returns_1mib_rewrite_like_rust(
+    toolgate_bin: Path, plugins_root: Path, dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    # Returning a string from JS costs about 450 fuel per character: the
+    # bindings componentize-js 0.23 generates measure its UTF-8 length in an
+    # interpreted loop. A rewrite that returns 1 MiB of args therefore needs
+    # more than the default fuel (500 million); this directory's manifest
+    # gives the JS guard what it needs.
+    big = tmp_path / "js-query-limit-big"
+    big.mkdir()
+    (big / "query-limit.wasm").write_bytes((plugins_root / "js" / "query-limit.wasm").read_bytes())
+    (big / "toolgate.toml").write_text(
+        '[[plugin]]\npath = "query-limit.wasm"\nfuel = 4_000_000_000\ntimeout_ms = 60_000\n'
+    )
+    line = {"seam": "rewrite", "event": dispatch_event("run_query", {"sql": "SELECT " + "x" * MIB + " ;\n"})}
+    expected = {"tool_name": "run_query", "args": {"sql": "SELECT " + "x" * MIB + " LIMIT 100"}}
+
+    [js] = replay(toolgate_bin, big, [line])
+    [rust] = replay(toolgate_bin, dirs["rust/query-limit"], [line])
+    assert js["result"] == expected
+    assert rust["result"] == expected
+    entry = only_entry(js, "query-limit")
+    assert entry["outcome"] == "rewrite" and entry.get("fault") is None, entry
+
+
 # ------------------------------------------------------- seams and chaining
 
 
 @pytest.mark.parametrize(
-    ("guard", "seam", "event"),
-    [
-        ("sql-guard", "rewrite", dispatch_event("run_query", {"sql": "SELECT 1"})),
-        ("sql-guard", "result", {"run_id": "r", "tool_name": "run_query", "result": "ok", "call_id": "c"}),
-        ("query-limit", "steering", steering_event("run_query", {"sql": "SELECT 1"})),
-        (
-            "query-limit",
-            "routing",
-            {
-                "run_id": "r",
-                "mode": "enforce",
-                "intent_label": "db",
-                "total_tools": 2,
-                "narrowed_tool_names": ["run_query", "search"],
-            },
-        ),
-    ],
+    ("guard", "seam"),
+    [("sql-guard", "rewrite"), ("sql-guard", "result"), ("sql-guard", "routing"),
+     ("query-limit", "steering"), ("query-limit", "result"), ("query-limit", "routing")],
 )
-def test_guards_export_only_their_seam(
-    guard: str, seam: str, event: dict[str, Any], toolgate_bin: Path, dirs: dict[str, Path]
-) -> None:
+def test_guards_export_only_their_seam(guard: str, seam: str, sql_runs: Runs, limit_runs: Runs) -> None:
     # The build exports only the seams a guard implements, so the host does
-    # not consult it anywhere else.
-    output = check(toolgate_bin, dirs[f"js/{guard}"], seam, event)
-    assert output["trace"] == [], output
+    # not consult it anywhere else (the Rust guards behave the same).
+    runs = sql_runs if guard == "sql-guard" else limit_runs
     expected = ["run_query", "search"] if seam == "routing" else None
-    assert output["result"] == expected, output
+    for lang in ("js", "rust"):
+        decision = runs(lang, f"seam-{seam}")
+        assert decision["trace"] == [], (lang, decision)
+        assert decision["result"] == expected, (lang, decision)
+
+
+def test_js_sql_guard_state_is_ignored(sql_runs: Runs) -> None:
+    # A state object (JSON text parsed by the SDK) does not change the verdict.
+    decision = sql_runs("js", "with-state")
+    assert decision["result"] == STEER_WHERE
+    assert only_entry(decision, "sql-guard").get("fault") is None
 
 
 def test_js_guards_chain_with_rust(toolgate_bin: Path, plugins_root: Path, tmp_path: Path) -> None:
@@ -211,18 +309,29 @@ def test_js_guards_chain_with_rust(toolgate_bin: Path, plugins_root: Path, tmp_p
     (both / "a-query-limit.wasm").write_bytes((plugins_root / "js" / "query-limit.wasm").read_bytes())
     (both / "b-sql-guard.wasm").write_bytes((plugins_root / "rust" / "sql-guard.wasm").read_bytes())
 
-    rewritten = check(toolgate_bin, both, "rewrite", dispatch_event("run_query", {"sql": "SELECT 1;"}))
+    rewritten, steered = replay(
+        toolgate_bin,
+        both,
+        [
+            {"seam": "rewrite", "event": dispatch_event("run_query", {"sql": "SELECT 1;"})},
+            {"seam": "steering", "event": steering_event("run_query", {"sql": "SELECT 1"})},
+        ],
+    )
     assert rewritten["result"] == {"tool_name": "run_query", "args": {"sql": "SELECT 1 LIMIT 100"}}
     assert only_entry(rewritten, "query-limit")["outcome"] == "rewrite"
-
-    steered = check(toolgate_bin, both, "steering", steering_event("run_query", {"sql": "SELECT 1"}))
     assert steered["result"] == STEER_WHERE
     assert only_entry(steered, "sql-guard")["outcome"] == "skip"
 
 
-def test_js_sql_guard_state_is_ignored(toolgate_bin: Path, dirs: dict[str, Path]) -> None:
-    # A state object (JSON text parsed by the SDK) does not change the verdict.
-    event = steering_event("run_query", {"sql": "SELECT 1"})
-    output = check(toolgate_bin, dirs["js/sql-guard"], "steering", event, state={"tenant_id": "t", "n": [1]})
+def test_check_command_runs_a_js_guard(toolgate_bin: Path, dirs: dict[str, Path]) -> None:
+    # `toolgate check` itself, with a state file, on the JS sql-guard.
+    output = check(
+        toolgate_bin,
+        dirs["js/sql-guard"],
+        "steering",
+        steering_event("run_query", {"sql": "DELETE FROM t"}),
+        state={"tenant_id": "t"},
+    )
     assert output["result"] == STEER_WHERE
-    assert only_entry(output, "sql-guard").get("fault") is None
+    entry = only_entry(output, "sql-guard")
+    assert entry["outcome"] == "skip" and entry.get("fault") is None, entry

@@ -33,16 +33,28 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
-/** Parses the event's JSON fields into a copy of the event. */
+/**
+ * A copy of the event whose JSON fields are parsed on first access (then kept): a hook that
+ * never reads `args` or `state` does not pay for parsing them.
+ */
 function parseEvent<E extends object>(hook: HookName, event: E): any {
   const parsed: Record<string, unknown> = { ...(event as Record<string, unknown>) };
   for (const field of EVENT_JSON_FIELDS[hook]) {
-    const text = (event as Record<string, unknown>)[field];
-    try {
-      parsed[field] = JSON.parse(text as string);
-    } catch (err) {
-      throw new TypeError(`event field "${field}" is not JSON: ${(err as Error).message}`);
-    }
+    const text = (event as Record<string, unknown>)[field] as string;
+    Object.defineProperty(parsed, field, {
+      enumerable: true,
+      configurable: true,
+      get() {
+        let value: unknown;
+        try {
+          value = JSON.parse(text);
+        } catch (err) {
+          throw new TypeError(`event field "${field}" is not JSON: ${(err as Error).message}`);
+        }
+        Object.defineProperty(parsed, field, { value, enumerable: true, writable: true, configurable: true });
+        return value;
+      },
+    });
   }
   return parsed;
 }
