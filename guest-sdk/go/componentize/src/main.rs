@@ -65,8 +65,8 @@ fn run(args: Vec<String>) -> Result<()> {
             let (Some(wit), Some(input), Some(out)) = (wit, input, out) else {
                 bail!("`new` needs --wit, an input module and -o\n{}", usage());
             };
-            let module = std::fs::read(&input)
-                .with_context(|| format!("reading {}", input.display()))?;
+            let module =
+                std::fs::read(&input).with_context(|| format!("reading {}", input.display()))?;
             let component = componentize(&module, &wit)
                 .with_context(|| format!("componentizing {}", input.display()))?;
             std::fs::write(&out, component).with_context(|| format!("writing {}", out.display()))
@@ -130,9 +130,8 @@ fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
         .with_context(|| format!("parsing the contract in {}", wit.display()))?;
     // A world of our own: `host` imported (wit-component keeps it only if the
     // module uses it) and exactly the exported seams.
-    let mut world = format!(
-        "package toolgate:go-guard;\nworld guard {{\n  import {PACKAGE}/host@{VERSION};\n"
-    );
+    let mut world =
+        format!("package toolgate:go-guard;\nworld guard {{\n  import {PACKAGE}/host@{VERSION};\n");
     for seam in SEAMS.iter().filter(|s| seams.contains(*s)) {
         // `%` escapes a name that is also a WIT keyword (`result`).
         world.push_str(&format!("  export {PACKAGE}/%{seam}@{VERSION};\n"));

@@ -28,14 +28,21 @@ struct Host {
 
 impl WasiView for Host {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
 fn new_store(engine: &Engine) -> Store<Host> {
     let mut store = Store::new(
         engine,
-        Host { wasi: WasiCtx::builder().build(), table: ResourceTable::new(), log_lines: 0 },
+        Host {
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            log_lines: 0,
+        },
     );
     store.set_fuel(u64::MAX / 2).expect("fuel is enabled");
     store
@@ -44,7 +51,9 @@ fn new_store(engine: &Engine) -> Store<Host> {
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 3 {
-        bail!("usage: toolgate-go-harness <guard.wasm> <seam> <event.json> [--fresh N] [--reuse N]");
+        bail!(
+            "usage: toolgate-go-harness <guard.wasm> <seam> <event.json> [--fresh N] [--reuse N]"
+        );
     }
     let (path, seam, event_path) = (&args[0], args[1].as_str(), &args[2]);
     let mut fresh = 20usize;
@@ -151,7 +160,9 @@ fn lookup(store: &mut Store<Host>, instance: &Instance, iface: &str, func: &str)
     let func_idx = instance
         .get_export_index(&mut *store, Some(&iface_idx), func)
         .with_context(|| format!("{iface} has no {func}"))?;
-    instance.get_func(&mut *store, func_idx).context("not a function")
+    instance
+        .get_func(&mut *store, func_idx)
+        .context("not a function")
 }
 
 fn s(v: &serde_json::Value, key: &str) -> Val {
@@ -170,12 +181,21 @@ fn strs(v: &serde_json::Value, key: &str) -> Val {
     Val::List(
         v[key]
             .as_array()
-            .map(|a| a.iter().map(|x| Val::String(x.as_str().unwrap_or_default().into())).collect())
+            .map(|a| {
+                a.iter()
+                    .map(|x| Val::String(x.as_str().unwrap_or_default().into()))
+                    .collect()
+            })
             .unwrap_or_default(),
     )
 }
 fn rec(fields: Vec<(&str, Val)>) -> Val {
-    Val::Record(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    Val::Record(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }
 
 fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'static str, Val)> {
@@ -222,13 +242,21 @@ fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'sta
                             .as_array()
                             .map(|a| {
                                 a.iter()
-                                    .map(|t| rec(vec![("name", s(t, "name")), ("description", s(t, "description"))]))
+                                    .map(|t| {
+                                        rec(vec![
+                                            ("name", s(t, "name")),
+                                            ("description", s(t, "description")),
+                                        ])
+                                    })
                                     .collect()
                             })
                             .unwrap_or_default(),
                     ),
                 ),
-                ("query", Val::Option(e["query"].as_str().map(|q| Box::new(Val::String(q.into()))))),
+                (
+                    "query",
+                    Val::Option(e["query"].as_str().map(|q| Box::new(Val::String(q.into())))),
+                ),
                 ("state", json(e, "state", "{}")),
             ]),
         ),
