@@ -1,0 +1,282 @@
+//! Prometheus metrics of a serving host, recorded from each decision's
+//! trace (data flows one way: the chain never touches a metric).
+//!
+//! Series (all prefixed `toolgate_`):
+//!
+//! | name | type | labels | what |
+//! |---|---|---|---|
+//! | `guard_calls_total` | counter | plugin, seam | guard calls made |
+//! | `guard_outcomes_total` | counter | plugin, seam, outcome, cause | what each call did; `cause` is the fault (`out-of-fuel`, `deadline`, ...) or `none` |
+//! | `guard_fuel` | histogram | plugin, seam | fuel burnt per call, start-up included |
+//! | `guard_latency_seconds` | histogram | plugin, seam | wall-clock time per call, fresh instance included |
+//! | `decisions_total` | counter | seam, verdict | chain answers: `proceed`, `skip`, `rewrite`, `narrow`, `observed` |
+//! | `http_requests_total` | counter | endpoint, status | requests answered, by route and status code |
+//! | `http_request_duration_seconds` | histogram | endpoint | time to answer, by route |
+//! | `plugins_loaded` | gauge | chain | plugins in the global chain and each tenant's own |
+//! | `plugin_load_errors` | gauge | | files the last reload could not load |
+//! | `plugins_generation` | gauge | | the snapshot generation serving |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde_json::Value;
+
+use crate::chain::{Decision, GuardTrace};
+use crate::event::Seam;
+use crate::registry::Snapshot;
+
+/// The content type of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GuardLabels {
+    plugin: String,
+    seam: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    plugin: String,
+    seam: &'static str,
+    outcome: &'static str,
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    seam: &'static str,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    endpoint: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChainLabels {
+    chain: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 5 µs .. ~5 s, ×2.5 per bucket.
+    Histogram::new(exponential_buckets(5e-6, 2.5, 16))
+}
+
+fn fuel_histogram() -> Histogram {
+    // 10k .. ~2.6G instructions, ×4 per bucket.
+    Histogram::new(exponential_buckets(1e4, 4.0, 10))
+}
+
+/// The metrics of one serving host. Cheap to share (`Arc`); every method
+/// takes `&self`.
+pub struct Metrics {
+    registry: Registry,
+    guard_calls: Family<GuardLabels, Counter>,
+    guard_outcomes: Family<OutcomeLabels, Counter>,
+    guard_fuel: HistogramFamily<GuardLabels>,
+    guard_latency: HistogramFamily<GuardLabels>,
+    decisions: Family<DecisionLabels, Counter>,
+    requests: Family<RequestLabels, Counter>,
+    request_duration: HistogramFamily<EndpointLabels>,
+    plugins_loaded: Family<ChainLabels, Gauge>,
+    load_errors: Gauge,
+    generation: Gauge,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh set of series, registered under the `toolgate` prefix.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("toolgate");
+        let m = Metrics {
+            guard_calls: Family::default(),
+            guard_outcomes: Family::default(),
+            guard_fuel: Family::new_with_constructor(fuel_histogram as fn() -> Histogram),
+            guard_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            decisions: Family::default(),
+            requests: Family::default(),
+            request_duration: Family::new_with_constructor(
+                latency_histogram as fn() -> Histogram,
+            ),
+            plugins_loaded: Family::default(),
+            load_errors: Gauge::default(),
+            generation: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "guard_calls",
+            "Guard calls made, per plugin and seam",
+            m.guard_calls.clone(),
+        );
+        registry.register(
+            "guard_outcomes",
+            "What each guard call did (proceed, skip, rewrite, narrow, observed, malformed, fault); cause is the fault or none",
+            m.guard_outcomes.clone(),
+        );
+        registry.register(
+            "guard_fuel",
+            "Fuel burnt per guard call, start-up included",
+            m.guard_fuel.clone(),
+        );
+        registry.register(
+            "guard_latency_seconds",
+            "Wall-clock time per guard call, fresh instance included",
+            m.guard_latency.clone(),
+        );
+        registry.register(
+            "decisions",
+            "Chain answers per seam and verdict",
+            m.decisions.clone(),
+        );
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, per endpoint and status code",
+            m.requests.clone(),
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to answer an HTTP request, per endpoint",
+            m.request_duration.clone(),
+        );
+        registry.register(
+            "plugins_loaded",
+            "Plugins loaded, in the global chain and in each tenant's own",
+            m.plugins_loaded.clone(),
+        );
+        registry.register(
+            "plugin_load_errors",
+            "Files the last reload could not load (their previous version, if any, keeps serving)",
+            m.load_errors.clone(),
+        );
+        registry.register(
+            "plugins_generation",
+            "The plugin snapshot generation serving",
+            m.generation.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Records one decision of `seam`: each guard's call, outcome, fuel and
+    /// latency, and the chain's verdict.
+    pub fn record_decision(&self, seam: Seam, decision: &Decision<Value>) {
+        for entry in &decision.trace {
+            self.record_guard(seam, entry);
+        }
+        let verdict = match (seam, &decision.result) {
+            (Seam::Steering, Value::Null) | (Seam::Rewrite, Value::Null) => "proceed",
+            (Seam::Steering, _) => "skip",
+            (Seam::Rewrite, _) => "rewrite",
+            (Seam::Routing, _) => "narrow",
+            (Seam::Result, _) => "observed",
+        };
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                seam: seam.as_str(),
+                verdict,
+            })
+            .inc();
+    }
+
+    fn record_guard(&self, seam: Seam, entry: &GuardTrace) {
+        let guard = GuardLabels {
+            plugin: entry.plugin.clone(),
+            seam: seam.as_str(),
+        };
+        self.guard_calls.get_or_create(&guard).inc();
+        self.guard_outcomes
+            .get_or_create(&OutcomeLabels {
+                plugin: entry.plugin.clone(),
+                seam: seam.as_str(),
+                outcome: entry.outcome.as_str(),
+                cause: entry.fault.map_or("none", |f| f.as_str()),
+            })
+            .inc();
+        // Fuel counts up to a few billion: exact enough as f64.
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "fuel is at most a few billion, well inside f64's exact range"
+        )]
+        self.guard_fuel
+            .get_or_create(&guard)
+            .observe(entry.fuel_used as f64);
+        self.guard_latency
+            .get_or_create(&guard)
+            .observe(Duration::from_micros(entry.micros).as_secs_f64());
+    }
+
+    /// Records one answered HTTP request.
+    pub fn record_request(&self, endpoint: &str, status: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint: endpoint.to_string(),
+                status,
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.to_string(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Sets the plugin gauges from the snapshot serving now.
+    pub fn observe_snapshot(&self, snapshot: &Snapshot) {
+        self.plugins_loaded.clear();
+        self.plugins_loaded
+            .get_or_create(&ChainLabels {
+                chain: "global".into(),
+            })
+            .set(gauge_value(snapshot.global.plugins().len()));
+        for (tenant, chain) in &snapshot.tenants {
+            self.plugins_loaded
+                .get_or_create(&ChainLabels {
+                    chain: format!("tenant:{tenant}"),
+                })
+                .set(gauge_value(chain.plugins().len()));
+        }
+        self.load_errors.set(gauge_value(snapshot.errors.len()));
+        self.generation
+            .set(i64::try_from(snapshot.generation).unwrap_or(i64::MAX));
+    }
+
+    /// The metrics in the OpenMetrics text format (which Prometheus reads).
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+fn gauge_value(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Shared handle to [`Metrics`].
+pub type SharedMetrics = Arc<Metrics>;

@@ -1,0 +1,557 @@
+//! `toolgate serve`: the four seams over HTTP, for agents written in other
+//! languages (the symfonic adapter in `adapters/python` speaks to it).
+//!
+//! | method | path | answer |
+//! |---|---|---|
+//! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
+//! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
+//! | GET | `/v1/plugins` | the global chain, each tenant's own chain, and load errors |
+//! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`](crate::registry::ReloadReport) |
+//! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
+//!
+//! A seam request's body is `{"event": {...}, "state"?: {...}, "tenant"?: "t"}`.
+//! Errors are JSON `{"error": "..."}`: 400 for a body that is not JSON, an
+//! unknown or mistyped field (the message names it), a state that is not
+//! an object or an invalid tenant name; 401 without the bearer token when
+//! one is configured; 404 for an unknown seam or path; 405 for a wrong
+//! method; 413 for a body over the limit; 503 when a request overruns the
+//! request timeout; 500 if a handler panicked (the server keeps serving).
+//!
+//! Guard calls run inline in the handler: each is bounded by its plugin's
+//! fuel and deadline, so a request's time is bounded by its chain's.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Path, RawQuery, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use tower_http::catch_panic::CatchPanicLayer;
+
+use crate::chain::Chain;
+use crate::event::{Event, Seam};
+use crate::metrics::{self, Metrics};
+use crate::registry::{Registry, validate_tenant};
+
+/// How the service answers. Every field documents its default.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The bearer token every endpoint but `/healthz` requires
+    /// (`Authorization: Bearer <token>`). Default: none (no auth).
+    pub token: Option<String>,
+    /// Largest request body accepted, in bytes; a larger one gets 413.
+    /// Default: 1 MiB.
+    pub max_body_bytes: usize,
+    /// Longest a request may take before it is answered 503. Guard calls
+    /// are bounded by their own deadlines; this bounds a whole request
+    /// (a long chain, a slow reload). Default: 30 s.
+    pub request_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            token: None,
+            max_body_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+struct App {
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    token_digest: Option<[u8; 32]>,
+    request_timeout: Duration,
+}
+
+type Shared = Arc<App>;
+
+/// An error answered as `{"error": message}` with `status`.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+    }
+}
+
+/// Builds the service's router over `registry`, recording into `metrics`.
+/// Serve it with [`serve`], or call it directly (`tower::ServiceExt::oneshot`).
+pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConfig) -> Router {
+    let app: Shared = Arc::new(App {
+        registry,
+        metrics,
+        token_digest: config.token.as_deref().map(sha256),
+        request_timeout: config.request_timeout,
+    });
+    Router::new()
+        .route("/v1/plugins", get(plugins))
+        .route("/v1/reload", post(reload))
+        .route("/metrics", get(metrics_text))
+        .route("/v1/{seam}", post(decide))
+        .route_layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), timeout))
+        .layer(CatchPanicLayer::custom(panicked))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
+        .with_state(app)
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then stops
+/// accepting and waits for requests in flight to finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
+/// The warning to print when serving on `addr` exposes the guards beyond
+/// this machine without a token; `None` when it does not.
+pub fn exposure_warning(addr: &SocketAddr, has_token: bool) -> Option<String> {
+    if addr.ip().is_loopback() || has_token {
+        return None;
+    }
+    Some(format!(
+        "listening on non-loopback address {addr} without --token-file: anyone who can reach it \
+         can query and reload the guards"
+    ))
+}
+
+// ---- middleware -------------------------------------------------------
+
+fn sha256(bytes: impl AsRef<[u8]>) -> [u8; 32] {
+    Sha256::digest(bytes.as_ref()).into()
+}
+
+/// Compares the digests of the expected and offered tokens in constant
+/// time (digests, so the token's length does not leak either).
+fn token_matches(expected: &[u8; 32], offered: &str) -> bool {
+    let offered = sha256(offered);
+    expected
+        .iter()
+        .zip(offered.iter())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
+async fn authorize(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let Some(expected) = &app.token_digest else {
+        return next.run(request).await;
+    };
+    let offered = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    match offered {
+        Some(token) if token_matches(expected, token) => next.run(request).await,
+        Some(_) => unauthorized("invalid bearer token"),
+        None => unauthorized("missing bearer token (Authorization: Bearer <token>)"),
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+async fn timeout(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(app.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "request timed out after {} ms",
+                app.request_timeout.as_millis()
+            ),
+        )
+        .into_response(),
+    }
+}
+
+fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    tracing::error!("a request handler panicked; answered 500");
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+}
+
+/// Counts every answered request by endpoint (the route, with a known
+/// seam spelt out) and status.
+async fn count(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let endpoint = match request.extensions().get::<MatchedPath>() {
+        Some(m) if m.as_str() == "/v1/{seam}" => {
+            let seam = request.uri().path().trim_start_matches("/v1/");
+            match seam.parse::<Seam>() {
+                Ok(seam) => format!("/v1/{seam}"),
+                Err(_) => m.as_str().to_string(),
+            }
+        }
+        Some(m) => m.as_str().to_string(),
+        None => "unmatched".to_string(),
+    };
+    let response = next.run(request).await;
+    app.metrics
+        .record_request(&endpoint, response.status().as_u16(), started.elapsed());
+    response
+}
+
+// ---- handlers ---------------------------------------------------------
+
+async fn healthz(State(app): State<Shared>) -> Response {
+    axum::Json(json!({"status": "ok", "generation": app.registry.snapshot().generation}))
+        .into_response()
+}
+
+async fn not_found(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("no such endpoint: {}", request.uri().path()),
+    )
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "method {} not allowed on {}",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
+async fn decide(
+    State(app): State<Shared>,
+    Path(seam): Path<String>,
+    RawQuery(query): RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let seam: Seam = seam
+        .parse()
+        .map_err(|e: String| ApiError::new(StatusCode::NOT_FOUND, e))?;
+    let with_trace = wants_trace(query.as_deref())?;
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "request body is larger than the limit (--max-body-kib)".to_string()
+        } else {
+            format!("cannot read the request body: {}", rejection.body_text())
+        };
+        ApiError::new(status, message)
+    })?;
+    let request = DecideRequest::parse(seam, &body)?;
+    let snapshot = app.registry.snapshot();
+    let chain: &Chain = snapshot.chain(request.tenant.as_deref());
+    let decision = chain.decide(&request.event, &request.state).await;
+    app.metrics.record_decision(seam, &decision);
+    let body = if with_trace {
+        json!({"result": decision.result, "trace": decision.trace})
+    } else {
+        decision.result
+    };
+    Ok(axum::Json(body).into_response())
+}
+
+fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {
+    let mut trace = false;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key == "trace" {
+            trace = match value {
+                "" | "1" | "true" => true,
+                "0" | "false" => false,
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "query parameter `trace` must be 1, true, 0 or false, not {other:?}"
+                    )));
+                }
+            };
+        }
+    }
+    Ok(trace)
+}
+
+/// A seam request's body, checked field by field so every error names its
+/// field.
+struct DecideRequest {
+    event: Event,
+    state: Value,
+    tenant: Option<String>,
+}
+
+impl DecideRequest {
+    fn parse(seam: Seam, body: &[u8]) -> Result<DecideRequest, ApiError> {
+        let value: Value = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
+        let Value::Object(mut fields) = value else {
+            return Err(ApiError::bad_request(
+                "request body must be a JSON object {\"event\": {...}, \"state\"?: {...}, \"tenant\"?: \"...\"}",
+            ));
+        };
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| !matches!(k.as_str(), "event" | "state" | "tenant"))
+        {
+            return Err(ApiError::bad_request(format!(
+                "unknown field `{unknown}` in request body (expected event, state, tenant)"
+            )));
+        }
+        let event = fields
+            .remove("event")
+            .ok_or_else(|| ApiError::bad_request("missing field `event` in request body"))?;
+        let event = parse_event(seam, event)?;
+        let state = match fields.remove("state") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(state @ Value::Object(_)) => state,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "field `state` must be a JSON object, not {}",
+                    kind(&other)
+                )));
+            }
+        };
+        let tenant = match fields.remove("tenant") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(t)) => {
+                validate_tenant(&t).map_err(|e| ApiError::bad_request(format!("field `tenant`: {e}")))?;
+                Some(t)
+            }
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "field `tenant` must be a string, not {}",
+                    kind(&other)
+                )));
+            }
+        };
+        Ok(DecideRequest {
+            event,
+            state,
+            tenant,
+        })
+    }
+}
+
+/// Parses `value` as `seam`'s event; the error names the field by its path
+/// (`event.args`, `event.narrowed_tool_names[2]`).
+fn parse_event(seam: Seam, value: Value) -> Result<Event, ApiError> {
+    fn typed<T: DeserializeOwned>(seam: Seam, value: Value) -> Result<T, ApiError> {
+        if !value.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "field `event` must be a JSON object (a {seam} event), not {}",
+                kind(&value)
+            )));
+        }
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let at = if path == "." {
+                "event".to_string()
+            } else {
+                format!("event.{path}")
+            };
+            ApiError::bad_request(format!(
+                "invalid {seam} event: `{at}`: {}",
+                e.into_inner()
+            ))
+        })
+    }
+    Ok(match seam {
+        Seam::Routing => Event::Routing(typed(seam, value)?),
+        Seam::Rewrite => Event::Rewrite(typed(seam, value)?),
+        Seam::Steering => Event::Steering(typed(seam, value)?),
+        Seam::Result => Event::Result(typed(seam, value)?),
+    })
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[derive(Serialize)]
+struct PluginInfo<'a> {
+    name: &'a str,
+    path: &'a std::path::Path,
+    digest: &'a str,
+    seams: Vec<Seam>,
+    limits: &'a crate::Limits,
+    on_error: crate::OnError,
+}
+
+fn describe(chain: &Chain) -> Vec<PluginInfo<'_>> {
+    chain
+        .plugins()
+        .iter()
+        .map(|p| PluginInfo {
+            name: p.name(),
+            path: p.path(),
+            digest: p.digest(),
+            seams: p.seams(),
+            limits: p.limits(),
+            on_error: p.on_error(),
+        })
+        .collect()
+}
+
+async fn plugins(State(app): State<Shared>) -> Response {
+    let snapshot = app.registry.snapshot();
+    let tenants: Map<String, Value> = snapshot
+        .tenants
+        .iter()
+        .map(|(name, chain)| (name.clone(), json!(describe(chain))))
+        .collect();
+    axum::Json(json!({
+        "generation": snapshot.generation,
+        "global": describe(&snapshot.global),
+        "tenants": tenants,
+        "errors": snapshot.errors,
+    }))
+    .into_response()
+}
+
+async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {
+    let report = app.registry.reload().await.map_err(|e| {
+        tracing::warn!("reload failed: {e}");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("reload failed: {e}"),
+        )
+    })?;
+    Ok(axum::Json(report).into_response())
+}
+
+async fn metrics_text(State(app): State<Shared>) -> Response {
+    app.metrics.observe_snapshot(&app.registry.snapshot());
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        app.metrics.encode(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_comparison() {
+        let expected = sha256("s3cret");
+        assert!(token_matches(&expected, "s3cret"));
+        assert!(!token_matches(&expected, "s3cre"));
+        assert!(!token_matches(&expected, "s3cret "));
+        assert!(!token_matches(&expected, ""));
+    }
+
+    #[test]
+    fn trace_query() {
+        assert!(!wants_trace(None).expect("ok"));
+        assert!(wants_trace(Some("trace=1")).expect("ok"));
+        assert!(wants_trace(Some("a=b&trace")).expect("ok"));
+        assert!(!wants_trace(Some("trace=0")).expect("ok"));
+        assert!(wants_trace(Some("trace=maybe")).is_err());
+    }
+
+    #[test]
+    fn exposure() {
+        let lo: SocketAddr = "127.0.0.1:1".parse().expect("addr");
+        let any: SocketAddr = "0.0.0.0:1".parse().expect("addr");
+        assert!(exposure_warning(&lo, false).is_none());
+        assert!(exposure_warning(&any, true).is_none());
+        assert!(
+            exposure_warning(&any, false)
+                .expect("warns")
+                .contains("0.0.0.0:1")
+        );
+    }
+
+    #[test]
+    fn event_errors_name_the_field() {
+        let err = parse_event(Seam::Steering, json!({"run_id": "r", "tool_name": "t", "call_id": "c"}))
+            .expect_err("missing args");
+        assert!(err.message.contains("args"), "{}", err.message);
+        let err = parse_event(
+            Seam::Steering,
+            json!({"run_id": "r", "tool_name": "t", "call_id": "c", "args": "x"}),
+        )
+        .expect_err("args not an object");
+        assert!(err.message.contains("event.args"), "{}", err.message);
+        let err = parse_event(
+            Seam::Routing,
+            json!({"run_id": "r", "mode": "m", "intent_label": "i", "total_tools": 1, "narrowed_tool_names": ["a", 3]}),
+        )
+        .expect_err("name not a string");
+        assert!(err.message.contains("narrowed_tool_names[1]"), "{}", err.message);
+    }
+}
