@@ -44,8 +44,8 @@ pub mod metrics;
 pub mod plugin;
 pub mod registry;
 mod sandbox;
-pub mod watch;
 pub mod server;
+pub mod watch;
 
 pub use chain::{Chain, Decision, GuardTrace, Outcome};
 pub use engine::{Engine, EngineConfig};

@@ -121,9 +121,7 @@ impl Metrics {
             guard_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             decisions: Family::default(),
             requests: Family::default(),
-            request_duration: Family::new_with_constructor(
-                latency_histogram as fn() -> Histogram,
-            ),
+            request_duration: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             plugins_loaded: Family::default(),
             load_errors: Gauge::default(),
             generation: Gauge::default(),

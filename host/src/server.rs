@@ -380,7 +380,8 @@ impl DecideRequest {
         let tenant = match fields.remove("tenant") {
             None | Some(Value::Null) => None,
             Some(Value::String(t)) => {
-                validate_tenant(&t).map_err(|e| ApiError::bad_request(format!("field `tenant`: {e}")))?;
+                validate_tenant(&t)
+                    .map_err(|e| ApiError::bad_request(format!("field `tenant`: {e}")))?;
                 Some(t)
             }
             Some(other) => {
@@ -415,10 +416,7 @@ fn parse_event(seam: Seam, value: Value) -> Result<Event, ApiError> {
             } else {
                 format!("event.{path}")
             };
-            ApiError::bad_request(format!(
-                "invalid {seam} event: `{at}`: {}",
-                e.into_inner()
-            ))
+            ApiError::bad_request(format!("invalid {seam} event: `{at}`: {}", e.into_inner()))
         })
     }
     Ok(match seam {
@@ -538,8 +536,11 @@ mod tests {
 
     #[test]
     fn event_errors_name_the_field() {
-        let err = parse_event(Seam::Steering, json!({"run_id": "r", "tool_name": "t", "call_id": "c"}))
-            .expect_err("missing args");
+        let err = parse_event(
+            Seam::Steering,
+            json!({"run_id": "r", "tool_name": "t", "call_id": "c"}),
+        )
+        .expect_err("missing args");
         assert!(err.message.contains("args"), "{}", err.message);
         let err = parse_event(
             Seam::Steering,
@@ -552,6 +553,10 @@ mod tests {
             json!({"run_id": "r", "mode": "m", "intent_label": "i", "total_tools": 1, "narrowed_tool_names": ["a", 3]}),
         )
         .expect_err("name not a string");
-        assert!(err.message.contains("narrowed_tool_names[1]"), "{}", err.message);
+        assert!(
+            err.message.contains("narrowed_tool_names[1]"),
+            "{}",
+            err.message
+        );
     }
 }

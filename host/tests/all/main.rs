@@ -9,6 +9,7 @@ mod cli;
 mod contract;
 mod examples;
 mod hostile;
+mod server;
 
 use std::sync::Arc;
 use std::time::Duration;

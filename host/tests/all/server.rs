@@ -1,0 +1,786 @@
+//! `toolgate serve`: a real server on 127.0.0.1:0 with real guards, driven
+//! over HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use toolgate::Registry;
+use toolgate::metrics::Metrics;
+use toolgate::server::{self, ServerConfig};
+use toolgate_tests::{HIDE_ADMIN_TOOLS, HOSTILE, NO_EMAIL, QUERY_LIMIT, RESULT_AUDIT, SQL_GUARD};
+
+/// A server running in this process on a free loopback port.
+struct Running {
+    base: String,
+    dir: tempfile::TempDir,
+    client: reqwest::Client,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Running {
+    async fn start(files: &[(&str, &str)], config: ServerConfig) -> Running {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (name, src) in files {
+            let dest = dir.path().join(name);
+            std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+            std::fs::copy(src, dest).expect("copy");
+        }
+        let registry = Registry::open(super::engine(), dir.path())
+            .await
+            .expect("registry");
+        let router = server::router(Arc::new(registry), Arc::new(Metrics::new()), config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server::serve(listener, router, async move {
+            let _ = stopped.await;
+        }));
+        Running {
+            base,
+            dir,
+            client: reqwest::Client::new(),
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    async fn examples() -> Running {
+        Running::start(
+            &[
+                ("10-sql-guard.wasm", SQL_GUARD),
+                ("20-no-email.wasm", NO_EMAIL),
+                ("30-query-limit.wasm", QUERY_LIMIT),
+                ("40-hide-admin-tools.wasm", HIDE_ADMIN_TOOLS),
+                ("50-result-audit.wasm", RESULT_AUDIT),
+            ],
+            ServerConfig::default(),
+        )
+        .await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        (status, response.json().await.expect("JSON body"))
+    }
+
+    async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        (status, response.json().await.expect("JSON body"))
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, String) {
+        let response = self
+            .client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        (status, response.text().await.expect("body"))
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("server stops")
+                .expect("server task")
+                .expect("server ran");
+        }
+    }
+}
+
+fn steering(tool: &str, args: Value) -> Value {
+    json!({"event": {"run_id": "r", "tool_name": tool, "call_id": "c", "args": args}})
+}
+
+fn steer_where() -> Value {
+    json!({"action": "skip", "content": "Add a WHERE clause before running this query.", "is_error": true})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_seam_answers_exactly_the_hook_value() {
+    let s = Running::examples().await;
+
+    let (status, body) = s
+        .post(
+            "/v1/steering",
+            steering("run_query", json!({"sql": "DELETE FROM users"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, steer_where());
+
+    let (_, body) = s
+        .post(
+            "/v1/steering",
+            steering(
+                "run_query",
+                json!({"sql": "DELETE FROM users WHERE id = 1"}),
+            ),
+        )
+        .await;
+    assert_eq!(body, Value::Null);
+
+    let (_, body) = s
+        .post(
+            "/v1/steering",
+            steering("send_email", json!({"to": "a@b.c"})),
+        )
+        .await;
+    assert_eq!(body["action"], "skip");
+    assert_eq!(body["is_error"], false, "a cancel: {body}");
+
+    let (status, body) = s
+        .post(
+            "/v1/rewrite",
+            json!({"event": {"run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "c",
+                "tool_name": "run_query", "args": {"sql": "SELECT * FROM t", "db": "main"},
+                "available_tools": ["run_query", "search"]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({"tool_name": "run_query", "args": {"sql": "SELECT * FROM t LIMIT 100", "db": "main"}})
+    );
+
+    let (_, body) = s
+        .post(
+            "/v1/rewrite",
+            json!({"event": {"run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "c",
+                "tool_name": "search", "args": {"q": "x"}, "available_tools": ["run_query", "search"]}}),
+        )
+        .await;
+    assert_eq!(body, Value::Null, "no guard rewrote");
+
+    let (status, body) = s
+        .post(
+            "/v1/routing",
+            json!({"event": {"run_id": "r", "mode": "enforce", "intent_label": "db", "total_tools": 3,
+                "narrowed_tool_names": ["search", "admin_drop", "run_query"]}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!(["search", "run_query"]));
+
+    let (status, body) = s
+        .post(
+            "/v1/result",
+            json!({"event": {"run_id": "r", "tool_name": "run_query", "result": [{"id": 1}], "call_id": "c"},
+                "state": {"tenant_id": "t"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, Value::Null);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_wraps_the_result() {
+    let s = Running::examples().await;
+    let (status, body) = s
+        .post(
+            "/v1/steering?trace=1",
+            steering("run_query", json!({"sql": "DELETE FROM users"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"], steer_where());
+    let trace = body["trace"].as_array().expect("trace");
+    assert_eq!(trace.len(), 1, "the first skip short-circuits: {trace:?}");
+    assert_eq!(trace[0]["plugin"], "10-sql-guard");
+    assert_eq!(trace[0]["outcome"], "skip");
+    assert!(trace[0]["fuel_used"].as_u64().expect("fuel") > 0);
+    assert!(trace[0]["micros"].is_u64());
+
+    let (_, body) = s
+        .post(
+            "/v1/steering?trace=1",
+            steering("search", json!({"q": "x"})),
+        )
+        .await;
+    assert_eq!(body["result"], Value::Null);
+    let outcomes: Vec<&str> = body["trace"]
+        .as_array()
+        .expect("trace")
+        .iter()
+        .map(|t| t["outcome"].as_str().expect("outcome"))
+        .collect();
+    assert_eq!(outcomes, ["proceed", "proceed"], "both steering guards ran");
+
+    let (status, body) = s
+        .post("/v1/steering?trace=yes", steering("search", json!({})))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body["error"].as_str().expect("error").contains("trace"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_plugins_and_reload() {
+    let s = Running::start(&[("10-sql-guard.wasm", SQL_GUARD)], ServerConfig::default()).await;
+    let (status, body) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    let health: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(health["status"], "ok");
+
+    let (status, body) = s.get("/v1/plugins").await;
+    assert_eq!(status, StatusCode::OK);
+    let listed: Value = serde_json::from_str(&body).expect("JSON");
+    let global = listed["global"].as_array().expect("global");
+    assert_eq!(global.len(), 1);
+    assert_eq!(global[0]["name"], "10-sql-guard");
+    assert_eq!(global[0]["seams"], json!(["steering"]));
+    assert_eq!(global[0]["on_error"], "skip");
+    assert_eq!(global[0]["digest"].as_str().expect("digest").len(), 64);
+    assert!(global[0]["limits"]["fuel"].as_u64().expect("fuel") > 0);
+    assert_eq!(listed["tenants"], json!({}));
+    assert_eq!(listed["errors"], json!([]));
+
+    // A new global guard, a tenant's guard and a corrupt file, then reload.
+    std::fs::copy(NO_EMAIL, s.dir.path().join("20-no-email.wasm")).expect("copy");
+    std::fs::create_dir_all(s.dir.path().join("tenants/acme")).expect("mkdir");
+    std::fs::copy(HOSTILE, s.dir.path().join("tenants/acme/hostile.wasm")).expect("copy");
+    std::fs::write(s.dir.path().join("30-corrupt.wasm"), b"not wasm").expect("write");
+    let (status, report) = s.post("/v1/reload", json!(null)).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    let loaded: Vec<&str> = report["loaded"]
+        .as_array()
+        .expect("loaded")
+        .iter()
+        .map(|p| p.as_str().expect("path"))
+        .collect();
+    assert_eq!(loaded.len(), 2, "{report}");
+    assert!(loaded.iter().any(|p| p.ends_with("20-no-email.wasm")));
+    assert!(loaded.iter().any(|p| p.ends_with("hostile.wasm")));
+    assert_eq!(report["errors"].as_array().expect("errors").len(), 1);
+    assert!(report["generation"].as_u64().expect("generation") >= 2);
+
+    let (_, body) = s.get("/v1/plugins").await;
+    let listed: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(listed["global"].as_array().expect("global").len(), 2);
+    assert_eq!(listed["tenants"]["acme"][0]["name"], "hostile");
+    assert!(
+        listed["errors"][0]["path"]
+            .as_str()
+            .expect("path")
+            .ends_with("30-corrupt.wasm")
+    );
+
+    // The tenant's chain runs the global guards, then its own.
+    let mut call = steering("send_email", json!({}));
+    call["tenant"] = json!("acme");
+    let (_, body) = s.post("/v1/steering?trace=1", call).await;
+    let plugins: Vec<&str> = body["trace"]
+        .as_array()
+        .expect("trace")
+        .iter()
+        .map(|t| t["plugin"].as_str().expect("plugin"))
+        .collect();
+    assert_eq!(
+        plugins,
+        ["10-sql-guard", "20-no-email"],
+        "no-email cancels first"
+    );
+    let mut call = steering("ok", json!({}));
+    call["tenant"] = json!("acme");
+    let (_, body) = s.post("/v1/steering?trace=1", call).await;
+    assert_eq!(body["trace"].as_array().expect("trace").len(), 3);
+    // Without the tenant, only the global chain.
+    let (_, body) = s
+        .post("/v1/steering?trace=1", steering("ok", json!({})))
+        .await;
+    assert_eq!(body["trace"].as_array().expect("trace").len(), 2);
+    s.stop().await;
+}
+
+/// The value of the series line `name{labels}` in `text`.
+fn series(text: &str, name_and_labels: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let rest = line.strip_prefix(name_and_labels)?;
+        rest.strip_prefix(' ')?.trim().parse().ok()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_calls_outcomes_and_requests() {
+    let s = Running::start(
+        &[
+            ("10-sql-guard.wasm", SQL_GUARD),
+            ("20-hostile.wasm", HOSTILE),
+        ],
+        ServerConfig::default(),
+    )
+    .await;
+    for _ in 0..3 {
+        s.post(
+            "/v1/steering",
+            steering("run_query", json!({"sql": "DROP TABLE t"})),
+        )
+        .await;
+    }
+    s.post("/v1/steering", steering("trap", json!({}))).await;
+    s.post("/v1/steering", json!({"event": {}})).await;
+
+    let (status, text) = s.get("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    let calls = |plugin: &str| {
+        series(
+            &text,
+            &format!("toolgate_guard_calls_total{{plugin=\"{plugin}\",seam=\"steering\"}}"),
+        )
+    };
+    assert_eq!(calls("10-sql-guard"), Some(4.0), "{text}");
+    assert_eq!(
+        calls("20-hostile"),
+        Some(1.0),
+        "skipped calls never reach it: {text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_guard_outcomes_total{plugin=\"10-sql-guard\",seam=\"steering\",outcome=\"skip\",cause=\"none\"}"
+        ),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_guard_outcomes_total{plugin=\"20-hostile\",seam=\"steering\",outcome=\"fault\",cause=\"unreachable\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_guard_fuel_count{plugin=\"10-sql-guard\",seam=\"steering\"}"
+        ),
+        Some(4.0),
+        "{text}"
+    );
+    let fuel_sum = series(
+        &text,
+        "toolgate_guard_fuel_sum{plugin=\"10-sql-guard\",seam=\"steering\"}",
+    )
+    .expect("fuel sum");
+    assert!(fuel_sum > 0.0);
+    assert!(
+        text.contains(
+            "toolgate_guard_latency_seconds_bucket{le=\"+Inf\",plugin=\"10-sql-guard\",seam=\"steering\"} 4"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_decisions_total{seam=\"steering\",verdict=\"skip\"}"
+        ),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_http_requests_total{endpoint=\"/v1/steering\",status=\"200\"}"
+        ),
+        Some(4.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_http_requests_total{endpoint=\"/v1/steering\",status=\"400\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "toolgate_plugins_loaded{chain=\"global\"}"),
+        Some(2.0),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("# EOF"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_clear_4xx() {
+    let s = Running::start(
+        &[("10-sql-guard.wasm", SQL_GUARD)],
+        ServerConfig {
+            max_body_bytes: 4096,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let error = |body: &Value| body["error"].as_str().expect("error message").to_string();
+
+    // Over the body limit.
+    let big = steering("run_query", json!({"sql": "x".repeat(10_000)}));
+    let (status, body) = s.post("/v1/steering", big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(error(&body).contains("limit"), "{body}");
+
+    // Not JSON.
+    let (status, body) = s.post_raw("/v1/steering", "{not json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error(&body).contains("not valid JSON"), "{body}");
+
+    // Not an object; no event; an unknown field.
+    let (status, body) = s.post("/v1/steering", json!([1, 2])).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error(&body).contains("JSON object"), "{body}");
+    let (status, body) = s.post("/v1/steering", json!({"state": {}})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error(&body).contains("`event`"), "{body}");
+    let (status, body) = s
+        .post("/v1/steering", json!({"event": {}, "tenat": "x"}))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error(&body).contains("`tenat`"), "{body}");
+
+    // An event missing a field, and one with a mistyped field.
+    let (status, body) = s
+        .post(
+            "/v1/steering",
+            json!({"event": {"run_id": "r", "tool_name": "t", "call_id": "c"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error(&body).contains("missing field `args`"), "{body}");
+    let (status, body) = s
+        .post(
+            "/v1/rewrite",
+            json!({"event": {"run_id": "r", "iteration_index": "zero", "node_name": "react",
+                "call_id": "c", "tool_name": "t", "args": {}, "available_tools": []}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error(&body).contains("event.iteration_index"), "{body}");
+
+    // State not an object, tenant not a string or not a valid name.
+    let mut call = steering("t", json!({}));
+    call["state"] = json!([1]);
+    let (status, body) = s.post("/v1/steering", call).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error(&body).contains("`state`"), "{body}");
+    for tenant in [json!("../etc"), json!(""), json!(".hidden"), json!(7)] {
+        let mut call = steering("t", json!({}));
+        call["tenant"] = tenant.clone();
+        let (status, body) = s.post("/v1/steering", call).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{tenant}");
+        assert!(error(&body).contains("tenant"), "{body}");
+    }
+
+    // Unknown seam, unknown path, wrong method.
+    let (status, body) = s.post("/v1/steerin", steering("t", json!({}))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(error(&body).contains("unknown seam `steerin`"), "{body}");
+    let (status, _) = s.get("/v2/steering").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = s.get("/v1/steering").await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+
+    // After all that, it still answers.
+    let (status, body) = s
+        .post(
+            "/v1/steering",
+            steering("run_query", json!({"sql": "DELETE FROM t"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, steer_where());
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_guards_every_endpoint_but_healthz() {
+    let s = Running::start(
+        &[("10-sql-guard.wasm", SQL_GUARD)],
+        ServerConfig {
+            token: Some("s3cret-token".into()),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let (status, _) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    for path in ["/v1/plugins", "/metrics"] {
+        let (status, _) = s.get(path).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    for path in ["/v1/steering", "/v1/reload"] {
+        let (status, body) = s.post(path, steering("t", json!({}))).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+        assert!(body["error"].as_str().expect("error").contains("bearer"));
+    }
+    let with = |token: &str| {
+        s.client
+            .post(s.url("/v1/steering"))
+            .header("authorization", format!("Bearer {token}"))
+            .json(&steering("run_query", json!({"sql": "DELETE FROM t"})))
+            .send()
+    };
+    let wrong = with("s3cret-tokeN").await.expect("request");
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        wrong
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.as_bytes()),
+        Some(&b"Bearer"[..])
+    );
+    let right = with("s3cret-token").await.expect("request");
+    assert_eq!(right.status(), StatusCode::OK);
+    assert_eq!(right.json::<Value>().await.expect("JSON"), steer_where());
+    let metrics = s
+        .client
+        .get(s.url("/metrics"))
+        .bearer_auth("s3cret-token")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(metrics.status(), StatusCode::OK);
+    let text = metrics.text().await.expect("text");
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_http_requests_total{endpoint=\"/v1/steering\",status=\"401\"}"
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_faulting_guard_is_skipped_and_the_server_keeps_serving() {
+    let s = Running::start(
+        &[
+            ("10-hostile.wasm", HOSTILE),
+            ("20-sql-guard.wasm", SQL_GUARD),
+        ],
+        ServerConfig::default(),
+    )
+    .await;
+    // "loop" spins until its deadline (default 200 ms) or fuel runs out.
+    let started = Instant::now();
+    let (status, body) = s.post("/v1/steering", steering("loop", json!({}))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, Value::Null, "a faulting guard is skipped");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let (_, body) = s
+        .post("/v1/steering?trace=1", steering("trap", json!({})))
+        .await;
+    assert_eq!(body["result"], Value::Null);
+    assert_eq!(body["trace"][0]["outcome"], "fault");
+    assert_eq!(body["trace"][0]["fault"], "unreachable");
+    assert_eq!(body["trace"][1]["outcome"], "proceed");
+
+    // The hostile guard faults, the next guard still steers.
+    let mut call = steering("run_query", json!({"sql": "DELETE FROM t"}));
+    call["event"]["tool_name"] = json!("run_query");
+    let (_, body) = s.post("/v1/steering", call).await;
+    assert_eq!(body, steer_where());
+    let (status, _) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_parallel_requests_are_all_answered() {
+    let s = Arc::new(Running::examples().await);
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let s = Arc::clone(&s);
+        tasks.push(tokio::spawn(async move {
+            let sql = if i % 2 == 0 {
+                format!("DELETE FROM t{i}")
+            } else {
+                format!("DELETE FROM t{i} WHERE id = {i}")
+            };
+            let (status, body) = s
+                .post("/v1/steering", steering("run_query", json!({ "sql": sql })))
+                .await;
+            (i, status, body)
+        }));
+    }
+    for task in tasks {
+        let (i, status, body) = task.await.expect("task");
+        assert_eq!(status, StatusCode::OK);
+        if i % 2 == 0 {
+            assert_eq!(body, steer_where(), "request {i}");
+        } else {
+            assert_eq!(body, Value::Null, "request {i}");
+        }
+    }
+    let s = Arc::into_inner(s).expect("sole owner");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_finishes_requests_in_flight() {
+    let s = Running::start(&[("10-hostile.wasm", HOSTILE)], ServerConfig::default()).await;
+    // Warm the connection pool so the slow request is on an open connection.
+    let (status, _) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    let slow = tokio::spawn({
+        let client = s.client.clone();
+        let url = s.url("/v1/steering?trace=1");
+        async move {
+            let response = client
+                .post(url)
+                .json(&steering("loop", json!({})))
+                .send()
+                .await
+                .expect("in-flight request answered");
+            (
+                response.status(),
+                response.json::<Value>().await.expect("JSON"),
+            )
+        }
+    });
+    // Let the request reach the guard (it spins ~200 ms), then shut down.
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let base = s.base.clone();
+    let started = Instant::now();
+    s.stop().await;
+    let (status, body) = slow.await.expect("task");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["result"], Value::Null);
+    assert_eq!(body["trace"][0]["outcome"], "fault");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // Nothing listens any more.
+    let refused = reqwest::Client::new()
+        .get(format!("{base}/healthz"))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await;
+    assert!(refused.is_err(), "the listener is closed");
+}
+
+/// The binary: `toolgate serve` prints its address, answers, warns when
+/// exposed without a token, and exits cleanly on SIGTERM.
+#[test]
+fn the_binary_serves_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(SQL_GUARD, dir.path().join("sql-guard.wasm")).expect("copy");
+    let (mut child, addr, banner) = spawn_serve(dir.path(), &["--listen", "127.0.0.1:0"]);
+    assert!(!banner.contains("warning"), "{banner}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let body = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(format!("http://{addr}/v1/steering"))
+            .json(&steering("run_query", json!({"sql": "DELETE FROM t"})))
+            .send()
+            .await
+            .expect("request")
+            .json::<Value>()
+            .await
+            .expect("JSON")
+    });
+    assert_eq!(body, steer_where());
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "exit status after SIGTERM: {status}");
+}
+
+#[test]
+fn the_binary_warns_when_exposed_without_a_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(SQL_GUARD, dir.path().join("sql-guard.wasm")).expect("copy");
+    let (mut child, _, banner) = spawn_serve(dir.path(), &["--listen", "0.0.0.0:0"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(banner.contains("warning"), "{banner}");
+    assert!(banner.contains("--token-file"), "{banner}");
+
+    let token = dir.path().join("token");
+    std::fs::write(&token, "abc\n").expect("write");
+    let (mut child, _, banner) = spawn_serve(
+        dir.path(),
+        &[
+            "--listen",
+            "0.0.0.0:0",
+            "--token-file",
+            &token.display().to_string(),
+        ],
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!banner.contains("warning"), "{banner}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--plugins", "/nonexistent/plugins"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+/// Starts `toolgate serve --plugins dir args...`; returns the child, the
+/// address it printed and everything it printed up to that line.
+fn spawn_serve(dir: &Path, args: &[&str]) -> (std::process::Child, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--plugins", &dir.display().to_string()])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolgate serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut banner = String::new();
+    let mut addr = None;
+    for line in BufReader::new(stderr).lines() {
+        let line = line.expect("line");
+        banner.push_str(&line);
+        banner.push('\n');
+        if let Some(at) = line.find(" on http://") {
+            addr = Some(line[at + " on http://".len()..].trim().to_string());
+            break;
+        }
+    }
+    let addr = addr.unwrap_or_else(|| panic!("no address printed: {banner}"));
+    (child, addr, banner)
+}
