@@ -14,7 +14,7 @@ For each of the four hooks it times, in one process and one event loop:
 "added" is adapter minus baseline at the same percentile.
 
     python bench_adapter.py                  # starts toolgate serve itself
-    python bench_adapter.py --url http://127.0.0.1:8787 -n 5000
+    python bench_adapter.py --url http://127.0.0.1:7878 -n 5000
 
 Without ``--url`` it starts ``toolgate serve`` (``TOOLGATE_BIN``, default
 ``target/release/toolgate``) over the Rust example guards sql-guard,

@@ -1,7 +1,7 @@
 """toolgate for symfonic: consult a ``toolgate serve`` guard service from an agent.
 
 >>> from toolgate_symfonic import ToolgateHandler
->>> handler = ToolgateHandler("http://127.0.0.1:8787")        # doctest: +SKIP
+>>> handler = ToolgateHandler("http://127.0.0.1:7878")        # doctest: +SKIP
 >>> handler.install(agent)          # routing guards narrow the palette  # doctest: +SKIP
 >>> await agent.run(query, callbacks=[handler])              # doctest: +SKIP
 """

@@ -95,7 +95,7 @@ class ToolgateHandler(BaseCallbackHandler):
 
     Args:
         base_url: Where ``toolgate serve`` listens, e.g.
-            ``"http://127.0.0.1:8787"``.
+            ``"http://127.0.0.1:7878"``.
         token: Sent as ``Authorization: Bearer <token>`` when set.
         tenant: The tenant whose policies apply. ``None`` (the default) uses
             the ``tenant_id`` of symfonic's state (the run's
