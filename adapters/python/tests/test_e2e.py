@@ -46,14 +46,16 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
     """
     servers: list[ToolgateServer] = []
 
-    def start(*names: str, extra: dict[str, Path] | None = None) -> ToolgateServer:
+    def start(
+        *names: str, extra: dict[str, Path] | None = None, args: tuple[str, ...] = ()
+    ) -> ToolgateServer:
         problem = None
         try:
             components = {f"{n}.wasm": rust_plugin(n) for n in names}
             components.update(extra or {})
             index = len(servers)
             plugins = plugin_dir(tmp_path / f"plugins-{index}", components)
-            server = ToolgateServer(plugins, tmp_path / f"toolgate-{index}.log")
+            server = ToolgateServer(plugins, tmp_path / f"toolgate-{index}.log", args)
             servers.append(server)
             return server.start()
         except SetupError as exc:
@@ -343,3 +345,23 @@ def test_readme_example_runs(serve: Serve, tmp_path: Path) -> None:
         "tool ran: DELETE FROM users WHERE id = 7",
         "Deleted user 7.",
     ], proc.stdout + proc.stderr
+
+
+def test_bearer_token(serve: Serve, tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("correct-horse\n")
+    server = serve("sql-guard", args=("--token-file", str(token_file)))
+    script = [call("run_query", "c1", sql="DELETE FROM users"), say("done")]
+
+    agent, t = make_agent(script)
+    handler = ToolgateHandler(server.url, token="correct-horse", timeout=TIMEOUT)
+    run_agent(agent, handler)
+    assert t.ran == [] and t.tool_message("c1").content == WHERE_MESSAGE
+    assert handler.failures == {}
+
+    # A wrong token is a failure (401), resolved by the policy.
+    agent, t = make_agent(script)
+    handler = ToolgateHandler(server.url, token="wrong", timeout=TIMEOUT)
+    run_agent(agent, handler)
+    assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
+    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
