@@ -11,12 +11,59 @@
 import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { _addPreopen } from '@bytecodealliance/preview2-shim/filesystem';
 import { componentize } from '@bytecodealliance/componentize-js';
 import { componentWit } from '@bytecodealliance/jco-transpile/wasm-tools';
 import { HOOKS, SDK_DIR, SEAMS, readGuardWit, worldFor } from './wit.mjs';
+
+/**
+ * componentize-js 0.23.0's generated bindings lower every string a guard returns (a skip's
+ * content, a rewrite's args, tool names) with a loop in JavaScript that measures its UTF-8
+ * length one UTF-16 unit at a time. StarlingMonkey interprets it: about 2,600 fuel per
+ * character in the host, 2.7 billion for 1 MiB. The replacement lets the engine's native
+ * TextEncoder do the measuring and the copy. Byte for byte the same result: both write
+ * lone surrogates as U+FFFD.
+ */
+const SLOW_STRING_LOWERING =
+  /  let len = 0;\n  let codepoints = 0;\n  for \(let i = 0; i < s\.length; i\+\+\) \{\n[\s\S]*?\n  \}\n  const ptr = realloc\(0, 0, 1, len\);\n  const \{ read, written \} = TEXT_ENCODER_UTF8\.encodeInto\(\n  s,\n  new Uint8Array\(memory\.buffer, ptr, len\),\n  \);\n  if \(read !== s\.length \|\| written !== len\) \{\n    throw new Error\('failed to encode whole string'\);\n  \}\n  const res = \{ ptr, len, codepoints \};/;
+const FAST_STRING_LOWERING = [
+  '  const bytes = TEXT_ENCODER_UTF8.encode(s);',
+  '  const len = bytes.length;',
+  '  const ptr = realloc(0, 0, 1, len);',
+  '  new Uint8Array(memory.buffer, ptr, len).set(bytes);',
+  '  const res = { ptr, len };',
+].join('\n');
+
+let bindingsPatched = false;
+/** How the last generated bindings lower strings: 'native' (patched) or 'componentize-js'. */
+let lastStringLowering = 'componentize-js';
+
+/**
+ * Wraps componentize-js's binding generator (the same module instance componentize() calls)
+ * so the bindings it generates lower strings natively. A componentize-js whose bindings no
+ * longer contain the slow loop is left alone.
+ */
+async function patchStringLowering(log) {
+  if (bindingsPatched) return;
+  bindingsPatched = true;
+  const entry = fileURLToPath(import.meta.resolve('@bytecodealliance/componentize-js'));
+  const splicerUrl = pathToFileURL(join(dirname(entry), '..', 'lib', 'spidermonkey-embedding-splicer.js'));
+  const { splicer } = await import(splicerUrl.href);
+  const splice = splicer.spliceBindings;
+  splicer.spliceBindings = (...args) => {
+    const out = splice(...args);
+    lastStringLowering = 'componentize-js';
+    if (SLOW_STRING_LOWERING.test(out.jsBindings)) {
+      out.jsBindings = out.jsBindings.replace(SLOW_STRING_LOWERING, FAST_STRING_LOWERING);
+      lastStringLowering = 'native';
+    } else if (out.jsBindings.includes('_utf8AllocateAndEncode')) {
+      log('note: componentize-js bindings changed; strings are lowered by its own code');
+    }
+    return out;
+  };
+}
 
 /** Every optional feature of the StarlingMonkey engine; all are disabled. */
 const DISABLED_FEATURES = ['stdio', 'random', 'clocks', 'http', 'fetch-event'];
@@ -137,7 +184,7 @@ export async function componentInterfaces(bytes) {
 /**
  * Builds `guardPath` into a component at `outPath`.
  * Options: wit (path to guard.wit or its directory), keepTemp (leave the work directory).
- * Returns { hooks, world, size, imports, exports, millis }.
+ * Returns { hooks, world, size, imports, exports, stringLowering, millis }.
  */
 export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, log = () => {} } = {}) {
   const started = Date.now();
@@ -160,6 +207,7 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
 
     // componentize-js parses the WIT inside a Wasm tool that sees only preopened directories.
     _addPreopen(workDir, workDir);
+    await patchStringLowering(log);
     const { component } = await componentize({
       sourcePath,
       witPath: witDir,
@@ -176,7 +224,15 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
     }
     await mkdir(dirname(outPath), { recursive: true });
     await writeFile(outPath, component);
-    return { hooks, world: worldName, size: component.length, imports, exports, millis: Date.now() - started };
+    return {
+      hooks,
+      world: worldName,
+      size: component.length,
+      imports,
+      exports,
+      stringLowering: lastStringLowering,
+      millis: Date.now() - started,
+    };
   } finally {
     if (keepTemp) log(`work directory kept: ${workDir}`);
     else await rm(workDir, { recursive: true, force: true });

@@ -46,6 +46,7 @@ describe('a guard implementing every hook', () => {
     ]);
     assert.deepEqual([...imports].sort(), ['toolgate:guard/host@0.1.0', 'toolgate:guard/types@0.1.0']);
     assert.equal(built.world, 'js-guard-routing-rewrite-steering-result');
+    assert.equal(built.stringLowering, 'native');
   });
 
   test('steering verdict helpers map to the WIT verdict', async () => {
@@ -56,6 +57,11 @@ describe('a guard implementing every hook', () => {
     assert.deepEqual(await run('skip-default'), { tag: 'skip', val: { content: 'plain skip', isError: undefined } });
     assert.deepEqual(await run('proceed'), { tag: 'proceed' });
     assert.deepEqual(await run('nothing'), { tag: 'proceed' });
+  });
+
+  test('returned strings reach the host as UTF-8 (a lone surrogate as U+FFFD)', async () => {
+    const v = (await instance()).exports.steering.beforeToolCall(steeringEvent('unicode'));
+    assert.deepEqual(v, { tag: 'skip', val: { content: 'é😀 \ufffd end', isError: true } });
   });
 
   test('events arrive parsed, with the other fields intact', async () => {
@@ -99,13 +105,13 @@ describe('a guard implementing every hook', () => {
       nodeName: 'react',
       callId: 'c',
       toolName: 'search',
-      args: JSON.stringify({ q: 'cats' }),
+      args: JSON.stringify({ q: 'cats é😀', big: 'x'.repeat(100_000) }),
       availableTools: ['search', 'search_v2'],
       state: JSON.stringify({ mode }),
     });
     const r = (await instance()).exports.rewrite.dispatch(ev('rewrite'));
     assert.equal(r.toolName, 'search_v2');
-    assert.deepEqual(JSON.parse(r.args), { q: 'cats', iteration: 3 });
+    assert.deepEqual(JSON.parse(r.args), { q: 'cats é😀', big: 'x'.repeat(100_000), iteration: 3 });
     assert.equal((await instance()).exports.rewrite.dispatch(ev('none')), undefined);
     for (const mode of ['throw', 'array-args']) {
       const { exports, logs } = await instance();
