@@ -784,3 +784,111 @@ fn spawn_serve(dir: &Path, args: &[&str]) -> (std::process::Child, String, Strin
     let addr = addr.unwrap_or_else(|| panic!("no address printed: {banner}"));
     (child, addr, banner)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_never_finishes_times_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Running::start(
+        &[("10-sql-guard.wasm", SQL_GUARD)],
+        ServerConfig {
+            request_timeout: Duration::from_millis(300),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    // Promise 100 bytes of body, send 10, then go quiet.
+    let mut stream = tokio::net::TcpStream::connect(s.base.trim_start_matches("http://"))
+        .await
+        .expect("connect");
+    stream
+        .write_all(
+            b"POST /v1/steering HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+              content-length: 100\r\n\r\n{\"event\":",
+        )
+        .await
+        .expect("write");
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = stream.read(&mut buf).await.expect("read");
+            if n == 0 {
+                break;
+            }
+            answer.extend_from_slice(&buf[..n]);
+            if answer.windows(9).any(|w| w == b"timed out") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer within 5 s");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("timed out after 300 ms"), "{answer}");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    // Other clients were never held up.
+    let (status, _) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    s.stop().await;
+}
+
+/// `toolgate serve` reloads on a change in the directory (the watcher) and,
+/// with `--no-watch`, on SIGHUP.
+#[test]
+fn the_binary_reloads_on_change_and_on_sighup() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let global_plugins = |addr: &str| {
+        runtime.block_on(async {
+            let listed: Value = reqwest::get(format!("http://{addr}/v1/plugins"))
+                .await
+                .expect("request")
+                .json()
+                .await
+                .expect("JSON");
+            listed["global"].as_array().expect("global").len()
+        })
+    };
+    let wait_for = |addr: &str, n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while global_plugins(addr) != n {
+            assert!(Instant::now() < deadline, "never saw {n} plugins");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(SQL_GUARD, dir.path().join("10-sql-guard.wasm")).expect("copy");
+    let (mut child, addr, _) = spawn_serve(dir.path(), &["--listen", "127.0.0.1:0", "--no-cache"]);
+    assert_eq!(global_plugins(&addr), 1);
+    std::fs::copy(NO_EMAIL, dir.path().join(".20-no-email.wasm.tmp")).expect("copy");
+    std::fs::rename(
+        dir.path().join(".20-no-email.wasm.tmp"),
+        dir.path().join("20-no-email.wasm"),
+    )
+    .expect("rename");
+    wait_for(&addr, 2);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let (mut child, addr, _) = spawn_serve(
+        dir.path(),
+        &["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"],
+    );
+    assert_eq!(global_plugins(&addr), 2);
+    std::fs::remove_file(dir.path().join("20-no-email.wasm")).expect("rm");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(global_plugins(&addr), 2, "--no-watch: no reload yet");
+    let hup = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(hup.success());
+    wait_for(&addr, 1);
+    let _ = child.kill();
+    let _ = child.wait();
+}
