@@ -892,3 +892,41 @@ fn the_binary_reloads_on_change_and_on_sighup() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_bodies_never_break_the_server() {
+    let s = Running::start(&[("10-sql-guard.wasm", SQL_GUARD)], ServerConfig::default()).await;
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let deep_event = format!(
+        r#"{{"event":{{"run_id":"r","tool_name":"t","call_id":"c","args":{{"x":{}}}}}}}"#,
+        format_args!("{}1{}", "[".repeat(5_000), "]".repeat(5_000))
+    );
+    let bodies: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"null".to_vec(),
+        b"\xff\xfe\x00garbage".to_vec(),
+        deep.into_bytes(),
+        deep_event.into_bytes(),
+        br#"{"event": {"run_id": "r", "tool_name": "t", "call_id": "c", "args": {}}, "event": 1}"#
+            .to_vec(),
+        br#"{"event": {"run_id": 1e999, "tool_name": "t", "call_id": "c", "args": {}}}"#.to_vec(),
+        br#"{"event": {"run_id": "\ud800", "tool_name": "t", "call_id": "c", "args": {}}}"#
+            .to_vec(),
+    ];
+    for body in bodies {
+        let shown = String::from_utf8_lossy(&body[..body.len().min(60)]).into_owned();
+        let (status, answer) = s.post_raw("/v1/steering", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{shown}: {answer}");
+        assert!(answer["error"].is_string(), "{shown}: {answer}");
+    }
+    // Large but legal values are fine: unicode, big args, a deep state.
+    let mut call = steering(
+        "run_query",
+        json!({"sql": "DELETE FROM \u{1F600} ✓", "n": u64::MAX}),
+    );
+    call["state"] = json!({"nested": {"a": [[[[[[1]]]]]]}});
+    let (status, answer) = s.post("/v1/steering", call).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer, steer_where());
+    s.stop().await;
+}
