@@ -22,7 +22,8 @@ export interface RoutingEvent {
    */
   runId: string;
   /**
-   * The routing mode in effect: "observe" or "enforce".
+   * The routing mode in effect: "observe" or "enforce" (or "off" when
+   * the caller consults guards although the framework did not route).
    */
   mode: string;
   /**

@@ -30,7 +30,8 @@ declare module 'toolgate:guard/types@0.1.0' {
      */
     runId: string,
     /**
-     * The routing mode in effect: "observe" or "enforce".
+     * The routing mode in effect: "observe" or "enforce" (or "off" when
+     * the caller consults guards although the framework did not route).
      */
     mode: string,
     /**
