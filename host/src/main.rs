@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use toolgate::{Chain, Decision, Engine, EngineConfig, Event, Seam};
+use toolgate::{Decision, Engine, EngineConfig, Event, Seam};
 
 #[derive(Parser)]
 #[command(
@@ -37,9 +37,11 @@ enum Command {
         /// The hook's state as a JSON object (a file).
         #[arg(long)]
         state: Option<PathBuf>,
-        /// The tenant the call belongs to.
+        /// The tenant the call belongs to (runs the global chain, then the tenant's own).
         #[arg(long)]
         tenant: Option<String>,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Replay a JSON-lines trace of `{seam, event, state?, tenant?}` and summarise.
     Replay {
@@ -51,13 +53,40 @@ enum Command {
         /// Print each decision as a JSON line instead of a readable line.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// List the plugins in a directory, the seams each subscribes to and its limits.
     List {
         /// The plugin directory.
         #[arg(long)]
         plugins: PathBuf,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
+}
+
+/// Where compiled components are cached (see `docs/plugins.md`).
+#[derive(clap::Args, Clone, Debug)]
+struct CacheArgs {
+    /// Compiled-component cache directory. Default: $TOOLGATE_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/toolgate, else ~/.cache/toolgate.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Compile every component, read and write no cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+impl CacheArgs {
+    fn cache(&self) -> toolgate::cache::CompiledCache {
+        use toolgate::cache::CompiledCache;
+        match (&self.cache_dir, self.no_cache) {
+            (_, true) => CompiledCache::disabled(),
+            (Some(dir), false) => CompiledCache::at(dir),
+            (None, false) => CompiledCache::from_env(),
+        }
+    }
 }
 
 /// Bad input from the user: reported on one line, exit code 2.
@@ -112,7 +141,8 @@ async fn run(cli: Cli) -> Result<()> {
             seam,
             event,
             state,
-            tenant: _,
+            tenant,
+            cache,
         } => {
             if !plugins.is_dir() {
                 return Err(bad(format!(
@@ -130,16 +160,24 @@ async fn run(cli: Cli) -> Result<()> {
             if !state.is_object() {
                 return Err(bad("state must be a JSON object"));
             }
-            let chain = load(&plugins).await?;
-            let decision = chain.decide(&event, &state).await;
+            if let Some(t) = &tenant {
+                toolgate::registry::validate_tenant(t).map_err(bad)?;
+            }
+            let registry = open(&plugins, &cache).await?;
+            let decision = registry
+                .snapshot()
+                .chain(tenant.as_deref())
+                .decide(&event, &state)
+                .await;
             println!("{}", serde_json::to_string_pretty(&decision)?);
         }
         Command::Replay {
             plugins,
             file,
             json,
-        } => replay(&load(&plugins).await?, &file, json).await?,
-        Command::List { plugins } => list(&plugins).await?,
+            cache,
+        } => replay(&open(&plugins, &cache).await?, &file, json).await?,
+        Command::List { plugins, cache } => list(&plugins, &cache).await?,
     }
     Ok(())
 }
@@ -165,7 +203,10 @@ fn read_json(path: &Path, what: &str) -> Result<Value> {
     })
 }
 
-async fn load(dir: &Path) -> Result<Chain> {
+/// Opens a plugin directory (global and tenant chains) for one command.
+/// Plugins that fail are warned about; a manifest that fails is an error,
+/// so a broken manifest never silently runs fewer guards.
+async fn open(dir: &Path, cache: &CacheArgs) -> Result<toolgate::Registry> {
     if !dir.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",
@@ -173,14 +214,27 @@ async fn load(dir: &Path) -> Result<Chain> {
         )));
     }
     let engine = Engine::new(EngineConfig::default())?;
-    let (chain, errors) = toolgate::dir::load_dir(&engine, dir).await?;
-    for e in errors {
-        eprintln!("toolgate: warning: plugin not loaded: {e}");
+    let options = toolgate::RegistryOptions {
+        cache: cache.cache(),
+        ..Default::default()
+    };
+    let registry = toolgate::Registry::open_with(engine, dir, options).await?;
+    let snapshot = registry.snapshot();
+    let manifest_errors: Vec<&toolgate::registry::LoadIssue> = snapshot
+        .errors
+        .iter()
+        .filter(|e| e.path.file_name() == Some(toolgate::manifest::FILE_NAME.as_ref()))
+        .collect();
+    if let Some(first) = manifest_errors.first() {
+        return Err(bad(first.message.clone()));
     }
-    Ok(chain)
+    for e in &snapshot.errors {
+        eprintln!("toolgate: warning: plugin not loaded: {}", e.message);
+    }
+    Ok(registry)
 }
 
-async fn replay(chain: &Chain, file: &Path, as_json: bool) -> Result<()> {
+async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Result<()> {
     let text = if file == Path::new("-") {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s)?;
@@ -195,9 +249,13 @@ async fn replay(chain: &Chain, file: &Path, as_json: bool) -> Result<()> {
         if line.trim().is_empty() {
             continue;
         }
-        let (event, state) =
+        let (event, state, tenant) =
             parse_line(line).map_err(|e| bad(format!("{}:{n}: {e}", file.display())))?;
-        let decision = chain.decide(&event, &state).await;
+        let decision = registry
+            .snapshot()
+            .chain(tenant.as_deref())
+            .decide(&event, &state)
+            .await;
         summary.add(&decision);
         if as_json {
             println!(
@@ -212,7 +270,7 @@ async fn replay(chain: &Chain, file: &Path, as_json: bool) -> Result<()> {
     Ok(())
 }
 
-fn parse_line(line: &str) -> Result<(Event, Value)> {
+fn parse_line(line: &str) -> Result<(Event, Value, Option<String>)> {
     let mut v: Value = serde_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
     let obj = v
         .as_object_mut()
@@ -231,7 +289,15 @@ fn parse_line(line: &str) -> Result<(Event, Value)> {
     if !state.is_object() {
         return Err(anyhow!("state must be a JSON object"));
     }
-    Ok((event, state))
+    let tenant = match obj.remove("tenant") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => {
+            toolgate::registry::validate_tenant(&t).map_err(|e| anyhow!(e))?;
+            Some(t)
+        }
+        Some(_) => return Err(anyhow!("tenant must be a string")),
+    };
+    Ok((event, state, tenant))
 }
 
 fn describe(n: usize, event: &Event, d: &Decision<Value>) -> String {
@@ -310,7 +376,7 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
     sorted[((sorted.len() - 1) * p).div_ceil(100).min(sorted.len() - 1)]
 }
 
-async fn list(dir: &Path) -> Result<()> {
+async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
     if !dir.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",
@@ -318,27 +384,51 @@ async fn list(dir: &Path) -> Result<()> {
         )));
     }
     let engine = Engine::new(EngineConfig::default())?;
-    let (chain, errors) = toolgate::dir::load_dir(&engine, dir)
+    let options = toolgate::RegistryOptions {
+        cache: cache.cache(),
+        ..Default::default()
+    };
+    let registry = toolgate::Registry::open_with(engine, dir, options)
         .await
         .with_context(|| format!("listing {}", dir.display()))?;
-    let plugins: Vec<Value> = chain
-        .plugins()
+    let snapshot = registry.snapshot();
+    fn describe(p: &toolgate::Plugin, tenants: Option<&[String]>) -> Value {
+        let mut v = json!({
+            "name": p.name(),
+            "path": p.path(),
+            "digest": p.digest(),
+            "seams": p.seams(),
+            "limits": p.limits(),
+            "on_error": p.on_error(),
+        });
+        if let Some(t) = tenants {
+            v["tenants"] = json!(t);
+        }
+        v
+    }
+    let plugins: Vec<Value> = snapshot
+        .global_plugins
         .iter()
-        .map(|p| {
-            json!({
-                "name": p.name(),
-                "path": p.path(),
-                "digest": p.digest(),
-                "seams": p.seams(),
-                "limits": p.limits(),
-                "on_error": p.on_error(),
-            })
+        .map(|p| describe(&p.plugin, p.tenants.as_deref()))
+        .collect();
+    let tenants: serde_json::Map<String, Value> = snapshot
+        .tenants
+        .iter()
+        .map(|(name, chain)| {
+            let own: Vec<Value> = chain.plugins().iter().map(|p| describe(p, None)).collect();
+            (name.clone(), Value::Array(own))
         })
         .collect();
-    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    let errors: Vec<String> = snapshot.errors.iter().map(|e| e.message.clone()).collect();
     println!(
         "{}",
-        serde_json::to_string_pretty(&json!({"plugins": plugins, "errors": errors}))?
+        serde_json::to_string_pretty(&json!({
+            "generation": snapshot.generation,
+            "plugins": plugins,
+            "tenants": tenants,
+            "errors": errors,
+            "cache": {"dir": registry.cache().dir(), "stats": registry.cache_stats()},
+        }))?
     );
     Ok(())
 }

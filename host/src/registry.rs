@@ -6,43 +6,82 @@
 //!
 //! ```text
 //! plugins/
-//!   10-sql-guard.wasm         global guards, in file-name order
+//!   toolgate.toml             optional manifest (order, limits, config, tenants)
+//!   10-sql-guard.wasm         global guards (without a manifest: file-name order)
 //!   20-no-email.wasm
 //!   tenants/
 //!     acme/                   tenant `acme`'s own guards
+//!       toolgate.toml         optional manifest of its own
 //!       audit.wasm
 //! ```
 //!
-//! A call for tenant T runs the global chain, then T's own; it never
-//! reaches another tenant's guards. A call with no tenant, or for a tenant
-//! with no directory, runs the global chain only.
+//! A call for tenant T runs the global chain (the global plugins that apply
+//! to T), then T's own; it never reaches another tenant's guards. A call
+//! with no tenant runs the global plugins that apply to every call.
+//!
+//! On [`Registry::reload`] a plugin whose bytes and settings did not change
+//! is reused as is; one whose settings changed is re-linked from the
+//! component already compiled; only new bytes are compiled, and those go
+//! through the on-disk [`CompiledCache`] first. A file that fails to load
+//! keeps its previous version serving; a manifest that fails to parse keeps
+//! the directory's whole previous chain serving.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
 use tokio::sync::Mutex;
+use wasmtime::component::Component;
 
+use crate::cache::{CacheOutcome, CacheStats, CompiledCache};
 use crate::chain::Chain;
 use crate::dir;
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::manifest::{self, Manifest, Scope};
 use crate::plugin::{Plugin, PluginSpec};
+
+/// One plugin of a loaded directory, with what it was loaded from.
+#[derive(Clone, Debug)]
+pub struct LoadedPlugin {
+    /// The plugin.
+    pub plugin: Arc<Plugin>,
+    /// Global plugins only: the tenants it applies to (`None`: every call).
+    pub tenants: Option<Vec<String>>,
+    /// Digest and settings, to tell an unchanged plugin on reload.
+    fingerprint: String,
+}
+
+impl LoadedPlugin {
+    fn applies_to(&self, tenant: Option<&str>) -> bool {
+        match (&self.tenants, tenant) {
+            (None, _) => true,
+            (Some(list), Some(t)) => list.iter().any(|x| x == t),
+            (Some(_), None) => false,
+        }
+    }
+}
 
 /// One loaded state of the plugin directory.
 #[derive(Debug, Default)]
 pub struct Snapshot {
     /// Incremented by every reload that changed something.
     pub generation: u64,
-    /// The global chain.
+    /// The global chain a call with no tenant runs (global plugins without a
+    /// `tenants` restriction).
     pub global: Chain,
     /// Each tenant's own chain (without the global guards).
     pub tenants: BTreeMap<String, Chain>,
     /// What could not be loaded, with why; the previous version of each
     /// such file (if any) keeps serving.
     pub errors: Vec<LoadIssue>,
+    /// Every global plugin in order, with its tenant restriction.
+    pub global_plugins: Vec<LoadedPlugin>,
+    /// Each tenant's own plugins (by tenant), for reuse on reload.
+    tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>>,
     /// Global chain followed by each tenant's own, precomputed.
     combined: BTreeMap<String, Chain>,
 }
@@ -83,12 +122,36 @@ pub fn validate_tenant(name: &str) -> Result<(), String> {
     }
 }
 
+/// How a [`Registry`] keeps compiled code and watches its directory.
+#[derive(Debug)]
+pub struct RegistryOptions {
+    /// The compiled-component cache. Default: [`CompiledCache::from_env`].
+    pub cache: CompiledCache,
+    /// How long the directory must be quiet after a change before the
+    /// watcher reloads (see [`crate::watch`]). Default: 250 ms.
+    pub settle: Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            cache: CompiledCache::from_env(),
+            settle: Duration::from_millis(250),
+        }
+    }
+}
+
 /// The live plugin set of one directory.
 pub struct Registry {
     engine: Engine,
     root: PathBuf,
     current: ArcSwap<Snapshot>,
     reloading: Mutex<()>,
+    cache: Arc<CompiledCache>,
+    settle: Duration,
+    /// Components compiled by this registry, by digest: a plugin whose
+    /// settings change is re-linked, not recompiled.
+    compiled: std::sync::Mutex<HashMap<String, Component>>,
 }
 
 /// What a reload did.
@@ -102,11 +165,25 @@ pub struct ReloadReport {
     pub removed: Vec<PathBuf>,
     /// Files that failed; their previous version, if any, keeps serving.
     pub errors: Vec<LoadIssue>,
+    /// Components compiled by this reload (cache misses).
+    pub compiled: Vec<PathBuf>,
+    /// Components loaded from the on-disk cache.
+    pub cache_hits: Vec<PathBuf>,
 }
 
 impl Registry {
-    /// Loads `root` (global guards and `tenants/*`).
+    /// Loads `root` (global guards and `tenants/*`) with the default
+    /// options (the default compiled cache).
     pub async fn open(engine: Engine, root: impl Into<PathBuf>) -> Result<Registry, Error> {
+        Registry::open_with(engine, root, RegistryOptions::default()).await
+    }
+
+    /// Loads `root` with `options`.
+    pub async fn open_with(
+        engine: Engine,
+        root: impl Into<PathBuf>,
+        options: RegistryOptions,
+    ) -> Result<Registry, Error> {
         let root = root.into();
         if !root.is_dir() {
             return Err(Error::Read {
@@ -119,6 +196,9 @@ impl Registry {
             root,
             current: ArcSwap::from_pointee(Snapshot::default()),
             reloading: Mutex::new(()),
+            cache: Arc::new(options.cache),
+            settle: options.settle,
+            compiled: Default::default(),
         };
         registry.reload().await?;
         Ok(registry)
@@ -127,6 +207,33 @@ impl Registry {
     /// The directory this registry serves.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The engine plugins are loaded into.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The compiled-component cache's counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// The compiled-component cache.
+    pub fn cache(&self) -> &CompiledCache {
+        &self.cache
+    }
+
+    /// The watcher's settle delay.
+    pub fn settle(&self) -> Duration {
+        self.settle
+    }
+
+    /// Watches the directory and reloads on change (see [`crate::watch`]).
+    /// Must be called inside a Tokio runtime; dropping the handle stops it.
+    pub fn watch(self: Arc<Self>) -> Result<crate::watch::WatchHandle, Error> {
+        let settle = self.settle;
+        crate::watch::spawn_with(self, settle)
     }
 
     /// The snapshot serving now. Hold it for the length of one call: a
@@ -143,54 +250,67 @@ impl Registry {
         let old = self.snapshot();
         let mut report = ReloadReport::default();
         let mut errors = Vec::new();
-        let global = self
-            .load_chain(&self.root, &old.global, &mut report, &mut errors)
-            .await?;
-        let mut tenants = BTreeMap::new();
+        // The root must stay readable; everything below it is per file.
+        std::fs::read_dir(&self.root).map_err(|source| Error::Read {
+            path: self.root.clone(),
+            source,
+        })?;
+        let global_plugins = self
+            .load_scope(
+                &self.root,
+                Scope::Global,
+                &old.global_plugins,
+                &mut report,
+                &mut errors,
+            )
+            .await;
+        let mut tenant_plugins = BTreeMap::new();
         let tenants_dir = self.root.join("tenants");
         if tenants_dir.is_dir() {
-            let entries = std::fs::read_dir(&tenants_dir).map_err(|source| Error::Read {
-                path: tenants_dir.clone(),
-                source,
-            })?;
-            let mut names: Vec<(String, PathBuf)> = entries
-                .filter_map(|e| e.ok())
-                .filter(|e| e.path().is_dir())
-                .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-                .collect();
+            let mut names: Vec<(String, PathBuf)> = match std::fs::read_dir(&tenants_dir) {
+                Ok(entries) => entries
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+                    .collect(),
+                Err(e) => {
+                    errors.push(LoadIssue {
+                        path: tenants_dir.clone(),
+                        message: format!("cannot read: {e}"),
+                    });
+                    Vec::new()
+                }
+            };
             names.sort();
             for (name, path) in names {
                 if let Err(message) = validate_tenant(&name) {
-                    errors.push(LoadIssue { path, message });
+                    // Hidden directories (say an editor's) are not tenants.
+                    if !name.starts_with('.') {
+                        errors.push(LoadIssue { path, message });
+                    }
                     continue;
                 }
-                let previous = old.tenants.get(&name).cloned().unwrap_or_default();
-                let chain = self
-                    .load_chain(&path, &previous, &mut report, &mut errors)
-                    .await?;
-                tenants.insert(name, chain);
+                let previous = old.tenant_plugins.get(&name).map_or(&[][..], Vec::as_slice);
+                let own = self
+                    .load_scope(&path, Scope::Tenant, previous, &mut report, &mut errors)
+                    .await;
+                tenant_plugins.insert(name, own);
             }
         }
-        for (name, chain) in &old.tenants {
-            if !tenants.contains_key(name) {
+        for (name, own) in &old.tenant_plugins {
+            if !tenant_plugins.contains_key(name) {
                 report
                     .removed
-                    .extend(chain.plugins().iter().map(|p| p.path().to_path_buf()));
+                    .extend(own.iter().map(|p| p.plugin.path().to_path_buf()));
             }
         }
+        self.forget_unused(&global_plugins, &tenant_plugins);
         let changed = !report.loaded.is_empty() || !report.removed.is_empty();
         let generation = old.generation + u64::from(changed || old.generation == 0);
-        let combined = tenants
-            .iter()
-            .map(|(name, own)| {
-                let mut all = global.plugins().to_vec();
-                all.extend(own.plugins().iter().cloned());
-                (name.clone(), Chain::new(all))
-            })
-            .collect();
+        let snapshot = Snapshot::build(generation, global_plugins, tenant_plugins, errors.clone());
         report.generation = generation;
-        report.errors = errors.clone();
-        for e in &errors {
+        report.errors = errors;
+        for e in &report.errors {
             tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message);
         }
         if changed {
@@ -198,63 +318,227 @@ impl Registry {
                 generation,
                 loaded = ?report.loaded,
                 removed = ?report.removed,
+                compiled = report.compiled.len(),
+                cache_hits = report.cache_hits.len(),
                 "plugin set reloaded"
             );
         }
-        self.current.store(Arc::new(Snapshot {
+        self.current.store(Arc::new(snapshot));
+        Ok(report)
+    }
+
+    /// Loads one directory (the root or a tenant's). A manifest that fails
+    /// keeps `previous` serving whole.
+    async fn load_scope(
+        &self,
+        dir: &Path,
+        scope: Scope,
+        previous: &[LoadedPlugin],
+        report: &mut ReloadReport,
+        errors: &mut Vec<LoadIssue>,
+    ) -> Vec<LoadedPlugin> {
+        let entries = match Manifest::load(dir, scope, self.engine.config().max_memory_bytes) {
+            Err(e) => {
+                errors.push(LoadIssue {
+                    path: e.path.clone(),
+                    message: e.to_string(),
+                });
+                return previous.to_vec();
+            }
+            Ok(Some(m)) => m.plugins,
+            Ok(None) => match dir::components(dir) {
+                Ok(files) => files
+                    .into_iter()
+                    // Dotfiles are uploads in progress (the atomic-rename
+                    // convention), never plugins.
+                    .filter(|p| {
+                        p.file_name()
+                            .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
+                    })
+                    .map(|path| manifest::Entry {
+                        spec: PluginSpec::new(path),
+                        tenants: None,
+                    })
+                    .collect(),
+                Err(e) => {
+                    errors.push(LoadIssue {
+                        path: dir.to_path_buf(),
+                        message: e.to_string(),
+                    });
+                    return previous.to_vec();
+                }
+            },
+        };
+        let mut loaded = Vec::new();
+        for entry in entries {
+            // The previous plugin of this name (manifest) or file (no
+            // manifest; the name is the file's stem): what keeps serving if
+            // the new version fails.
+            let old = previous.iter().find(|p| p.plugin.name() == entry.spec.name);
+            let bytes = match std::fs::read(&entry.spec.path) {
+                Ok(b) => b,
+                Err(e) => {
+                    errors.push(LoadIssue {
+                        path: entry.spec.path.clone(),
+                        message: format!("cannot read: {e}"),
+                    });
+                    loaded.extend(old.cloned());
+                    continue;
+                }
+            };
+            let digest = crate::plugin::digest(&bytes);
+            let fingerprint = fingerprint(&entry, &digest);
+            if let Some(old) = previous.iter().find(|p| p.fingerprint == fingerprint) {
+                loaded.push(old.clone());
+                continue;
+            }
+            match self
+                .load_plugin(entry.spec.clone(), bytes, digest, report)
+                .await
+            {
+                Ok(plugin) => {
+                    report.loaded.push(entry.spec.path.clone());
+                    loaded.push(LoadedPlugin {
+                        plugin: Arc::new(plugin),
+                        tenants: entry.tenants,
+                        fingerprint,
+                    });
+                }
+                Err(e) => {
+                    errors.push(LoadIssue {
+                        path: entry.spec.path.clone(),
+                        message: e.to_string(),
+                    });
+                    loaded.extend(old.cloned());
+                }
+            }
+        }
+        for p in previous {
+            if !loaded.iter().any(|q| Arc::ptr_eq(&q.plugin, &p.plugin))
+                && !loaded.iter().any(|q| q.plugin.path() == p.plugin.path())
+            {
+                report.removed.push(p.plugin.path().to_path_buf());
+            }
+        }
+        loaded
+    }
+
+    /// Compiles (or finds compiled) and links one plugin.
+    async fn load_plugin(
+        &self,
+        spec: PluginSpec,
+        bytes: Vec<u8>,
+        digest: String,
+        report: &mut ReloadReport,
+    ) -> Result<Plugin, Error> {
+        let known = self
+            .compiled
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&digest).cloned());
+        let component = match known {
+            Some(c) => c,
+            None => {
+                let (engine, path, d) = (self.engine.clone(), spec.path.clone(), digest.clone());
+                let cache = Arc::clone(&self.cache);
+                let (component, outcome) = tokio::task::spawn_blocking(move || {
+                    cache.load_or_compile(&engine, &path, &bytes, &d)
+                })
+                .await
+                .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
+                match outcome {
+                    CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
+                    CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
+                        report.compiled.push(spec.path.clone());
+                    }
+                }
+                if let Ok(mut m) = self.compiled.lock() {
+                    m.insert(digest.clone(), component.clone());
+                }
+                component
+            }
+        };
+        Plugin::from_component(&self.engine, spec, component, digest).await
+    }
+
+    /// Drops compiled components no plugin uses any more.
+    fn forget_unused(
+        &self,
+        global: &[LoadedPlugin],
+        tenants: &BTreeMap<String, Vec<LoadedPlugin>>,
+    ) {
+        let used: BTreeSet<&str> = global
+            .iter()
+            .chain(tenants.values().flatten())
+            .map(|p| p.plugin.digest())
+            .collect();
+        if let Ok(mut m) = self.compiled.lock() {
+            m.retain(|d, _| used.contains(d.as_str()));
+        }
+    }
+}
+
+impl Snapshot {
+    fn build(
+        generation: u64,
+        global_plugins: Vec<LoadedPlugin>,
+        tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>>,
+        errors: Vec<LoadIssue>,
+    ) -> Snapshot {
+        let chain_for = |tenant: Option<&str>| -> Vec<Arc<Plugin>> {
+            global_plugins
+                .iter()
+                .filter(|p| p.applies_to(tenant))
+                .map(|p| Arc::clone(&p.plugin))
+                .collect()
+        };
+        let global = Chain::new(chain_for(None));
+        // Tenants with a directory, and tenants a global plugin names.
+        let mut names: BTreeSet<String> = tenant_plugins.keys().cloned().collect();
+        names.extend(
+            global_plugins
+                .iter()
+                .flat_map(|p| p.tenants.iter().flatten().cloned()),
+        );
+        let combined = names
+            .into_iter()
+            .map(|name| {
+                let mut all = chain_for(Some(&name));
+                if let Some(own) = tenant_plugins.get(&name) {
+                    all.extend(own.iter().map(|p| Arc::clone(&p.plugin)));
+                }
+                (name, Chain::new(all))
+            })
+            .collect();
+        let tenants = tenant_plugins
+            .iter()
+            .map(|(name, own)| {
+                let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
+                (name.clone(), Chain::new(plugins))
+            })
+            .collect();
+        Snapshot {
             generation,
             global,
             tenants,
             errors,
+            global_plugins,
+            tenant_plugins,
             combined,
-        }));
-        Ok(report)
+        }
     }
+}
 
-    async fn load_chain(
-        &self,
-        dir: &Path,
-        previous: &Chain,
-        report: &mut ReloadReport,
-        errors: &mut Vec<LoadIssue>,
-    ) -> Result<Chain, Error> {
-        let mut plugins = Vec::new();
-        for path in dir::components(dir)? {
-            let old = previous.plugins().iter().find(|p| p.path() == path);
-            let bytes = match std::fs::read(&path) {
-                Ok(b) => b,
-                Err(e) => {
-                    errors.push(LoadIssue {
-                        path: path.clone(),
-                        message: format!("cannot read: {e}"),
-                    });
-                    plugins.extend(old.cloned());
-                    continue;
-                }
-            };
-            if let Some(old) = old.filter(|p| p.digest() == crate::plugin::digest(&bytes)) {
-                plugins.push(Arc::clone(old));
-                continue;
-            }
-            match Plugin::load(&self.engine, PluginSpec::new(&path)).await {
-                Ok(p) => {
-                    report.loaded.push(path);
-                    plugins.push(Arc::new(p));
-                }
-                Err(e) => {
-                    errors.push(LoadIssue {
-                        path,
-                        message: e.to_string(),
-                    });
-                    plugins.extend(old.cloned());
-                }
-            }
-        }
-        for p in previous.plugins() {
-            if !plugins.iter().any(|q| q.path() == p.path()) {
-                report.removed.push(p.path().to_path_buf());
-            }
-        }
-        Ok(Chain::new(plugins))
-    }
+/// What identifies a plugin as unchanged: its bytes and every setting.
+fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
+    let s = &entry.spec;
+    format!(
+        "{digest}\0{}\0{}\0{:?}\0{:?}\0{}\0{:?}",
+        s.name,
+        s.path.display(),
+        s.limits,
+        s.on_error,
+        s.config,
+        entry.tenants
+    )
 }

@@ -4,11 +4,14 @@
 //! script (see `tests/src/lib.rs`); garbage no compiler produces is written
 //! inline as WAT here.
 
+mod cache;
 mod chains;
 mod cli;
 mod contract;
 mod examples;
 mod hostile;
+mod manifest;
+mod reload;
 mod server;
 
 use std::sync::Arc;

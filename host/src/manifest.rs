@@ -1,0 +1,436 @@
+//! `toolgate.toml`: the manifest of one plugin directory.
+//!
+//! A manifest lists, in order, the plugins a directory runs, each with its
+//! component file, limits, configuration, failure mode and (in the global
+//! directory only) the tenants it applies to. Without a manifest every
+//! `*.wasm` in the directory runs, in file-name order, with default limits.
+//! With one, only the plugins it lists run.
+//!
+//! ```toml
+//! [defaults]                 # optional: applies to every [[plugin]] below
+//! timeout_ms = 100
+//!
+//! [[plugin]]
+//! name = "sql-guard"         # default: the file's stem
+//! path = "sql-guard.wasm"    # relative to this file's directory
+//! fuel = 100_000_000
+//! memory_mib = 64
+//! timeout_ms = 50
+//! max_return_kib = 64
+//! host_calls = 100
+//! log_kib = 16
+//! on_error = "deny"          # "skip" (default) | "deny"
+//! tenants = ["acme"]         # global manifest only; default: every call
+//! config = { tables = ["users"] }
+//! ```
+//!
+//! Every key is checked: an unknown key, a value of the wrong type or out of
+//! range, a missing component file or a duplicate name rejects the whole
+//! manifest with an error naming the file, the line and the key.
+//! [`Manifest::parse`] is the entry point; `docs/plugins.md` is the
+//! reference.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+use crate::limits::Limits;
+use crate::plugin::{OnError, PluginSpec};
+use crate::registry::validate_tenant;
+
+/// The manifest's file name.
+pub const FILE_NAME: &str = "toolgate.toml";
+
+/// Largest `timeout_ms` a manifest may set (10 minutes).
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+
+/// A manifest that was rejected: the file, the 1-based line, the key at
+/// fault (when one can be named) and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestError {
+    /// The manifest file.
+    pub path: PathBuf,
+    /// The 1-based line of the offending key or value.
+    pub line: usize,
+    /// The key at fault, e.g. `plugin[2].memory_mib` or `fuel`.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: ", self.path.display(), self.line)?;
+        if let Some(key) = &self.key {
+            write!(f, "key `{key}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+/// Where a manifest lives, which decides what it may say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The global directory: `tenants` is allowed.
+    Global,
+    /// A tenant's directory: `tenants` is refused (the directory already
+    /// says whose plugins these are).
+    Tenant,
+}
+
+/// One plugin as the manifest describes it.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// How to load it.
+    pub spec: PluginSpec,
+    /// The tenants it applies to; `None` for every call (including calls
+    /// with no tenant). Only set in the global manifest.
+    pub tenants: Option<Vec<String>>,
+}
+
+/// A parsed and checked manifest.
+#[derive(Clone, Debug)]
+pub struct Manifest {
+    /// The plugins, in the order they run.
+    pub plugins: Vec<Entry>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    #[serde(default)]
+    defaults: Option<RawDefaults>,
+    #[serde(default)]
+    plugin: Vec<Spanned<RawPlugin>>,
+}
+
+// The limit keys are spelled out in each table rather than flattened:
+// serde's `flatten` loses both `deny_unknown_fields` and toml's spans.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    fuel: Option<Spanned<u64>>,
+    memory_mib: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<u64>>,
+    max_return_kib: Option<Spanned<u64>>,
+    host_calls: Option<Spanned<u32>>,
+    log_kib: Option<Spanned<u64>>,
+    on_error: Option<OnError>,
+}
+
+#[derive(Default)]
+struct RawLimits {
+    fuel: Option<Spanned<u64>>,
+    memory_mib: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<u64>>,
+    max_return_kib: Option<Spanned<u64>>,
+    host_calls: Option<Spanned<u32>>,
+    log_kib: Option<Spanned<u64>>,
+}
+
+macro_rules! limits_of {
+    ($raw:expr) => {
+        RawLimits {
+            fuel: $raw.fuel,
+            memory_mib: $raw.memory_mib,
+            timeout_ms: $raw.timeout_ms,
+            max_return_kib: $raw.max_return_kib,
+            host_calls: $raw.host_calls,
+            log_kib: $raw.log_kib,
+        }
+    };
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlugin {
+    name: Option<Spanned<String>>,
+    path: Spanned<String>,
+    fuel: Option<Spanned<u64>>,
+    memory_mib: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<u64>>,
+    max_return_kib: Option<Spanned<u64>>,
+    host_calls: Option<Spanned<u32>>,
+    log_kib: Option<Spanned<u64>>,
+    on_error: Option<OnError>,
+    tenants: Option<Spanned<Vec<String>>>,
+    config: Option<Spanned<toml::Table>>,
+}
+
+impl Manifest {
+    /// Reads and checks `dir/toolgate.toml`; `Ok(None)` when there is none.
+    /// `max_memory_bytes` is the engine's cap (`memory_mib` may not exceed
+    /// it).
+    pub fn load(
+        dir: &Path,
+        scope: Scope,
+        max_memory_bytes: usize,
+    ) -> Result<Option<Manifest>, ManifestError> {
+        let path = dir.join(FILE_NAME);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(ManifestError {
+                    path,
+                    line: 1,
+                    key: None,
+                    message: format!("cannot read: {e}"),
+                });
+            }
+        };
+        Manifest::parse(&path, &text, scope, max_memory_bytes).map(Some)
+    }
+
+    /// Parses and checks manifest `text` read from `path` (component paths
+    /// are resolved against `path`'s directory and must exist).
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        scope: Scope,
+        max_memory_bytes: usize,
+    ) -> Result<Manifest, ManifestError> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let at = |span: Range<usize>, key: Option<String>, message: String| ManifestError {
+            path: path.to_path_buf(),
+            line: line_of(text, span.start),
+            key,
+            message,
+        };
+        let raw: RawManifest = toml::from_str(text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let message = e.message().trim().to_string();
+            let key = key_of(&message, text, span.start);
+            at(span, key, message)
+        })?;
+        let defaults = raw.defaults.unwrap_or_default();
+        let base = Limits::default();
+        let base_on_error = defaults.on_error.unwrap_or_default();
+        let base = limits_of!(defaults)
+            .apply(base, "defaults", max_memory_bytes)
+            .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
+        let mut names = BTreeSet::new();
+        let mut plugins = Vec::new();
+        for (i, p) in raw.plugin.into_iter().enumerate() {
+            let p = p.into_inner();
+            let prefix = format!("plugin[{}]", i + 1);
+            let key = |k: &str| Some(format!("{prefix}.{k}"));
+            let rel = p.path.get_ref();
+            let rel_path = Path::new(rel);
+            if rel.is_empty()
+                || rel_path.is_absolute()
+                || rel_path
+                    .components()
+                    .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+            {
+                return Err(at(
+                    p.path.span(),
+                    key("path"),
+                    format!(
+                        "{rel:?} must be a relative path inside the manifest's directory (no `..`, not absolute)"
+                    ),
+                ));
+            }
+            let file = dir.join(rel_path);
+            if !file.is_file() {
+                return Err(at(
+                    p.path.span(),
+                    key("path"),
+                    format!("component file {} does not exist", file.display()),
+                ));
+            }
+            let (name, name_span) = match &p.name {
+                Some(n) => (n.get_ref().clone(), n.span()),
+                None => (
+                    rel_path
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    p.path.span(),
+                ),
+            };
+            if let Err(why) = validate_name(&name) {
+                return Err(at(name_span, key("name"), why));
+            }
+            if !names.insert(name.clone()) {
+                return Err(at(
+                    name_span,
+                    key("name"),
+                    format!("duplicate plugin name {name:?}; names must be unique in a manifest"),
+                ));
+            }
+            let limits = limits_of!(p)
+                .apply(base.clone(), &prefix, max_memory_bytes)
+                .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
+            let tenants = match p.tenants {
+                None => None,
+                Some(t) if scope == Scope::Tenant => {
+                    return Err(at(
+                        t.span(),
+                        key("tenants"),
+                        "`tenants` is allowed only in the global manifest; a tenant's own \
+                         directory already applies to that tenant alone"
+                            .into(),
+                    ));
+                }
+                Some(t) => {
+                    let span = t.span();
+                    let list = t.into_inner();
+                    if list.is_empty() {
+                        return Err(at(
+                            span,
+                            key("tenants"),
+                            "an empty list would apply to no call; leave the plugin out instead"
+                                .into(),
+                        ));
+                    }
+                    for name in &list {
+                        validate_tenant(name)
+                            .map_err(|why| at(span.clone(), key("tenants"), why))?;
+                    }
+                    Some(list)
+                }
+            };
+            let config = match p.config {
+                None => Value::Object(Default::default()),
+                Some(c) => toml_to_json(toml::Value::Table(c.into_inner())),
+            };
+            plugins.push(Entry {
+                spec: PluginSpec {
+                    name,
+                    path: file,
+                    limits,
+                    config,
+                    on_error: p.on_error.unwrap_or(base_on_error),
+                },
+                tenants,
+            });
+        }
+        Ok(Manifest { plugins })
+    }
+}
+
+type LimitError = (Range<usize>, String, String);
+
+impl RawLimits {
+    /// Overrides `limits` with every key set here, checking ranges.
+    fn apply(
+        &self,
+        mut limits: Limits,
+        prefix: &str,
+        max_memory_bytes: usize,
+    ) -> Result<Limits, LimitError> {
+        let key = |k: &str| format!("{prefix}.{k}");
+        fn range<T: Copy + PartialOrd + fmt::Display>(
+            v: &Spanned<T>,
+            key: String,
+            lo: T,
+            hi: T,
+            unit: &str,
+        ) -> Result<T, LimitError> {
+            let x = *v.get_ref();
+            if x < lo || x > hi {
+                return Err((
+                    v.span(),
+                    key,
+                    format!("{x} is out of range: must be {lo}..={hi}{unit}"),
+                ));
+            }
+            Ok(x)
+        }
+        const KIB: u64 = 1 << 10;
+        const MIB: u64 = 1 << 20;
+        if let Some(v) = &self.fuel {
+            limits.fuel = range(v, key("fuel"), 1, u64::MAX, "")?;
+        }
+        if let Some(v) = &self.memory_mib {
+            let max = (max_memory_bytes as u64 / MIB).max(1);
+            let mib = range(v, key("memory_mib"), 1, max, " MiB (the engine's maximum)")?;
+            limits.memory_bytes = usize::try_from(mib * MIB).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = &self.timeout_ms {
+            let ms = range(v, key("timeout_ms"), 1, MAX_TIMEOUT_MS, " ms")?;
+            limits.timeout = Duration::from_millis(ms);
+        }
+        if let Some(v) = &self.max_return_kib {
+            let kib = range(v, key("max_return_kib"), 1, 1 << 20, " KiB")?;
+            limits.max_return_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = &self.host_calls {
+            limits.host_calls = *v.get_ref();
+        }
+        if let Some(v) = &self.log_kib {
+            let kib = range(v, key("log_kib"), 0, 1 << 20, " KiB")?;
+            limits.log_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
+        }
+        Ok(limits)
+    }
+}
+
+/// A plugin name: 1–64 characters of `[A-Za-z0-9_.-]`.
+fn validate_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid plugin name {name:?}: use 1-64 characters of letters, digits, '_', '-', '.'"
+        ))
+    }
+}
+
+/// The 1-based line holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The key a toml error is about: the one it quotes (unknown / missing /
+/// duplicate key), else the `key = ` at the start of the error's line.
+fn key_of(message: &str, text: &str, offset: usize) -> Option<String> {
+    let quoted = ["unknown field `", "missing field `", "duplicate key `"]
+        .iter()
+        .find_map(|p| message.split_once(p))
+        .and_then(|(_, rest)| rest.split_once('`'))
+        .map(|(k, _)| k.to_string());
+    quoted.or_else(|| {
+        let start = text[..offset.min(text.len())]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let line = text[start..].lines().next().unwrap_or("");
+        let (k, _) = line.split_once('=')?;
+        let k = k.trim();
+        (!k.is_empty() && !k.starts_with('[')).then(|| k.to_string())
+    })
+}
+
+/// A toml value as JSON; datetimes become their RFC 3339 text.
+pub fn toml_to_json(v: toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::from(i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => {
+            Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
+        }
+    }
+}

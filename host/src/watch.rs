@@ -1,0 +1,163 @@
+//! Hot reload: watch a plugin directory tree and reload the [`Registry`]
+//! when it changes; reload on `SIGHUP`.
+//!
+//! The watcher (inotify on Linux, via `notify`) collects change events for
+//! the whole tree, waits until the tree has been quiet for the settle delay
+//! (default 250 ms), then calls [`Registry::reload`] once. Calls in flight
+//! finish on the snapshot they started with; new calls see the new one.
+//!
+//! **Shipping a file safely (the atomic-rename convention).** Write the new
+//! component or manifest under a name the watcher ignores — a dotfile
+//! (`.sql-guard.wasm`) or a `*.tmp` / `*.part` name — in the *same*
+//! directory, then `mv` it onto its final name. A rename is atomic: a reload
+//! sees the old file or the new one, never half of either. Events for
+//! ignored names never trigger a reload, and ignored names are never loaded
+//! (only `*.wasm` files and `toolgate.toml` are).
+//!
+//! A plain in-place copy (`cp new.wasm plugins/`) also works, less neatly:
+//! if a reload happens to read the file half-written, the truncated
+//! component fails to compile, is reported, and the previous version keeps
+//! serving; the copy's later writes trigger another reload that loads the
+//! complete file.
+
+use std::path::{Component, Path};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::event::{AccessKind, AccessMode};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::error::Error;
+use crate::registry::Registry;
+
+/// A running watcher; dropping it stops watching.
+pub struct WatchHandle {
+    _watcher: RecommendedWatcher,
+    task: JoinHandle<()>,
+}
+
+impl Drop for WatchHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for WatchHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchHandle").finish_non_exhaustive()
+    }
+}
+
+/// Watches `registry`'s directory with its configured settle delay.
+/// Must be called inside a Tokio runtime.
+pub fn spawn(registry: Arc<Registry>) -> Result<WatchHandle, Error> {
+    let settle = registry.settle();
+    spawn_with(registry, settle)
+}
+
+/// Watches `registry`'s directory, reloading once the tree has been quiet
+/// for `settle`. Must be called inside a Tokio runtime.
+pub fn spawn_with(registry: Arc<Registry>, settle: Duration) -> Result<WatchHandle, Error> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let root = registry.root().to_path_buf();
+    let filter_root = root.clone();
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        match res {
+            Ok(event) => {
+                if matters(&event.kind) && event.paths.iter().any(|p| relevant(&filter_root, p)) {
+                    let _ = tx.send(());
+                }
+            }
+            Err(e) => {
+                tracing::warn!("plugin directory watcher: {e}");
+                // Something was missed (e.g. an event queue overflow):
+                // reload to be sure.
+                let _ = tx.send(());
+            }
+        }
+    })
+    .map_err(|e| Error::Engine(format!("cannot watch {}: {e}", root.display())))?;
+    watcher
+        .watch(&root, RecursiveMode::Recursive)
+        .map_err(|e| Error::Engine(format!("cannot watch {}: {e}", root.display())))?;
+    let task = tokio::spawn(async move {
+        while rx.recv().await.is_some() {
+            // Debounce: wait until nothing has changed for `settle`.
+            loop {
+                match tokio::time::timeout(settle, rx.recv()).await {
+                    Ok(Some(())) => continue,
+                    Ok(None) => return,
+                    Err(_quiet) => break,
+                }
+            }
+            match registry.reload().await {
+                Ok(report) => tracing::info!(
+                    generation = report.generation,
+                    loaded = report.loaded.len(),
+                    removed = report.removed.len(),
+                    errors = report.errors.len(),
+                    "reloaded after a change in the plugin directory"
+                ),
+                Err(e) => tracing::error!("reload after a directory change failed: {e}"),
+            }
+        }
+    });
+    Ok(WatchHandle {
+        _watcher: watcher,
+        task,
+    })
+}
+
+/// Reloads `registry` on every `SIGHUP` until the task is aborted. Must be
+/// called inside a Tokio runtime.
+#[cfg(unix)]
+pub fn on_sighup(registry: Arc<Registry>) -> Result<JoinHandle<()>, Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = signal(SignalKind::hangup())
+        .map_err(|e| Error::Engine(format!("cannot listen for SIGHUP: {e}")))?;
+    Ok(tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            match registry.reload().await {
+                Ok(report) => tracing::info!(
+                    generation = report.generation,
+                    loaded = report.loaded.len(),
+                    removed = report.removed.len(),
+                    errors = report.errors.len(),
+                    "reloaded on SIGHUP"
+                ),
+                Err(e) => tracing::error!("reload on SIGHUP failed: {e}"),
+            }
+        }
+    }))
+}
+
+/// Whether an event of this kind can change what a reload loads (opening
+/// or reading a file cannot).
+fn matters(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// Whether a change to `path` (under `root`) can matter: not a dotfile or
+/// inside a hidden directory, not a temporary or partial file.
+pub fn relevant(root: &Path, path: &Path) -> bool {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let hidden = rel.components().any(|c| match c {
+        Component::Normal(s) => s.to_string_lossy().starts_with('.'),
+        _ => false,
+    });
+    if hidden {
+        return false;
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    const PARTIAL: [&str; 6] = [".tmp", ".part", ".partial", ".swp", ".crdownload", "~"];
+    !PARTIAL.iter().any(|s| name.ends_with(s))
+}

@@ -1,0 +1,392 @@
+//! `toolgate.toml`: parsing, every rejection (file, line and key named),
+//! and manifests driving a registry's chains.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::json;
+use toolgate::OnError;
+use toolgate::manifest::{Manifest, ManifestError, Scope};
+
+const MAX_MEMORY: usize = 1 << 30;
+
+/// A temp dir holding `a.wasm` and `b.wasm` (any bytes: parsing only checks
+/// that the files exist) and the manifest `text`.
+fn dir_with(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("a.wasm"), b"a").expect("write");
+    std::fs::write(dir.path().join("b.wasm"), b"b").expect("write");
+    std::fs::write(dir.path().join("toolgate.toml"), text).expect("write");
+    dir
+}
+
+fn parse(text: &str, scope: Scope) -> Result<Manifest, ManifestError> {
+    let dir = dir_with(text);
+    Manifest::load(dir.path(), scope, MAX_MEMORY).map(|m| m.expect("manifest present"))
+}
+
+/// Asserts `text` is rejected at `line` with `key`, the message holding
+/// `needle`, and the rendered error naming the file.
+fn rejects(text: &str, scope: Scope, line: usize, key: &str, needle: &str) {
+    let err = parse(text, scope).expect_err("manifest must be rejected");
+    assert_eq!(err.line, line, "line of {err}");
+    assert_eq!(err.key.as_deref(), Some(key), "key of {err}");
+    assert!(err.message.contains(needle), "{needle:?} not in {err}");
+    let shown = err.to_string();
+    assert!(shown.contains("toolgate.toml:"), "{shown}");
+    assert!(shown.contains(&format!(":{line}:")), "{shown}");
+    assert!(shown.contains(key), "{shown}");
+}
+
+#[test]
+fn full_manifest_parses_with_units_and_config() {
+    let m = parse(
+        r#"
+[defaults]
+timeout_ms = 150
+on_error = "deny"
+
+[[plugin]]
+name = "first"
+path = "b.wasm"
+fuel = 1_000_000
+memory_mib = 64
+timeout_ms = 50
+max_return_kib = 8
+host_calls = 7
+log_kib = 2
+on_error = "skip"
+tenants = ["acme", "globex"]
+config = { tables = ["users"], limit = 10, ratio = 0.5, strict = true, nested = { a = "b" } }
+
+[[plugin]]
+path = "a.wasm"
+"#,
+        Scope::Global,
+    )
+    .expect("parses");
+    assert_eq!(m.plugins.len(), 2);
+    let first = &m.plugins[0];
+    assert_eq!(first.spec.name, "first");
+    assert!(first.spec.path.ends_with("b.wasm"));
+    assert_eq!(first.spec.limits.fuel, 1_000_000);
+    assert_eq!(first.spec.limits.memory_bytes, 64 << 20);
+    assert_eq!(first.spec.limits.timeout, Duration::from_millis(50));
+    assert_eq!(first.spec.limits.max_return_bytes, 8 << 10);
+    assert_eq!(first.spec.limits.host_calls, 7);
+    assert_eq!(first.spec.limits.log_bytes, 2 << 10);
+    assert_eq!(first.spec.on_error, OnError::Skip);
+    assert_eq!(
+        first.tenants,
+        Some(vec!["acme".to_string(), "globex".to_string()])
+    );
+    assert_eq!(
+        first.spec.config,
+        json!({"tables": ["users"], "limit": 10, "ratio": 0.5, "strict": true, "nested": {"a": "b"}})
+    );
+    // The second takes its name from the file and the [defaults].
+    let second = &m.plugins[1];
+    assert_eq!(second.spec.name, "a");
+    assert_eq!(second.spec.limits.timeout, Duration::from_millis(150));
+    assert_eq!(second.spec.limits.fuel, toolgate::Limits::default().fuel);
+    assert_eq!(second.spec.on_error, OnError::Deny);
+    assert_eq!(second.spec.config, json!({}));
+    assert_eq!(second.tenants, None);
+}
+
+#[test]
+fn empty_manifest_runs_nothing_and_no_manifest_is_none() {
+    assert!(parse("", Scope::Global).expect("parses").plugins.is_empty());
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert!(
+        Manifest::load(dir.path(), Scope::Global, MAX_MEMORY)
+            .expect("ok")
+            .is_none()
+    );
+}
+
+#[test]
+fn unknown_key_in_a_plugin_is_rejected() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\ntimeout = 5\n",
+        Scope::Global,
+        3,
+        "timeout",
+        "unknown field",
+    );
+}
+
+#[test]
+fn unknown_top_level_table_is_rejected() {
+    rejects(
+        "[[plugins]]\npath = \"a.wasm\"\n",
+        Scope::Global,
+        1,
+        "plugins",
+        "unknown field",
+    );
+}
+
+#[test]
+fn unknown_key_in_defaults_is_rejected() {
+    rejects(
+        "[defaults]\nmemory_mb = 5\n",
+        Scope::Global,
+        2,
+        "memory_mb",
+        "unknown field",
+    );
+}
+
+#[test]
+fn wrong_type_is_rejected() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\n\nfuel = \"lots\"\n",
+        Scope::Global,
+        4,
+        "fuel",
+        "invalid type",
+    );
+}
+
+#[test]
+fn negative_number_is_rejected() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\nmemory_mib = -1\n",
+        Scope::Global,
+        3,
+        "memory_mib",
+        "",
+    );
+}
+
+#[test]
+fn bad_on_error_is_rejected() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\non_error = \"explode\"\n",
+        Scope::Global,
+        3,
+        "on_error",
+        "unknown variant",
+    );
+}
+
+#[test]
+fn out_of_range_limits_are_rejected() {
+    for (line, key) in [
+        ("fuel = 0", "plugin[1].fuel"),
+        ("memory_mib = 0", "plugin[1].memory_mib"),
+        ("memory_mib = 4096", "plugin[1].memory_mib"),
+        ("timeout_ms = 0", "plugin[1].timeout_ms"),
+        ("timeout_ms = 600001", "plugin[1].timeout_ms"),
+        ("max_return_kib = 0", "plugin[1].max_return_kib"),
+        ("log_kib = 2000000", "plugin[1].log_kib"),
+    ] {
+        rejects(
+            &format!("[[plugin]]\npath = \"a.wasm\"\n{line}\n"),
+            Scope::Global,
+            3,
+            key,
+            "out of range",
+        );
+    }
+    rejects(
+        "[defaults]\ntimeout_ms = 0\n",
+        Scope::Global,
+        2,
+        "defaults.timeout_ms",
+        "out of range",
+    );
+}
+
+#[test]
+fn missing_path_is_rejected() {
+    rejects(
+        "[[plugin]]\nname = \"x\"\n",
+        Scope::Global,
+        1,
+        "path",
+        "missing field",
+    );
+}
+
+#[test]
+fn missing_file_is_rejected() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\n[[plugin]]\npath = \"gone.wasm\"\n",
+        Scope::Global,
+        4,
+        "plugin[2].path",
+        "does not exist",
+    );
+}
+
+#[test]
+fn escaping_paths_are_rejected() {
+    for path in ["../a.wasm", "/etc/passwd", "sub/../../a.wasm", ""] {
+        rejects(
+            &format!("[[plugin]]\npath = {path:?}\n"),
+            Scope::Global,
+            2,
+            "plugin[1].path",
+            "relative path",
+        );
+    }
+}
+
+#[test]
+fn duplicate_names_are_rejected() {
+    rejects(
+        "[[plugin]]\nname = \"g\"\npath = \"a.wasm\"\n\n[[plugin]]\nname = \"g\"\npath = \"b.wasm\"\n",
+        Scope::Global,
+        6,
+        "plugin[2].name",
+        "duplicate plugin name",
+    );
+    // Also when the name is the default (the file's stem).
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\n[[plugin]]\npath = \"./a.wasm\"\n",
+        Scope::Global,
+        4,
+        "plugin[2].name",
+        "duplicate plugin name",
+    );
+}
+
+#[test]
+fn bad_plugin_name_is_rejected() {
+    rejects(
+        "[[plugin]]\nname = \"has space\"\npath = \"a.wasm\"\n",
+        Scope::Global,
+        2,
+        "plugin[1].name",
+        "invalid plugin name",
+    );
+}
+
+#[test]
+fn duplicate_key_is_rejected() {
+    let err = parse(
+        "[[plugin]]\npath = \"a.wasm\"\nfuel = 1\nfuel = 2\n",
+        Scope::Global,
+    )
+    .expect_err("rejected");
+    assert_eq!(err.line, 4, "{err}");
+    assert_eq!(err.key.as_deref(), Some("fuel"), "{err}");
+}
+
+#[test]
+fn toml_syntax_error_names_the_line() {
+    let err =
+        parse("[[plugin]]\npath = \"a.wasm\nfuel = 1\n", Scope::Global).expect_err("rejected");
+    assert_eq!(err.line, 2, "{err}");
+}
+
+#[test]
+fn tenants_rules() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\ntenants = [\"acme\"]\n",
+        Scope::Tenant,
+        3,
+        "plugin[1].tenants",
+        "only in the global manifest",
+    );
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\ntenants = []\n",
+        Scope::Global,
+        3,
+        "plugin[1].tenants",
+        "empty list",
+    );
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\ntenants = [\"../etc\"]\n",
+        Scope::Global,
+        3,
+        "plugin[1].tenants",
+        "invalid tenant name",
+    );
+}
+
+#[test]
+fn config_must_be_a_table() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\nconfig = \"x\"\n",
+        Scope::Global,
+        3,
+        "config",
+        "invalid type",
+    );
+}
+
+#[test]
+fn manifest_order_limits_and_config_reach_the_guard() {
+    // Two scripted guards, listed in the reverse of file-name order, each
+    // appending its name to the args' trail: the trail shows the order and
+    // that each got its own config.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for name in ["one.wasm", "two.wasm", "unlisted.wasm"] {
+        std::fs::copy(toolgate_tests::SCRIPTED, dir.path().join(name)).expect("copy");
+    }
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        r#"
+[[plugin]]
+name = "second"
+path = "two.wasm"
+timeout_ms = 75
+config = { rewrite = { append_trail = "two" } }
+
+[[plugin]]
+name = "first"
+path = "one.wasm"
+on_error = "deny"
+config = { rewrite = { append_trail = "one" } }
+"#,
+    )
+    .expect("write");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let reg = crate::reload::open(dir.path(), None).await;
+        let snap = reg.snapshot();
+        assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+        let chain = snap.chain(None);
+        let names: Vec<&str> = chain.plugins().iter().map(|p| p.name()).collect();
+        assert_eq!(names, ["second", "first"]);
+        assert_eq!(
+            chain.plugins()[0].limits().timeout,
+            Duration::from_millis(75)
+        );
+        assert_eq!(chain.plugins()[1].on_error(), OnError::Deny);
+        let d = chain
+            .rewrite(&crate::dispatch("t", json!({}), &["t"]), &crate::no_state())
+            .await;
+        assert_eq!(
+            d.result.expect("rewritten").args["trail"],
+            json!(["two", "one"])
+        );
+    });
+}
+
+#[test]
+fn manifest_error_is_a_load_issue_naming_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(toolgate_tests::SQL_GUARD, dir.path().join("sql.wasm")).expect("copy");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"sql.wasm\"\nmemory = 5\n",
+    )
+    .expect("write");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let reg = crate::reload::open(dir.path(), None).await;
+        let snap = reg.snapshot();
+        assert_eq!(snap.errors.len(), 1);
+        let e = &snap.errors[0];
+        assert_eq!(e.path, Path::new(dir.path()).join("toolgate.toml"));
+        assert!(e.message.contains(":3:"), "{}", e.message);
+        assert!(e.message.contains("memory"), "{}", e.message);
+        // Nothing loaded: a bad manifest never silently falls back to
+        // running every file.
+        assert!(snap.chain(None).plugins().is_empty());
+    });
+}

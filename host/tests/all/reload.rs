@@ -1,0 +1,493 @@
+//! Tenants and hot reload: chains per tenant and their isolation; reload on
+//! add, replace, remove and manifest edit; a broken replacement keeps the
+//! old guard; no call lost or failed across many reloads; the watcher and
+//! SIGHUP.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate::cache::CompiledCache;
+use toolgate::event::Skip;
+use toolgate::{Registry, RegistryOptions};
+use toolgate_tests::{SCRIPTED, SQL_GUARD, STEERING_ONLY};
+
+use crate::*;
+
+/// Opens `dir` with a small engine and the cache in `cache` (or none).
+pub async fn open(dir: &Path, cache: Option<&Path>) -> Registry {
+    open_with(dir, cache, Duration::from_millis(100)).await
+}
+
+async fn open_with(dir: &Path, cache: Option<&Path>, settle: Duration) -> Registry {
+    let options = RegistryOptions {
+        cache: cache.map_or_else(CompiledCache::disabled, CompiledCache::at),
+        settle,
+    };
+    Registry::open_with(engine(), dir, options)
+        .await
+        .expect("registry opens")
+}
+
+fn copy(from: &str, to: &Path) {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    // The atomic-rename convention: write a dotfile, rename into place.
+    let tmp = to.with_file_name(format!(
+        ".{}.tmp",
+        to.file_name().expect("name").to_string_lossy()
+    ));
+    std::fs::copy(from, &tmp).expect("copy");
+    std::fs::rename(&tmp, to).expect("rename");
+}
+
+fn write(to: &Path, text: &str) {
+    let tmp = to.with_file_name(format!(
+        ".{}.tmp",
+        to.file_name().expect("name").to_string_lossy()
+    ));
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, to).expect("rename");
+}
+
+const DELETE: &str = "DELETE FROM users";
+
+async fn steer(
+    reg: &Registry,
+    tenant: Option<&str>,
+    sql: &str,
+) -> toolgate::Decision<Option<Skip>> {
+    let snap = reg.snapshot();
+    snap.chain(tenant)
+        .steering(&steering("run_query", json!({"sql": sql})), &no_state())
+        .await
+}
+
+fn content(d: &toolgate::Decision<Option<Skip>>) -> Option<&str> {
+    d.result.as_ref().map(|s| s.content.as_str())
+}
+
+fn names(d: &toolgate::Decision<Option<Skip>>) -> Vec<&str> {
+    d.trace.iter().map(|t| t.plugin.as_str()).collect()
+}
+
+fn says(content: &str) -> String {
+    format!(
+        "[[plugin]]\nname = \"says\"\npath = \"says.wasm\"\nconfig = {{ steering = {{ action = \"skip\", content = \"{content}\" }} }}\n"
+    )
+}
+
+/// Root: nothing global but a `tenants` restriction; acme and globex each
+/// with a guard that refuses everything with its own name.
+fn tenant_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for tenant in ["acme", "globex"] {
+        let t = dir.path().join("tenants").join(tenant);
+        copy(SCRIPTED, &t.join("says.wasm"));
+        write(
+            &t.join("toolgate.toml"),
+            &says(&format!("{tenant} says no")),
+        );
+    }
+    dir
+}
+
+#[tokio::test]
+async fn tenant_calls_run_global_then_own_and_never_another_tenants() {
+    let dir = tenant_tree();
+    // A global guard that proceeds, so the order shows in the trace.
+    copy(STEERING_ONLY, &dir.path().join("global.wasm"));
+    let reg = open(dir.path(), None).await;
+    let snap = reg.snapshot();
+    assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+
+    let acme = steer(&reg, Some("acme"), "SELECT 1").await;
+    assert_eq!(content(&acme), Some("acme says no"));
+    assert_eq!(names(&acme), ["global", "says"]);
+    assert!(Arc::ptr_eq(
+        &snap.chain(Some("acme")).plugins()[1],
+        &snap.tenants["acme"].plugins()[0]
+    ));
+
+    let globex = steer(&reg, Some("globex"), "SELECT 1").await;
+    assert_eq!(content(&globex), Some("globex says no"));
+
+    // No tenant, or a tenant without a directory: the global chain only.
+    for tenant in [None, Some("initech")] {
+        let d = steer(&reg, tenant, "SELECT 1").await;
+        assert_eq!(d.result, None);
+        assert_eq!(names(&d), ["global"]);
+    }
+    // Every plugin of acme's chain is global or acme's own, never globex's.
+    let globex_own = &snap.tenants["globex"].plugins()[0];
+    assert!(
+        snap.chain(Some("acme"))
+            .plugins()
+            .iter()
+            .all(|p| !Arc::ptr_eq(p, globex_own))
+    );
+}
+
+#[tokio::test]
+async fn global_plugin_with_tenants_applies_only_to_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(SQL_GUARD, &dir.path().join("sql.wasm"));
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"sql.wasm\"\ntenants = [\"acme\"]\n",
+    );
+    let reg = open(dir.path(), None).await;
+    assert!(content(&steer(&reg, Some("acme"), DELETE).await).is_some());
+    assert_eq!(steer(&reg, Some("globex"), DELETE).await.result, None);
+    assert_eq!(steer(&reg, None, DELETE).await.result, None);
+    assert_eq!(reg.snapshot().global_plugins.len(), 1);
+}
+
+#[tokio::test]
+async fn invalid_tenant_directory_is_reported_and_skipped() {
+    let dir = tenant_tree();
+    copy(
+        SQL_GUARD,
+        &dir.path().join("tenants").join("bad name").join("x.wasm"),
+    );
+    let reg = open(dir.path(), None).await;
+    let snap = reg.snapshot();
+    assert_eq!(snap.tenants.len(), 2);
+    assert!(
+        snap.errors
+            .iter()
+            .any(|e| e.message.contains("invalid tenant name")),
+        "{:?}",
+        snap.errors
+    );
+    assert!(toolgate::registry::validate_tenant("../acme").is_err());
+    assert!(toolgate::registry::validate_tenant("a/b").is_err());
+    assert!(toolgate::registry::validate_tenant("acme-1.prod").is_ok());
+}
+
+#[tokio::test]
+async fn reload_picks_up_add_replace_and_remove() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = open(dir.path(), None).await;
+    assert_eq!(steer(&reg, None, DELETE).await.result, None);
+    let g0 = reg.snapshot().generation;
+
+    // Add.
+    let file = dir.path().join("guard.wasm");
+    copy(STEERING_ONLY, &file);
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(r.loaded, std::slice::from_ref(&file));
+    assert!(r.generation > g0);
+    let d = steer(&reg, None, DELETE).await;
+    assert_eq!((d.result.clone(), names(&d)), (None, vec!["guard"]));
+
+    // Replace: same path, new bytes.
+    let before = reg.snapshot();
+    copy(SQL_GUARD, &file);
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(r.loaded, std::slice::from_ref(&file));
+    assert!(content(&steer(&reg, None, DELETE).await).is_some());
+    assert_ne!(
+        before.global.plugins()[0].digest(),
+        reg.snapshot().global.plugins()[0].digest()
+    );
+    // The snapshot taken before still runs the old guard.
+    let old = before
+        .chain(None)
+        .steering(&steering("run_query", json!({"sql": DELETE})), &no_state())
+        .await;
+    assert_eq!(old.result, None);
+
+    // Nothing changed: nothing loaded, same generation, same plugin.
+    let g = reg.snapshot().generation;
+    let r = reg.reload().await.expect("reload");
+    assert!(r.loaded.is_empty() && r.removed.is_empty() && r.compiled.is_empty());
+    assert_eq!(r.generation, g);
+
+    // Remove.
+    std::fs::remove_file(&file).expect("rm");
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(r.removed, [file]);
+    assert!(reg.snapshot().global.plugins().is_empty());
+    assert_eq!(steer(&reg, None, DELETE).await.result, None);
+}
+
+#[tokio::test]
+async fn reload_on_manifest_edit_relinks_without_compiling() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(SCRIPTED, &dir.path().join("says.wasm"));
+    write(&dir.path().join("toolgate.toml"), &says("first"));
+    let reg = open(dir.path(), None).await;
+    assert_eq!(content(&steer(&reg, None, "x").await), Some("first"));
+
+    write(&dir.path().join("toolgate.toml"), &says("second"));
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(r.loaded.len(), 1);
+    assert!(r.compiled.is_empty(), "config edit recompiled: {r:?}");
+    assert_eq!(content(&steer(&reg, None, "x").await), Some("second"));
+
+    // A manifest that stops listing the plugin removes it.
+    write(&dir.path().join("toolgate.toml"), "");
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(r.removed.len(), 1);
+    assert_eq!(steer(&reg, None, "x").await.result, None);
+
+    // Deleting the manifest runs every *.wasm again.
+    std::fs::remove_file(dir.path().join("toolgate.toml")).expect("rm");
+    reg.reload().await.expect("reload");
+    // (No config now: the scripted guard proceeds.)
+    assert_eq!(names(&steer(&reg, None, "x").await), ["says"]);
+}
+
+#[tokio::test]
+async fn tenant_added_and_removed_on_reload() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = open(dir.path(), None).await;
+    let t = dir.path().join("tenants").join("acme");
+    copy(SQL_GUARD, &t.join("sql.wasm"));
+    reg.reload().await.expect("reload");
+    assert!(content(&steer(&reg, Some("acme"), DELETE).await).is_some());
+    assert_eq!(steer(&reg, None, DELETE).await.result, None);
+    std::fs::remove_dir_all(&t).expect("rm");
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(r.removed.len(), 1);
+    assert_eq!(steer(&reg, Some("acme"), DELETE).await.result, None);
+}
+
+#[tokio::test]
+async fn broken_replacement_keeps_the_old_guard_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("sql.wasm");
+    copy(SQL_GUARD, &file);
+    let reg = open(dir.path(), None).await;
+    let digest = reg.snapshot().global.plugins()[0].digest().to_string();
+
+    for garbage in [
+        &b"not wasm at all"[..],
+        &std::fs::read(SQL_GUARD).expect("read")[..1000], // cut short
+        &b"\0asm\x01\0\0\0"[..],                          // a core module
+    ] {
+        std::fs::write(&file, garbage).expect("write");
+        let r = reg.reload().await.expect("reload");
+        assert_eq!(r.errors.len(), 1, "{r:?}");
+        assert_eq!(r.errors[0].path, file);
+        assert!(r.loaded.is_empty() && r.removed.is_empty());
+        let snap = reg.snapshot();
+        assert_eq!(snap.global.plugins()[0].digest(), digest);
+        assert_eq!(snap.errors.len(), 1);
+        assert!(content(&steer(&reg, None, DELETE).await).is_some());
+    }
+
+    // A manifest that does not parse keeps the whole chain.
+    write(&dir.path().join("toolgate.toml"), "[[plugin]]\npath = 3\n");
+    let r = reg.reload().await.expect("reload");
+    assert!(r.errors.iter().any(|e| e.path.ends_with("toolgate.toml")));
+    assert!(content(&steer(&reg, None, DELETE).await).is_some());
+
+    // Fixed: the new version loads and the errors clear.
+    std::fs::remove_file(dir.path().join("toolgate.toml")).expect("rm");
+    copy(SQL_GUARD, &file);
+    let r = reg.reload().await.expect("reload");
+    assert!(r.errors.is_empty(), "{r:?}");
+    assert!(reg.snapshot().errors.is_empty());
+}
+
+/// Many callers run steering calls without pause while the manifest flips
+/// the guard's answer between two versions, reload after reload. Every call
+/// must answer with one of the two versions' verdicts — none lost, none
+/// faulted — and both versions must have been seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reloads_under_concurrent_calls_lose_and_fail_nothing() {
+    const CALLERS: usize = 16;
+    const RELOADS: usize = 40;
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(SCRIPTED, &dir.path().join("says.wasm"));
+    copy(STEERING_ONLY, &dir.path().join("other.wasm"));
+    write(&dir.path().join("toolgate.toml"), &says("v0"));
+    let reg = Arc::new(open(dir.path(), None).await);
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let mut callers = Vec::new();
+    for _ in 0..CALLERS {
+        let (reg, stop, started) = (Arc::clone(&reg), Arc::clone(&stop), Arc::clone(&started));
+        callers.push(tokio::spawn(async move {
+            let (mut ok, mut bad) = (0u64, Vec::new());
+            while !stop.load(Ordering::Relaxed) {
+                // A guard call never returns Pending: yield, or this loop
+                // would hold its worker thread (and the timers) forever.
+                tokio::task::yield_now().await;
+                started.fetch_add(1, Ordering::Relaxed);
+                let d = steer(&reg, None, "x").await;
+                let faulted = d.trace.iter().any(|t| t.fault.is_some());
+                match content(&d) {
+                    Some(c) if !faulted && (c == "v0" || c == "v1") => ok += 1,
+                    _ => bad.push(format!("{:?} {:?}", d.result, d.trace)),
+                }
+            }
+            (ok, bad)
+        }));
+    }
+    let mut generations = Vec::new();
+    for i in 0..RELOADS {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Alternate a manifest edit with a component swap.
+        write(
+            &dir.path().join("toolgate.toml"),
+            &says(&format!("v{}", (i + 1) % 2)),
+        );
+        if i % 3 == 0 {
+            let other = if i % 2 == 0 { SQL_GUARD } else { STEERING_ONLY };
+            copy(other, &dir.path().join("other.wasm"));
+        }
+        let r = reg.reload().await.expect("reload");
+        assert!(r.errors.is_empty(), "{r:?}");
+        generations.push(r.generation);
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut ok, mut bad) = (0, Vec::new());
+    for c in callers {
+        let (o, b) = c.await.expect("caller");
+        ok += o;
+        bad.extend(b);
+    }
+    let started = started.load(Ordering::Relaxed);
+    assert!(
+        bad.is_empty(),
+        "{} bad calls, e.g. {:?}",
+        bad.len(),
+        &bad[..1]
+    );
+    assert_eq!(ok, started, "every call started must answer");
+    assert!(
+        ok > (RELOADS * 10) as u64,
+        "too few calls to mean much: {ok}"
+    );
+    generations.dedup();
+    assert_eq!(
+        generations.len(),
+        RELOADS,
+        "each reload swaps: {generations:?}"
+    );
+    eprintln!("{ok} calls across {RELOADS} reloads, none lost or failed");
+}
+
+async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    let start = Instant::now();
+    while !f().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_reloads_on_add_replace_manifest_edit_and_remove() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = Arc::new(open_with(dir.path(), None, Duration::from_millis(100)).await);
+    let _watch = Arc::clone(&reg).watch().expect("watch");
+
+    // Add (atomic rename of a dotfile).
+    let file = dir.path().join("sql.wasm");
+    copy(SQL_GUARD, &file);
+    wait_for("the new guard", async || {
+        content(&steer(&reg, None, DELETE).await).is_some()
+    })
+    .await;
+
+    // A dotfile or *.tmp alone triggers nothing.
+    let g = reg.snapshot().generation;
+    std::fs::copy(STEERING_ONLY, dir.path().join(".hidden.wasm")).expect("copy");
+    std::fs::copy(STEERING_ONLY, dir.path().join("x.wasm.tmp")).expect("copy");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(reg.snapshot().generation, g);
+
+    // Replace with an in-place (non-atomic) copy.
+    std::fs::copy(STEERING_ONLY, &file).expect("copy");
+    wait_for("the replacement", async || {
+        let d = steer(&reg, None, DELETE).await;
+        d.result.is_none() && names(&d) == ["sql"]
+    })
+    .await;
+
+    // Manifest edit.
+    copy(SCRIPTED, &dir.path().join("says.wasm"));
+    write(&dir.path().join("toolgate.toml"), &says("watched"));
+    wait_for("the manifest edit", async || {
+        content(&steer(&reg, None, "x").await) == Some("watched")
+    })
+    .await;
+
+    // A new tenant directory.
+    copy(
+        SQL_GUARD,
+        &dir.path().join("tenants").join("acme").join("sql.wasm"),
+    );
+    wait_for("the new tenant", async || {
+        reg.snapshot().tenants.contains_key("acme")
+    })
+    .await;
+
+    // Remove.
+    std::fs::remove_file(dir.path().join("toolgate.toml")).expect("rm");
+    std::fs::remove_file(dir.path().join("says.wasm")).expect("rm");
+    wait_for("the removal", async || {
+        names(&steer(&reg, None, "x").await) == ["sql"]
+    })
+    .await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = Arc::new(open(dir.path(), None).await);
+    let task = toolgate::watch::on_sighup(Arc::clone(&reg)).expect("sighup");
+    copy(SQL_GUARD, &dir.path().join("sql.wasm"));
+    let status = std::process::Command::new("kill")
+        .args(["-HUP", &std::process::id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    wait_for("the reload on SIGHUP", async || {
+        content(&steer(&reg, None, DELETE).await).is_some()
+    })
+    .await;
+    task.abort();
+}
+
+#[test]
+fn relevant_ignores_dotfiles_and_partial_files() {
+    use toolgate::watch::relevant;
+    let root = Path::new("/p");
+    for yes in [
+        "/p/a.wasm",
+        "/p/toolgate.toml",
+        "/p/tenants/acme/b.wasm",
+        "/p/tenants/acme",
+    ] {
+        assert!(relevant(root, Path::new(yes)), "{yes}");
+    }
+    for no in [
+        "/p/.a.wasm",
+        "/p/a.wasm.tmp",
+        "/p/a.wasm.part",
+        "/p/toolgate.toml~",
+        "/p/.git/index",
+        "/p/tenants/.acme/a.wasm",
+        "/p/.toolgate.toml.swp",
+    ] {
+        assert!(!relevant(root, Path::new(no)), "{no}");
+    }
+}
+
+#[allow(
+    dead_code,
+    reason = "keeps the Value import used when cfg(unix) is off"
+)]
+fn _unused(_: Value) {}
