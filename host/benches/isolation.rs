@@ -26,7 +26,10 @@ fn native_sql_guard(tool_name: &str, args_json: &str) -> bool {
 }
 
 fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn pct(sorted: &[Duration], p: usize) -> f64 {
@@ -37,20 +40,28 @@ fn pct(sorted: &[Duration], p: usize) -> f64 {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds = env("ROUNDS", 10);
     let per_round = env("PER_ROUND", 2000);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let engine = Engine::new(EngineConfig::default())?;
-        let plugin = Arc::new(Plugin::load(&engine, PluginSpec::new(toolgate_tests::SQL_GUARD)).await?);
+        let plugin =
+            Arc::new(Plugin::load(&engine, PluginSpec::new(toolgate_tests::SQL_GUARD)).await?);
         let chain = Chain::new(vec![plugin.clone()]);
-        let mut reused = ReusedSteering::new(&plugin).await?.ok_or("sql-guard exports steering")?;
-        let events: Vec<BeforeToolCallEvent> = ["DELETE FROM users", "DELETE FROM users WHERE id = 7"]
-            .iter()
-            .map(|sql| {
-                serde_json::from_value(json!({
-                    "run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": sql},
-                }))
-            })
-            .collect::<Result<_, _>>()?;
+        let mut reused = ReusedSteering::new(&plugin)
+            .await?
+            .ok_or("sql-guard exports steering")?;
+        let events: Vec<BeforeToolCallEvent> = [
+            "DELETE FROM users",
+            "DELETE FROM users WHERE id = 7",
+        ]
+        .iter()
+        .map(|sql| {
+            serde_json::from_value(json!({
+                "run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": sql},
+            }))
+        })
+        .collect::<Result<_, _>>()?;
         let state = json!({});
         let (mut fresh, mut reuse, mut native) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
@@ -62,7 +73,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 assert_eq!(d.result.is_some(), i % 2 == 0);
 
                 let t = Instant::now();
-                let skipped = reused.call(e).await.map_err(|f| format!("reused call faulted: {f}"))?;
+                let skipped = reused
+                    .call(e)
+                    .await
+                    .map_err(|f| format!("reused call faulted: {f}"))?;
                 reuse.push(t.elapsed());
                 assert_eq!(skipped, i % 2 == 0);
 
@@ -78,16 +92,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             v.sort_unstable();
         }
         let n = pct(&native, 50);
-        println!("sql-guard, {} calls per path, {} rounds interleaved", fresh.len(), rounds);
-        println!("{:<28} {:>10} {:>10} {:>12}", "path", "p50 µs", "p99 µs", "p50 / native");
+        println!(
+            "sql-guard, {} calls per path, {} rounds interleaved",
+            fresh.len(),
+            rounds
+        );
+        println!(
+            "{:<28} {:>10} {:>10} {:>12}",
+            "path", "p50 µs", "p99 µs", "p50 / native"
+        );
         for (name, v) in [
             ("fresh instance per call", &fresh),
             ("reused instance", &reuse),
             ("native Rust", &native),
         ] {
-            println!("{name:<28} {:>10.2} {:>10.2} {:>11.1}x", pct(v, 50), pct(v, 99), pct(v, 50) / n);
+            println!(
+                "{name:<28} {:>10.2} {:>10.2} {:>11.1}x",
+                pct(v, 50),
+                pct(v, 99),
+                pct(v, 50) / n
+            );
         }
-        println!("fresh / reused p50: {:.1}x", pct(&fresh, 50) / pct(&reuse, 50));
+        println!(
+            "fresh / reused p50: {:.1}x",
+            pct(&fresh, 50) / pct(&reuse, 50)
+        );
         Ok(())
     })
 }

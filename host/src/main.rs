@@ -64,6 +64,33 @@ enum Command {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// Serve the four seams over HTTP (see the server module's docs for the endpoints).
+    Serve(ServeArgs),
+}
+
+/// `toolgate serve`'s options.
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The plugin directory.
+    #[arg(long)]
+    plugins: PathBuf,
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    listen: String,
+    /// A file holding the bearer token every endpoint but /healthz requires.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Largest request body accepted, in KiB (larger: 413).
+    #[arg(long, default_value_t = 1024)]
+    max_body_kib: usize,
+    /// Longest a request may take, in milliseconds (longer: 503).
+    #[arg(long, default_value_t = 30_000)]
+    request_timeout_ms: u64,
+    /// Do not watch the plugin directory (reload only on SIGHUP or POST /v1/reload).
+    #[arg(long)]
+    no_watch: bool,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 /// Where compiled components are cached (see `docs/plugins.md`).
@@ -178,6 +205,7 @@ async fn run(cli: Cli) -> Result<()> {
             cache,
         } => replay(&open(&plugins, &cache).await?, &file, json).await?,
         Command::List { plugins, cache } => list(&plugins, &cache).await?,
+        Command::Serve(args) => serve(args).await?,
     }
     Ok(())
 }
@@ -430,5 +458,77 @@ async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
             "cache": {"dir": registry.cache().dir(), "stats": registry.cache_stats()},
         }))?
     );
+    Ok(())
+}
+
+/// Like `eprintln!`, but a closed standard error (the parent stopped
+/// reading) never panics a running server.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    use std::sync::Arc;
+    use toolgate::metrics::Metrics;
+    use toolgate::server::{self, ServerConfig};
+
+    if !args.plugins.is_dir() {
+        return Err(bad(format!(
+            "plugin directory {} does not exist",
+            args.plugins.display()
+        )));
+    }
+    let token = match &args.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| bad(format!("token file {}: {e}", path.display())))?;
+            let token = text.trim().to_string();
+            if token.is_empty() {
+                return Err(bad(format!("token file {} is empty", path.display())));
+            }
+            Some(token)
+        }
+        None => None,
+    };
+    if args.max_body_kib == 0 {
+        return Err(bad("--max-body-kib must be at least 1"));
+    }
+    let config = ServerConfig {
+        max_body_bytes: args.max_body_kib.saturating_mul(1024),
+        request_timeout: std::time::Duration::from_millis(args.request_timeout_ms.max(1)),
+        token,
+    };
+    let registry = Arc::new(open(&args.plugins, &args.cache).await?);
+    let snapshot = registry.snapshot();
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| bad(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener.local_addr()?;
+    if let Some(warning) = server::exposure_warning(&addr, config.token.is_some()) {
+        say!("toolgate: warning: {warning}");
+    }
+    // Hot reload: on any change in the directory tree, and on SIGHUP.
+    let _watch = if args.no_watch {
+        None
+    } else {
+        Some(toolgate::watch::spawn(Arc::clone(&registry))?)
+    };
+    #[cfg(unix)]
+    let hup = toolgate::watch::on_sighup(Arc::clone(&registry))?;
+    let router = server::router(Arc::clone(&registry), Arc::new(Metrics::new()), config);
+    say!(
+        "toolgate: serving {} global plugin(s) and {} tenant(s) from {} on http://{addr}",
+        snapshot.global.plugins().len(),
+        snapshot.tenants.len(),
+        args.plugins.display()
+    );
+    drop(snapshot);
+    server::serve(listener, router, server::shutdown_signal()).await?;
+    #[cfg(unix)]
+    hup.abort();
+    say!("toolgate: shut down");
     Ok(())
 }

@@ -398,7 +398,11 @@ impl ReusedSteering {
             fault: Fault::classify(&e, false),
             message: root_cause(&e),
         };
-        let instance = plugin.pre.instantiate_async(&mut store).await.map_err(fail)?;
+        let instance = plugin
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(fail)?;
         let guest = idx.load(&mut store, &instance).map_err(fail)?;
         Ok(Some(ReusedSteering {
             store,
@@ -417,9 +421,15 @@ impl ReusedSteering {
             args: Value::Object(event.args.clone()).to_string(),
             state: "{}".into(),
         };
-        self.store.set_fuel(self.fuel).map_err(|_| Fault::Instantiate)?;
+        self.store
+            .set_fuel(self.fuel)
+            .map_err(|_| Fault::Instantiate)?;
         self.store.set_epoch_deadline(self.ticks);
-        match self.guest.call_before_tool_call(&mut self.store, &wit).await {
+        match self
+            .guest
+            .call_before_tool_call(&mut self.store, &wit)
+            .await
+        {
             Ok(types::Verdict::Skip(_)) => Ok(true),
             Ok(types::Verdict::Proceed) => Ok(false),
             Err(e) => Err(Fault::classify(&e, true)),
