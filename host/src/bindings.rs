@@ -14,5 +14,5 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::toolgate::guard::{result, rewrite, routing, steering};
-pub use toolgate::guard::{host, types};
+pub use self::exports::toolgate::guard::{result, rewrite, routing, steering};
+pub use self::toolgate::guard::{host, types};
