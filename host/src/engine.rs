@@ -25,7 +25,8 @@ pub struct EngineConfig {
     /// Default: 512 KiB.
     pub max_wasm_stack: usize,
     /// Period of the epoch ticker that enforces deadlines; a deadline
-    /// overshoots by up to about two ticks. Default: 1 ms.
+    /// overshoots by at most one tick, and a running guest yields to the
+    /// executor once per tick. Default: 1 ms.
     pub epoch_tick: Duration,
     /// Use the pooling instance allocator (fast fresh instances). Turn off
     /// only where reserving large virtual address ranges is not allowed.
@@ -91,15 +92,6 @@ impl Engine {
     /// The settings this engine was built with.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.config
-    }
-
-    /// Epoch ticks that cover `timeout`: rounded up, plus one so a call
-    /// started just before a tick still gets its full time.
-    pub(crate) fn deadline_ticks(&self, timeout: Duration) -> u64 {
-        let tick = self.inner.config.epoch_tick.as_nanos().max(1);
-        u64::try_from(timeout.as_nanos().div_ceil(tick))
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1)
     }
 }
 

@@ -24,7 +24,9 @@ pub struct Limits {
     /// engine's [`max_memory_bytes`](crate::EngineConfig::max_memory_bytes).
     pub memory_bytes: usize,
     /// Wall-clock deadline for one call, enforced by epoch interruption.
-    /// Default: 200 ms. Overshoots by up to about two epoch ticks.
+    /// Default: 200 ms. Checked at every epoch tick
+    /// (1 ms), when a running guest also yields to the executor; overshoots
+    /// by at most one tick.
     #[serde(with = "millis")]
     pub timeout: Duration,
     /// Largest string (content, tool name, args JSON, tool name in a list)

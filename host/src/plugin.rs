@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use wasmtime::Store;
 use wasmtime::component::{Component, Instance, InstancePre};
+use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings::{result, rewrite, routing, steering, types};
 use crate::engine::Engine;
@@ -268,8 +268,7 @@ impl Plugin {
         store
             .set_fuel(self.limits.fuel)
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
-        store.set_epoch_deadline(self.engine.deadline_ticks(self.limits.timeout));
-        store.epoch_deadline_trap();
+        arm_deadline(&mut store, self.limits.timeout);
         Ok(store)
     }
 
@@ -373,6 +372,27 @@ impl Plugin {
     }
 }
 
+/// Gives a call `timeout` of wall-clock time from now.
+///
+/// At every epoch tick the guest is still running, it yields to the async
+/// executor (so a busy guest never holds a tokio worker for its whole
+/// deadline and other calls on the same thread make progress) and, once
+/// the deadline has passed, traps with `Trap::Interrupt` (a `deadline`
+/// fault). The deadline is checked on a tick, so it overshoots by at most
+/// one tick.
+fn arm_deadline(store: &mut Store<Sandbox>, timeout: Duration) {
+    // A timeout too large to add to now never expires.
+    let deadline = Instant::now().checked_add(timeout);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        Ok(if deadline.is_some_and(|d| Instant::now() >= d) {
+            UpdateDeadline::Interrupt
+        } else {
+            UpdateDeadline::Yield(1)
+        })
+    });
+}
+
 /// One instance of a plugin kept alive across steering calls.
 ///
 /// toolgate never serves with it: a guest's state survives from one call
@@ -383,7 +403,7 @@ pub struct ReusedSteering {
     store: Store<Sandbox>,
     guest: steering::Guest,
     fuel: u64,
-    ticks: u64,
+    timeout: Duration,
 }
 
 impl ReusedSteering {
@@ -408,7 +428,7 @@ impl ReusedSteering {
             store,
             guest,
             fuel: plugin.limits.fuel,
-            ticks: plugin.engine.deadline_ticks(plugin.limits.timeout),
+            timeout: plugin.limits.timeout,
         }))
     }
 
@@ -424,7 +444,7 @@ impl ReusedSteering {
         self.store
             .set_fuel(self.fuel)
             .map_err(|_| Fault::Instantiate)?;
-        self.store.set_epoch_deadline(self.ticks);
+        arm_deadline(&mut self.store, self.timeout);
         match self
             .guest
             .call_before_tool_call(&mut self.store, &wit)

@@ -306,3 +306,44 @@ async fn concurrent_hostile_calls_do_not_disturb_each_other() {
     let spun = looping.await.expect("task");
     assert_eq!(spun.trace[0].fault, Some(Fault::Deadline));
 }
+
+/// A spinning guest yields to the executor at every epoch tick: on a
+/// single-threaded runtime, another call runs to completion while the
+/// spinner is still inside its deadline, and dropping the spinner's call
+/// stops it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_guest_never_holds_the_thread() {
+    let engine = engine();
+    let bad = plugin_with(
+        &engine,
+        "hostile",
+        HOSTILE,
+        json!({"attack": "loop"}),
+        Limits {
+            fuel: u64::MAX / 2,
+            timeout: Duration::from_secs(60),
+            ..Limits::default()
+        },
+        OnError::Skip,
+    )
+    .await;
+    let sql = plugin(&engine, "sql-guard", toolgate_tests::SQL_GUARD, json!({})).await;
+    let looping = tokio::spawn({
+        let c = chain(&[&bad]);
+        async move { c.steering(&steering("x", json!({})), &json!({})).await }
+    });
+    // Let the spinner start: without yielding it would keep this thread
+    // for its whole 60 s deadline.
+    tokio::task::yield_now().await;
+    let d = chain(&[&sql])
+        .steering(
+            &steering("run_query", json!({"sql": "DELETE FROM t"})),
+            &no_state(),
+        )
+        .await;
+    assert_eq!(d.trace[0].outcome, Outcome::Skip);
+    assert!(!looping.is_finished(), "the spinner finished first");
+    looping.abort();
+    let stopped = looping.await.expect_err("the spinner was aborted");
+    assert!(stopped.is_cancelled());
+}
