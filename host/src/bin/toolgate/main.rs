@@ -1,4 +1,7 @@
-//! The `toolgate` command: check one event, replay a trace, list plugins.
+//! The `toolgate` command: check one event, replay a trace, list plugins,
+//! serve the seams over HTTP, build a guard.
+
+mod build_guard;
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -66,6 +69,19 @@ enum Command {
     },
     /// Serve the four seams over HTTP (see the server module's docs for the endpoints).
     Serve(ServeArgs),
+    /// Build a guard in Rust, Go, JS/TS or Python (told apart by its files) into a component.
+    Build {
+        /// The guard: its directory (with Cargo.toml, go.mod or *.go, guard.ts/js,
+        /// index.ts/js, guard.py or main.py) or its source file.
+        src: PathBuf,
+        /// The component to write. Default: the guard's name plus .wasm, here.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+        /// The guest-sdk directory holding <lang>/build. Default: $TOOLGATE_SDK, else the
+        /// first guest-sdk directory above the guard or above this executable.
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
 }
 
 /// `toolgate serve`'s options.
@@ -206,6 +222,7 @@ async fn run(cli: Cli) -> Result<()> {
         } => replay(&open(&plugins, &cache).await?, &file, json).await?,
         Command::List { plugins, cache } => list(&plugins, &cache).await?,
         Command::Serve(args) => serve(args).await?,
+        Command::Build { src, out, sdk } => build_guard::build(&src, out, sdk)?,
     }
     Ok(())
 }

@@ -1,0 +1,74 @@
+"""`toolgate build`: one command builds a guard of any language.
+
+Each language's SQL guard is built from its source with `toolgate build`
+(the language told apart by the files alone) into a fresh directory, and the
+component it writes must steer exactly as the seed's SqlGuard does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, check
+
+DELETE = {"run_id": "r", "tool_name": "run_query", "call_id": "c1", "args": {"sql": "DELETE FROM users"}}
+SELECT = {**DELETE, "args": {"sql": "SELECT * FROM users WHERE id = 1"}}
+STEER = {"action": "skip", "content": "Add a WHERE clause before running this query.", "is_error": True}
+
+# What a user points `toolgate build` at, per language: a crate directory, a
+# package directory, a TypeScript file, a directory holding guard.py.
+SOURCES = {
+    "rust": REPO / "plugins/rust/sql-guard",
+    "go": REPO / "plugins/go/sql-guard",
+    "js": REPO / "plugins/js/sql-guard.ts",
+    "python": REPO / "plugins/python/sql-guard",
+}
+
+
+def build(toolgate_bin: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    # Reuse the example guards' cargo target directory: no Rust recompile.
+    env.setdefault("CARGO_TARGET_DIR", str(REPO / "target/wasm-guests"))
+    return subprocess.run(
+        [str(toolgate_bin), "build", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=900,
+    )
+
+
+@pytest.mark.parametrize("lang", sorted(SOURCES))
+def test_build_detects_the_language_and_the_component_steers(toolgate_bin, tmp_path, lang):
+    plugins = tmp_path / "plugins"
+    proc = build(toolgate_bin, str(SOURCES[lang]), "-o", "plugins/sql-guard.wasm", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"built plugins/sql-guard.wasm ({lang} guard, "), proc.stdout
+    assert check(toolgate_bin, plugins, "steering", DELETE)["result"] == STEER
+    assert check(toolgate_bin, plugins, "steering", SELECT)["result"] is None
+
+
+def test_default_output_is_named_after_the_guard(toolgate_bin, tmp_path):
+    proc = build(toolgate_bin, str(SOURCES["go"]), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "sql-guard.wasm").stat().st_size > 0
+
+
+def test_something_that_is_no_guard_is_refused_with_exit_2(toolgate_bin, tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    proc = build(toolgate_bin, str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "cannot tell the guard's language" in proc.stderr
+    proc = build(toolgate_bin, str(tmp_path / "notes.txt"), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "notes.txt: not a guard source" in proc.stderr
+
+
+def test_a_failing_build_names_the_guard_and_exits_1(toolgate_bin, tmp_path):
+    guard = tmp_path / "broken"
+    guard.mkdir()
+    (guard / "main.go").write_text("package main\n\nfunc main() { this is not go }\n")
+    proc = build(toolgate_bin, str(guard), "--sdk", str(REPO / "guest-sdk"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert f"the go build of {guard} failed" in proc.stderr
