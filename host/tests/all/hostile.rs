@@ -272,27 +272,37 @@ async fn a_fault_does_not_stop_the_chain() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_hostile_calls_do_not_disturb_each_other() {
-    let engine = engine();
-    let bad = plugin_with(
-        &engine,
+/// The hostile guest spinning forever, stopped only by its `timeout`.
+async fn spinner(engine: &toolgate::Engine, timeout: Duration) -> std::sync::Arc<toolgate::Plugin> {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        timeout,
+        ..Limits::default()
+    };
+    plugin_with(
+        engine,
         "hostile",
         HOSTILE,
         json!({"attack": "loop"}),
-        Limits {
-            fuel: u64::MAX / 2,
-            timeout: Duration::from_millis(100),
-            ..Limits::default()
-        },
+        limits,
         OnError::Skip,
     )
-    .await;
+    .await
+}
+
+/// A steering call through `plugin` on a task of its own.
+fn spawn_steering(
+    plugin: &std::sync::Arc<toolgate::Plugin>,
+) -> tokio::task::JoinHandle<toolgate::Decision<Option<toolgate::event::Skip>>> {
+    let c = chain(&[plugin]);
+    tokio::spawn(async move { c.steering(&steering("x", json!({})), &no_state()).await })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_hostile_calls_do_not_disturb_each_other() {
+    let engine = engine();
+    let looping = spawn_steering(&spinner(&engine, Duration::from_millis(100)).await);
     let sql = plugin(&engine, "sql-guard", toolgate_tests::SQL_GUARD, json!({})).await;
-    let looping = tokio::spawn({
-        let c = chain(&[&bad]);
-        async move { c.steering(&steering("x", json!({})), &json!({})).await }
-    });
     // While one guard spins, another plugin on the same engine answers.
     for _ in 0..20 {
         let d = chain(&[&sql])
@@ -314,24 +324,8 @@ async fn concurrent_hostile_calls_do_not_disturb_each_other() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_spinning_guest_never_holds_the_thread() {
     let engine = engine();
-    let bad = plugin_with(
-        &engine,
-        "hostile",
-        HOSTILE,
-        json!({"attack": "loop"}),
-        Limits {
-            fuel: u64::MAX / 2,
-            timeout: Duration::from_secs(60),
-            ..Limits::default()
-        },
-        OnError::Skip,
-    )
-    .await;
+    let looping = spawn_steering(&spinner(&engine, Duration::from_secs(60)).await);
     let sql = plugin(&engine, "sql-guard", toolgate_tests::SQL_GUARD, json!({})).await;
-    let looping = tokio::spawn({
-        let c = chain(&[&bad]);
-        async move { c.steering(&steering("x", json!({})), &json!({})).await }
-    });
     // Let the spinner start: without yielding it would keep this thread
     // for its whole 60 s deadline.
     tokio::task::yield_now().await;
