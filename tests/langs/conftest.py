@@ -70,3 +70,41 @@ def check(
     )
     assert proc.returncode == 0, f"toolgate check failed ({proc.returncode}): {proc.stderr}"
     return json.loads(proc.stdout)
+
+
+def replay(toolgate_bin: Path, plugins: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs `{seam, event, state?}` lines through `toolgate replay --json`; one decision per line."""
+    trace = plugins / "events.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    proc = subprocess.run(
+        [str(toolgate_bin), "replay", "--plugins", str(plugins), "--json", str(trace)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"toolgate replay failed ({proc.returncode}): {proc.stderr[-4000:]}"
+    decisions = []
+    for text in proc.stdout.splitlines():
+        if text == "--":  # the summary follows
+            break
+        decisions.append(json.loads(text))
+    assert [d["line"] for d in decisions] == list(range(1, len(lines) + 1)), proc.stdout[-2000:]
+    return decisions
+
+
+class Runs:
+    """Every case of one guard, replayed once per language; looked up by case name.
+
+    ``dirs`` maps ``"<lang>/<guard>"`` to a plugin directory holding that guard.
+    """
+
+    def __init__(self, toolgate_bin: Path, dirs: dict[str, Path], guard: str,
+                 cases: dict[str, dict[str, Any]], langs: tuple[str, ...]) -> None:
+        names = list(cases)
+        self.by_lang = {
+            lang: dict(zip(names, replay(toolgate_bin, dirs[f"{lang}/{guard}"], list(cases.values()))))
+            for lang in langs
+        }
+
+    def __call__(self, lang: str, case: str) -> dict[str, Any]:
+        return self.by_lang[lang][case]

@@ -15,14 +15,12 @@ check`, one compile for all events), and `toolgate check` itself runs once.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import check, plugin_dir
+from conftest import Runs, check, plugin_dir, replay
 
 MIB = 1 << 20
 STEER_WHERE = {
@@ -58,41 +56,6 @@ def dirs(plugins_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         for lang in ("js", "rust")
         for name in GUARDS
     }
-
-
-def replay(toolgate_bin: Path, plugins: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs `{seam, event, state?}` lines through `toolgate replay --json`; one decision per line."""
-    trace = plugins / "events.jsonl"
-    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    proc = subprocess.run(
-        [str(toolgate_bin), "replay", "--plugins", str(plugins), "--json", str(trace)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, f"toolgate replay failed ({proc.returncode}): {proc.stderr}"
-    decisions = []
-    for text in proc.stdout.splitlines():
-        if text == "--":  # the summary follows
-            break
-        decisions.append(json.loads(text))
-    assert [d["line"] for d in decisions] == list(range(1, len(lines) + 1)), proc.stdout[-2000:]
-    return decisions
-
-
-class Runs:
-    """Every case of one guard, run once per language; looked up by case name."""
-
-    def __init__(self, toolgate_bin: Path, dirs: dict[str, Path], guard: str, cases: dict[str, dict[str, Any]]):
-        self.names = list(cases)
-        lines = list(cases.values())
-        self.by_lang = {
-            lang: dict(zip(self.names, replay(toolgate_bin, dirs[f"{lang}/{guard}"], lines)))
-            for lang in ("js", "rust")
-        }
-
-    def __call__(self, lang: str, case: str) -> dict[str, Any]:
-        return self.by_lang[lang][case]
 
 
 def only_entry(output: dict[str, Any], plugin: str) -> dict[str, Any]:
@@ -160,7 +123,7 @@ def sql_runs(toolgate_bin: Path, dirs: dict[str, Path]) -> Runs:
         "event": steering_event("run_query", {"sql": "SELECT 1"}),
         "state": {"tenant_id": "t", "n": [1]},
     }
-    return Runs(toolgate_bin, dirs, "sql-guard", cases)
+    return Runs(toolgate_bin, dirs, "sql-guard", cases, ("js", "rust"))
 
 
 @pytest.mark.parametrize("case", SQL_CASES)
@@ -236,7 +199,7 @@ def limit_runs(toolgate_bin: Path, dirs: dict[str, Path]) -> Runs:
     cases = {case: {"seam": "rewrite", "event": event} for case, (event, _) in LIMIT_CASES.items()}
     for seam in ("steering", "result", "routing"):
         cases[f"seam-{seam}"] = {"seam": seam, "event": OTHER_SEAMS[seam]}
-    return Runs(toolgate_bin, dirs, "query-limit", cases)
+    return Runs(toolgate_bin, dirs, "query-limit", cases, ("js", "rust"))
 
 
 @pytest.mark.parametrize("case", LIMIT_CASES)

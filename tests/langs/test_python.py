@@ -15,14 +15,12 @@ the 1 MiB events again one by one, and a chain of a Python and a Rust guard.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import check, plugin_dir
+from conftest import Runs, check, plugin_dir, replay
 
 MIB = 1 << 20
 STEER_WHERE = {
@@ -57,41 +55,6 @@ ROUTING_EVENT = {
     "narrowed_tool_names": ["run_query", "search"],
 }
 RESULT_EVENT = {"run_id": "run-1", "tool_name": "run_query", "result": {"rows": []}, "call_id": "call-1"}
-
-
-def replay(toolgate_bin: Path, plugins: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs `{seam, event, state?}` lines through `toolgate replay --json`; one decision per line."""
-    trace = plugins / "events.jsonl"
-    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    proc = subprocess.run(
-        [str(toolgate_bin), "replay", "--plugins", str(plugins), "--json", str(trace)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, f"toolgate replay failed ({proc.returncode}): {proc.stderr[-4000:]}"
-    decisions = []
-    for text in proc.stdout.splitlines():
-        if text == "--":  # the summary follows
-            break
-        decisions.append(json.loads(text))
-    assert [d["line"] for d in decisions] == list(range(1, len(lines) + 1)), proc.stdout[-2000:]
-    return decisions
-
-
-class Runs:
-    """Every case of one guard, replayed once per language; looked up by case name."""
-
-    def __init__(self, toolgate_bin: Path, dirs: dict[str, Path], guard: str,
-                 cases: dict[str, dict[str, Any]]) -> None:
-        names = list(cases)
-        self.by_lang = {
-            lang: dict(zip(names, replay(toolgate_bin, dirs[f"{lang}/{guard}"], list(cases.values()))))
-            for lang in LANGS
-        }
-
-    def __call__(self, lang: str, case: str) -> dict[str, Any]:
-        return self.by_lang[lang][case]
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +124,7 @@ def sql_runs(toolgate_bin: Path, dirs: dict[str, Path]) -> Runs:
         "event": steering_event("run_query", {"sql": "SELECT 1"}),
         "state": {"tenant_id": "t", "n": [1]},
     }
-    return Runs(toolgate_bin, dirs, "sql-guard", cases)
+    return Runs(toolgate_bin, dirs, "sql-guard", cases, LANGS)
 
 
 @pytest.mark.parametrize("case", SQL_CASES)
@@ -236,7 +199,7 @@ LIMIT_CASES = {
 def limit_runs(toolgate_bin: Path, dirs: dict[str, Path]) -> Runs:
     cases = {case: {"seam": "rewrite", "event": event} for case, (event, _, _) in LIMIT_CASES.items()}
     cases["seam-steering"] = {"seam": "steering", "event": steering_event("run_query", {"sql": "SELECT 1"})}
-    return Runs(toolgate_bin, dirs, "query-limit", cases)
+    return Runs(toolgate_bin, dirs, "query-limit", cases, LANGS)
 
 
 @pytest.mark.parametrize("case", LIMIT_CASES)
