@@ -129,97 +129,69 @@ fn check_rewrite_routing_result() {
 fn bad_input_is_one_clear_line_and_exit_2() {
     let dir = plugin_dir(&[("sql.wasm", toolgate_tests::SQL_GUARD)]);
     let d = dir.path().display().to_string();
-    // Missing field.
-    let out = check(
-        dir.path(),
-        "steering",
-        json!({"run_id": "r", "tool_name": "t", "call_id": "c"}),
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("missing field `args`"),
-        "{}",
-        stderr(&out)
-    );
-    // Args not an object.
-    let out = check(
-        dir.path(),
-        "steering",
-        json!({"run_id": "r", "tool_name": "t", "call_id": "c", "args": [1]}),
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("not a valid steering event"),
-        "{}",
-        stderr(&out)
-    );
-    // Not JSON.
-    let out = run(
-        &[
+    let event = |event: &'static str| {
+        [
             "check",
             "--plugins",
             &d,
             "--seam",
             "steering",
             "--event",
-            "-",
-        ],
-        "{nope",
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("standard input is not valid JSON"),
-        "{}",
-        stderr(&out)
-    );
-    // Missing file.
-    let out = run(
-        &[
-            "check",
-            "--plugins",
-            &d,
-            "--seam",
-            "steering",
-            "--event",
+            event,
+        ]
+    };
+    let missing_dir = [
+        "check",
+        "--plugins",
+        "/no/such/dir",
+        "--seam",
+        "steering",
+        "--event",
+        "-",
+    ];
+    // (what, argv, stdin, what the error must say)
+    let cases: [(&str, &[&str], &str, &str); 5] = [
+        (
+            "missing field",
+            &event("-"),
+            r#"{"run_id": "r", "tool_name": "t", "call_id": "c"}"#,
+            "missing field `args`",
+        ),
+        (
+            "args not an object",
+            &event("-"),
+            r#"{"run_id": "r", "tool_name": "t", "call_id": "c", "args": [1]}"#,
+            "not a valid steering event",
+        ),
+        (
+            "not JSON",
+            &event("-"),
+            "{nope",
+            "standard input is not valid JSON",
+        ),
+        (
+            "missing file",
+            &event("/no/such/event.json"),
+            "",
             "/no/such/event.json",
-        ],
-        "",
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("/no/such/event.json"),
-        "{}",
-        stderr(&out)
-    );
-    // Missing directory.
-    let out = run(
-        &[
-            "check",
-            "--plugins",
-            "/no/such/dir",
-            "--seam",
-            "steering",
-            "--event",
-            "-",
-        ],
-        "{}",
-    );
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("/no/such/dir"), "{}", stderr(&out));
-    // Unknown seam.
+        ),
+        ("missing directory", &missing_dir, "{}", "/no/such/dir"),
+    ];
+    for (what, args, stdin, says) in cases {
+        let out = run(args, stdin);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(says), "{what}: {err}");
+        assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+        assert!(out.stdout.is_empty(), "{what}");
+    }
+    // Unknown seam: clap reports it, in its own words.
     let out = run(
         &["check", "--plugins", &d, "--seam", "nope", "--event", "-"],
         "{}",
     );
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        stderr(&out)
-            .lines()
-            .filter(|l| l.starts_with("toolgate: error"))
-            .count(),
-        0,
-        "clap reports it"
-    );
+    assert!(!stderr(&out).contains("toolgate: error"), "clap reports it");
     assert!(
         stderr(&out).contains("unknown seam `nope`"),
         "{}",
