@@ -52,6 +52,53 @@ def plugin_dir(plugins_root: Path, lang: str, *names: str, tmp: Path) -> Path:
     return out
 
 
+MIB = 1 << 20
+STEER_WHERE = {
+    "action": "skip",
+    "content": "Add a WHERE clause before running this query.",
+    "is_error": True,
+}
+"""What the seed's SqlGuard returns for a query with no WHERE."""
+
+
+def steering_event(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A `BeforeToolCallEvent` as JSON."""
+    return {"run_id": "run-1", "tool_name": tool_name, "call_id": "call-1", "args": args}
+
+
+def dispatch_event(tool_name: str, args: dict[str, Any], iteration_index: int = 0) -> dict[str, Any]:
+    """A `ToolCallDispatchEvent` as JSON, with `run_query` and `search` available."""
+    return {
+        "run_id": "run-1",
+        "iteration_index": iteration_index,
+        "node_name": "react",
+        "call_id": "call-1",
+        "tool_name": tool_name,
+        "args": args,
+        "available_tools": ["run_query", "search"],
+    }
+
+
+def guard_dirs(plugins_root: Path, tmp: Path, langs: tuple[str, ...], guards: tuple[str, ...]) -> dict[str, Path]:
+    """One plugin directory per (language, guard), keyed ``"<lang>/<guard>"``."""
+    return {
+        f"{lang}/{name}": plugin_dir(plugins_root, lang, name, tmp=tmp)
+        for lang in langs
+        for name in guards
+    }
+
+
+def only_entry(output: dict[str, Any], plugin: str) -> dict[str, Any]:
+    """The single trace entry of a one-plugin chain, checked for shape."""
+    trace = output["trace"]
+    assert len(trace) == 1, trace
+    entry = trace[0]
+    assert plugin in entry["plugin"], entry
+    assert isinstance(entry["micros"], int) and entry["micros"] >= 0, entry
+    assert isinstance(entry["fuel_used"], int) and entry["fuel_used"] > 0, entry
+    return entry
+
+
 def check(
     toolgate_bin: Path,
     plugins: Path,

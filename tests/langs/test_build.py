@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, check
+from conftest import REPO, STEER_WHERE, check, steering_event
 
-DELETE = {"run_id": "r", "tool_name": "run_query", "call_id": "c1", "args": {"sql": "DELETE FROM users"}}
-SELECT = {**DELETE, "args": {"sql": "SELECT * FROM users WHERE id = 1"}}
-STEER = {"action": "skip", "content": "Add a WHERE clause before running this query.", "is_error": True}
+DELETE = steering_event("run_query", {"sql": "DELETE FROM users"})
+SELECT = steering_event("run_query", {"sql": "SELECT * FROM users WHERE id = 1"})
 
 # What a user points `toolgate build` at, per language: a crate directory, a
 # package directory, a TypeScript file, a directory holding guard.py.
@@ -45,7 +44,7 @@ def test_build_detects_the_language_and_the_component_steers(toolgate_bin, tmp_p
     proc = build(toolgate_bin, str(SOURCES[lang]), "-o", "plugins/sql-guard.wasm", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"built plugins/sql-guard.wasm ({lang} guard, "), proc.stdout
-    assert check(toolgate_bin, plugins, "steering", DELETE)["result"] == STEER
+    assert check(toolgate_bin, plugins, "steering", DELETE)["result"] == STEER_WHERE
     assert check(toolgate_bin, plugins, "steering", SELECT)["result"] is None
 
 

@@ -26,36 +26,22 @@ from typing import Any
 
 import pytest
 
-from conftest import check, plugin_dir
+from conftest import (
+    MIB,
+    STEER_WHERE,
+    check,
+    dispatch_event,
+    guard_dirs,
+    only_entry,
+    steering_event,
+)
 
-MIB = 1 << 20
-STEER_WHERE = {
-    "action": "skip",
-    "content": "Add a WHERE clause before running this query.",
-    "is_error": True,
-}
 CANCEL_EMAIL = {
     "action": "skip",
     "content": "Sending email is not permitted here; carry on without it.",
     "is_error": False,
 }
 GUARDS = ("sql-guard", "query-limit", "no-email", "hide-admin-tools", "result-audit")
-
-
-def steering_event(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"run_id": "run-1", "tool_name": tool_name, "call_id": "call-1", "args": args}
-
-
-def dispatch_event(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "run_id": "run-1",
-        "iteration_index": 0,
-        "node_name": "react",
-        "call_id": "call-1",
-        "tool_name": tool_name,
-        "args": args,
-        "available_tools": ["run_query", "search"],
-    }
 
 
 def routing_event(names: list[str], query: str | None = "how many users?") -> dict[str, Any]:
@@ -88,22 +74,7 @@ def result_event(result: Any, is_error: bool = False) -> dict[str, Any]:
 def dirs(plugins_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One plugin directory per (language, guard)."""
     tmp = tmp_path_factory.mktemp("go-guards")
-    return {
-        f"{lang}/{name}": plugin_dir(plugins_root, lang, name, tmp=tmp)
-        for lang in ("go", "rust")
-        for name in GUARDS
-    }
-
-
-def only_entry(output: dict[str, Any], plugin: str) -> dict[str, Any]:
-    """The single trace entry of a one-plugin chain, checked for shape."""
-    trace = output["trace"]
-    assert len(trace) == 1, trace
-    entry = trace[0]
-    assert plugin in entry["plugin"], entry
-    assert isinstance(entry["micros"], int) and entry["micros"] >= 0, entry
-    assert isinstance(entry["fuel_used"], int) and entry["fuel_used"] > 0, entry
-    return entry
+    return guard_dirs(plugins_root, tmp, ("go", "rust"), GUARDS)
 
 
 def replay(

@@ -16,57 +16,29 @@ check`, one compile for all events), and `toolgate check` itself runs once.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from conftest import Runs, check, plugin_dir, replay
+from conftest import (
+    MIB,
+    Runs,
+    STEER_WHERE,
+    check,
+    dispatch_event,
+    guard_dirs,
+    only_entry,
+    replay,
+    steering_event,
+)
 
-MIB = 1 << 20
-STEER_WHERE = {
-    "action": "skip",
-    "content": "Add a WHERE clause before running this query.",
-    "is_error": True,
-}
 GUARDS = ("sql-guard", "query-limit")
-
-
-def steering_event(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"run_id": "run-1", "tool_name": tool_name, "call_id": "call-1", "args": args}
-
-
-def dispatch_event(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "run_id": "run-1",
-        "iteration_index": 2,
-        "node_name": "react",
-        "call_id": "call-1",
-        "tool_name": tool_name,
-        "args": args,
-        "available_tools": ["run_query", "search"],
-    }
 
 
 @pytest.fixture(scope="module")
 def dirs(plugins_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One plugin directory per (language, guard)."""
     tmp = tmp_path_factory.mktemp("js-guards")
-    return {
-        f"{lang}/{name}": plugin_dir(plugins_root, lang, name, tmp=tmp)
-        for lang in ("js", "rust")
-        for name in GUARDS
-    }
-
-
-def only_entry(output: dict[str, Any], plugin: str) -> dict[str, Any]:
-    """The single trace entry of a one-plugin chain, checked for shape."""
-    trace = output["trace"]
-    assert len(trace) == 1, trace
-    entry = trace[0]
-    assert plugin in entry["plugin"], entry
-    assert isinstance(entry["micros"], int) and entry["micros"] > 0, entry
-    assert isinstance(entry["fuel_used"], int) and entry["fuel_used"] > 0, entry
-    return entry
+    return guard_dirs(plugins_root, tmp, ("js", "rust"), GUARDS)
 
 
 # ----------------------------------------------------------------- sql-guard

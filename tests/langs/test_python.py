@@ -20,31 +20,19 @@ from typing import Any
 
 import pytest
 
-from conftest import Runs, check, plugin_dir, replay
+from conftest import (
+    MIB,
+    Runs,
+    STEER_WHERE,
+    check,
+    dispatch_event,
+    guard_dirs,
+    only_entry,
+    plugin_dir,
+    steering_event,
+)
 
-MIB = 1 << 20
-STEER_WHERE = {
-    "action": "skip",
-    "content": "Add a WHERE clause before running this query.",
-    "is_error": True,
-}
 LANGS = ("python", "rust")
-
-
-def steering_event(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"run_id": "run-1", "tool_name": tool_name, "call_id": "call-1", "args": args}
-
-
-def dispatch_event(tool_name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "run_id": "run-1",
-        "iteration_index": 1,
-        "node_name": "react",
-        "call_id": "call-1",
-        "tool_name": tool_name,
-        "args": args,
-        "available_tools": ["run_query", "search"],
-    }
 
 
 ROUTING_EVENT = {
@@ -61,22 +49,7 @@ RESULT_EVENT = {"run_id": "run-1", "tool_name": "run_query", "result": {"rows": 
 def dirs(plugins_root: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One plugin directory per (language, guard)."""
     tmp = tmp_path_factory.mktemp("python-guards")
-    return {
-        f"{lang}/{name}": plugin_dir(plugins_root, lang, name, tmp=tmp)
-        for lang in LANGS
-        for name in ("sql-guard", "query-limit")
-    }
-
-
-def only_entry(output: dict[str, Any], plugin: str) -> dict[str, Any]:
-    """The single trace entry of a one-plugin chain, checked for shape."""
-    trace = output["trace"]
-    assert len(trace) == 1, trace
-    entry = trace[0]
-    assert plugin in entry["plugin"], entry
-    assert isinstance(entry["micros"], int) and entry["micros"] > 0, entry
-    assert isinstance(entry["fuel_used"], int) and entry["fuel_used"] > 0, entry
-    return entry
+    return guard_dirs(plugins_root, tmp, LANGS, ("sql-guard", "query-limit"))
 
 
 def assert_same(runs: Runs, case: str, plugin: str, expected: Any, outcome: str) -> dict[str, Any]:
