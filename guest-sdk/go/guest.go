@@ -234,15 +234,13 @@ func Logf(level Level, format string, args ...any) {
 	abi.Log(uint32(level), fmt.Sprintf(format, args...))
 }
 
-var config json.RawMessage
-
 // Config returns the plugin's own configuration (the manifest's `config`
 // table) as a JSON object; `{}` when none is set.
+//
+// Each call asks the host (nothing is kept between calls, so a snapshotted
+// guard never keeps the configuration of its warm-up); call it once per hook.
 func Config() json.RawMessage {
-	if config == nil {
-		config = json.RawMessage(abi.Config())
-	}
-	return config
+	return json.RawMessage(abi.Config())
 }
 
 // UpperContains reports whether strings.ToUpper(s) contains substr. When s

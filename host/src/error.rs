@@ -90,4 +90,12 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A guard could not be pre-initialised into a snapshot.
+    #[error("{path}: cannot snapshot: {message}")]
+    Snapshot {
+        /// The component.
+        path: PathBuf,
+        /// What went wrong (a warm-up call's fault names its seam).
+        message: String,
+    },
 }

@@ -45,6 +45,7 @@ pub mod plugin;
 pub mod registry;
 mod sandbox;
 pub mod server;
+pub mod snapshot;
 pub mod watch;
 
 pub use chain::{Chain, Decision, GuardTrace, Outcome};

@@ -372,6 +372,66 @@ impl Plugin {
     }
 }
 
+impl Plugin {
+    /// One instance, after one call of every exported seam with the
+    /// representative events of [`crate::snapshot`]: the state a snapshot
+    /// captures. A fault in any call is an error naming the seam.
+    pub(crate) async fn warm_up(&self) -> Result<(Store<Sandbox>, Instance), Error> {
+        use crate::snapshot::warm_up as events;
+        let mut store = self.store()?;
+        let failed = |seam: &str| {
+            let path = self.path.clone();
+            let seam = seam.to_string();
+            move |e: wasmtime::Error| Error::Snapshot {
+                path,
+                message: format!(
+                    "{seam}: {} ({})",
+                    root_cause(&e),
+                    Fault::classify(&e, seam != "start")
+                ),
+            }
+        };
+        let instance = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(failed("start"))?;
+        if let Some(i) = &self.seams.routing {
+            let guest = i.load(&mut store, &instance).map_err(failed("routing"))?;
+            let event = events::routing();
+            guest
+                .call_narrow(&mut store, &event)
+                .await
+                .map_err(failed("routing"))?;
+        }
+        if let Some(i) = &self.seams.rewrite {
+            let guest = i.load(&mut store, &instance).map_err(failed("rewrite"))?;
+            let event = events::dispatch();
+            guest
+                .call_dispatch(&mut store, &event)
+                .await
+                .map_err(failed("rewrite"))?;
+        }
+        if let Some(i) = &self.seams.steering {
+            let guest = i.load(&mut store, &instance).map_err(failed("steering"))?;
+            let event = events::before_tool_call();
+            guest
+                .call_before_tool_call(&mut store, &event)
+                .await
+                .map_err(failed("steering"))?;
+        }
+        if let Some(i) = &self.seams.result {
+            let guest = i.load(&mut store, &instance).map_err(failed("result"))?;
+            let event = events::tool_result();
+            guest
+                .call_on_result(&mut store, &event)
+                .await
+                .map_err(failed("result"))?;
+        }
+        Ok((store, instance))
+    }
+}
+
 /// Gives a call `timeout` of wall-clock time from now.
 ///
 /// At every epoch tick the guest is still running, it yields to the async

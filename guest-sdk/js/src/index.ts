@@ -97,12 +97,14 @@ export const log = Object.assign((level: Level, message: string): void => hostLo
   error: (message: string) => hostLog('error', message),
 });
 
-let configCache: JsonObject | undefined;
-
-/** The plugin's configuration (the manifest's `config` table), parsed; `{}` when none. */
+/**
+ * The plugin's configuration (the manifest's `config` table), parsed; `{}` when none.
+ *
+ * Each call asks the host and parses the answer (nothing is kept between calls, so a
+ * snapshotted guard never keeps the configuration of its warm-up); call it once per hook.
+ */
 export function config<T extends JsonObject = JsonObject>(): T {
-  configCache ??= JSON.parse(hostConfig()) as JsonObject;
-  return configCache as T;
+  return JSON.parse(hostConfig()) as T;
 }
 
 /** Narrows a JSON value to a string, or `undefined` when it is anything else. */

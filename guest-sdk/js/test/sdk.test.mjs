@@ -77,6 +77,12 @@ describe('a guard implementing every hook', () => {
       limit: 5,
       name: 'x',
     });
+    // Nothing is kept between calls (a snapshot must not freeze its warm-up's config).
+    const config = { limit: 1 };
+    const c = await instance(config);
+    assert.equal(JSON.parse(c.exports.steering.beforeToolCall(steeringEvent('config')).val.content).limit, 1);
+    config.limit = 2;
+    assert.equal(JSON.parse(c.exports.steering.beforeToolCall(steeringEvent('config')).val.content).limit, 2);
     const b = await instance();
     assert.deepEqual(b.exports.steering.beforeToolCall(steeringEvent('log')), { tag: 'proceed' });
     assert.deepEqual(b.logs, [

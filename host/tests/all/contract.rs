@@ -8,13 +8,13 @@ use wit_parser::Resolve;
 
 use crate::*;
 
-const WIT: &str = include_str!("../../../wit/guard.wit");
+pub const WIT: &str = include_str!("../../../wit/guard.wit");
 
 /// A core module exporting `before-tool-call` of contract `version`
 /// (canonical ABI: ten i32 string halves in, a pointer to the result area
 /// out), whose memory holds `data` at offset 64 and which returns `ret` as
 /// that pointer.
-fn steering_core(version: &str, ret: i32, data: &str) -> Vec<u8> {
+pub fn steering_core(version: &str, ret: i32, data: &str) -> Vec<u8> {
     wat::parse_str(format!(
         r#"(module
             (memory (export "memory") 1)
@@ -33,7 +33,7 @@ fn steering_core(version: &str, ret: i32, data: &str) -> Vec<u8> {
 }
 
 /// Wraps a core module as a component of `world` in `wit`.
-fn componentize(wit: &str, world: &str, mut core: Vec<u8>) -> Vec<u8> {
+pub fn componentize(wit: &str, world: &str, mut core: Vec<u8>) -> Vec<u8> {
     let mut resolve = Resolve::default();
     let pkg = resolve.push_source("guard.wit", wit).expect("wit parses");
     let world = resolve.select_world(&[pkg], Some(world)).expect("world");

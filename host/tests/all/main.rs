@@ -13,6 +13,7 @@ mod hostile;
 mod manifest;
 mod reload;
 mod server;
+mod snapshot;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 // Package abi is the canonical-ABI glue between Go and the
 // toolgate:guard@0.1.0 contract. Off wasip1 (unit tests of a guard on the
 // build machine) only the host functions exist: Log writes to stderr and
-// Config returns "{}".
+// Config returns OffWasmConfig ("{}" unless a test sets it).
 package abi
 
 import (
@@ -22,5 +22,8 @@ func Log(level uint32, msg string) {
 	fmt.Fprintf(os.Stderr, "%s %s\n", name, msg)
 }
 
-// Config returns the empty configuration.
-func Config() string { return "{}" }
+// OffWasmConfig is what Config returns off wasip1.
+var OffWasmConfig = "{}"
+
+// Config returns OffWasmConfig.
+func Config() string { return OffWasmConfig }

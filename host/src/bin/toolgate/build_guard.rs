@@ -141,7 +141,8 @@ fn default_output(src: &Path) -> PathBuf {
 
 /// Builds the guard at `src` into the component `out` (default: its name
 /// plus `.wasm`, here); `sdk` is the `guest-sdk` directory to use.
-pub fn build(src: &Path, out: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<()> {
+/// Returns where the component was written.
+pub fn build(src: &Path, out: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<PathBuf> {
     let source = detect(src)?;
     let out = out.unwrap_or_else(|| default_output(src));
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -171,7 +172,7 @@ pub fn build(src: &Path, out: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<(
         out.display(),
         source.lang.name()
     );
-    Ok(())
+    Ok(out)
 }
 
 /// Runs a build step, its output to our standard error.

@@ -81,6 +81,18 @@ enum Command {
         /// first guest-sdk directory above the guard or above this executable.
         #[arg(long)]
         sdk: Option<PathBuf>,
+        /// Then pre-initialise the component (see `toolgate snapshot`).
+        #[arg(long)]
+        snapshot: bool,
+    },
+    /// Pre-initialise a guard: call each of its seams once and save the warmed-up
+    /// instance as a new component, so every fresh instance skips the runtime's start-up.
+    Snapshot {
+        /// The guard component.
+        component: PathBuf,
+        /// Where to write the snapshot. Default: replace the component (atomically).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -222,8 +234,47 @@ async fn run(cli: Cli) -> Result<()> {
         } => replay(&open(&plugins, &cache).await?, &file, json).await?,
         Command::List { plugins, cache } => list(&plugins, &cache).await?,
         Command::Serve(args) => serve(args).await?,
-        Command::Build { src, out, sdk } => build_guard::build(&src, out, sdk)?,
+        Command::Build {
+            src,
+            out,
+            sdk,
+            snapshot,
+        } => {
+            let out = build_guard::build(&src, out, sdk)?;
+            if snapshot {
+                snapshot_file(&out, None).await?;
+            }
+        }
+        Command::Snapshot { component, out } => snapshot_file(&component, out).await?,
     }
+    Ok(())
+}
+
+/// `toolgate snapshot`: pre-initialises `input` into `out` (default: in
+/// place), written through a temporary file and a rename so a watching
+/// host never loads half a component.
+async fn snapshot_file(input: &Path, out: Option<PathBuf>) -> Result<()> {
+    let bytes =
+        std::fs::read(input).map_err(|e| bad(format!("component {}: {e}", input.display())))?;
+    let engine = Engine::new(EngineConfig::default())?;
+    let snapshot = toolgate::snapshot::snapshot(&engine, input, &bytes).await?;
+    let out = out.unwrap_or_else(|| input.to_path_buf());
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    std::fs::write(tmp.path(), &snapshot)
+        .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    tmp.persist(&out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    println!(
+        "snapshot {} ({} -> {} bytes)",
+        out.display(),
+        bytes.len(),
+        snapshot.len()
+    );
     Ok(())
 }
 

@@ -1,0 +1,220 @@
+//! Pre-initialising a guard: run it once, save the warmed-up instance as a
+//! new component.
+//!
+//! Interpreted guests pay their runtime's start-up on every call, because
+//! every call gets a fresh instance: Go runs its runtime initialisation,
+//! JS faults in its engine's heap. A snapshot ([`wasmtime_wizer`]) is the
+//! component's memories and globals after one call of each exported seam
+//! with a representative event, written back as data segments: each fresh
+//! instance then starts from there. Isolation is unchanged (every call
+//! still gets its own instance); what changes is the starting state.
+//!
+//! What a snapshot does not keep: tables, resource handles (a Go guard
+//! cannot write to stdout/stderr afterwards: the runtime's WASI handles
+//! were opened during the warm-up) and any host state. Random state is
+//! frozen in it, so every call sees the same "random" numbers. Whatever
+//! the guard did during the warm-up calls (counters, caches) is in every
+//! later call's starting state.
+
+use std::path::Path;
+use std::time::Duration;
+
+use wasmtime::Store;
+use wasmtime::component::{Instance, Lift, WasmList};
+use wasmtime_wizer::{ComponentInstanceState, Wizer};
+
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::limits::Limits;
+use crate::plugin::{self, Plugin, PluginSpec};
+use crate::sandbox::Sandbox;
+
+/// Pre-initialises the component `wasm` (read from `path`, which names it
+/// in errors): instruments it, runs one call of every seam it exports with
+/// the events of [`warm_up`], and returns the snapshot as a new component.
+///
+/// The warm-up runs under the default limits but a 10 s deadline, with an
+/// empty configuration. A component that is no guard, or whose warm-up
+/// faults, is an error naming the file (and the seam).
+pub async fn snapshot(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Vec<u8>, Error> {
+    let fail = |message: String| Error::Snapshot {
+        path: path.to_path_buf(),
+        message,
+    };
+    let wizer = Wizer::new();
+    let (cx, instrumented) = wizer
+        .instrument_component(wasm)
+        .map_err(|e| fail(format!("{e:#}")))?;
+    let component = plugin::compile(engine, path, &instrumented)?;
+    let spec = PluginSpec {
+        limits: Limits {
+            timeout: Duration::from_secs(10),
+            ..Limits::default()
+        },
+        ..PluginSpec::new(path)
+    };
+    let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;
+    let (mut store, instance) = guard.warm_up().await?;
+    let mut access = Access {
+        store: &mut store,
+        instance,
+        error: None,
+    };
+    let snapshot = wizer
+        .snapshot_component(&cx, &mut access)
+        .await
+        .map_err(|e| fail(format!("{e:#}")))?;
+    match access.error {
+        Some(message) => Err(fail(format!("reading the instance's state: {message}"))),
+        None => Ok(snapshot),
+    }
+}
+
+/// Reads an instance's state through the accessor functions wizer's
+/// instrumentation exported. The trait cannot fail, so the first error is
+/// kept and the snapshot refused afterwards.
+struct Access<'a> {
+    store: &'a mut Store<Sandbox>,
+    instance: Instance,
+    error: Option<String>,
+}
+
+impl Access<'_> {
+    async fn call<R>(&mut self, instance: &str, func: &str) -> Option<R>
+    where
+        R: Lift + Send + Sync + 'static,
+    {
+        let result = async {
+            let (_, outer) = self
+                .instance
+                .get_export(&mut *self.store, None, instance)
+                .ok_or_else(|| format!("no export {instance}"))?;
+            let (_, inner) = self
+                .instance
+                .get_export(&mut *self.store, Some(&outer), func)
+                .ok_or_else(|| format!("no export {instance}#{func}"))?;
+            let f = self
+                .instance
+                .get_typed_func::<(), (R,)>(&mut *self.store, inner)
+                .map_err(|e| format!("{instance}#{func}: {e:#}"))?;
+            let (r,) = f
+                .call_async(&mut *self.store, ())
+                .await
+                .map_err(|e| format!("{instance}#{func}: {e:#}"))?;
+            Ok::<_, String>(r)
+        }
+        .await;
+        match result {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                None
+            }
+        }
+    }
+}
+
+impl ComponentInstanceState for Access<'_> {
+    async fn call_func_ret_list_u8(
+        &mut self,
+        instance: &str,
+        func: &str,
+        contents: impl FnOnce(&[u8]) + Send,
+    ) {
+        match self.call::<WasmList<u8>>(instance, func).await {
+            Some(list) => contents(list.as_le_slice(&*self.store)),
+            None => contents(&[]),
+        }
+    }
+
+    async fn call_func_ret_s32(&mut self, instance: &str, func: &str) -> i32 {
+        self.call(instance, func).await.unwrap_or_default()
+    }
+
+    async fn call_func_ret_s64(&mut self, instance: &str, func: &str) -> i64 {
+        self.call(instance, func).await.unwrap_or_default()
+    }
+
+    async fn call_func_ret_f32(&mut self, instance: &str, func: &str) -> u32 {
+        self.call::<f32>(instance, func)
+            .await
+            .map(f32::to_bits)
+            .unwrap_or_default()
+    }
+
+    async fn call_func_ret_f64(&mut self, instance: &str, func: &str) -> u64 {
+        self.call::<f64>(instance, func)
+            .await
+            .map(f64::to_bits)
+            .unwrap_or_default()
+    }
+}
+
+/// The events each seam is called with once before the snapshot is taken:
+/// the SQL example's shapes (`run_query` with a harmless query), so the
+/// paths a typical guard takes are warm.
+pub mod warm_up {
+    use crate::bindings::types;
+
+    const RUN: &str = "toolgate-snapshot";
+
+    /// Routing: `run_query` and `search` visible, a query known.
+    pub fn routing() -> types::RoutingEvent {
+        let tools = ["run_query", "search"].map(String::from).to_vec();
+        types::RoutingEvent {
+            run_id: RUN.into(),
+            mode: "enforce".into(),
+            intent_label: "warm-up".into(),
+            total_tools: 2,
+            narrowed_tool_names: tools.clone(),
+            saved_tokens_estimate: 0,
+            tools: tools
+                .into_iter()
+                .map(|name| types::ToolInfo {
+                    description: format!("the {name} tool"),
+                    name,
+                })
+                .collect(),
+            query: Some("how many users signed up today?".into()),
+            state: "{}".into(),
+        }
+    }
+
+    /// Rewrite: a `run_query` call about to be dispatched.
+    pub fn dispatch() -> types::DispatchEvent {
+        types::DispatchEvent {
+            run_id: RUN.into(),
+            iteration_index: 0,
+            node_name: "react".into(),
+            call_id: "warm-up".into(),
+            tool_name: "run_query".into(),
+            args: r#"{"sql":"SELECT count(*) FROM users WHERE day = 1"}"#.into(),
+            available_tools: vec!["run_query".into(), "search".into()],
+            state: "{}".into(),
+        }
+    }
+
+    /// Steering: the same call, before it runs.
+    pub fn before_tool_call() -> types::BeforeToolCallEvent {
+        types::BeforeToolCallEvent {
+            run_id: RUN.into(),
+            tool_name: "run_query".into(),
+            call_id: "warm-up".into(),
+            args: r#"{"sql":"SELECT count(*) FROM users WHERE day = 1"}"#.into(),
+            state: "{}".into(),
+        }
+    }
+
+    /// Result: what it returned.
+    pub fn tool_result() -> types::ToolResultEvent {
+        types::ToolResultEvent {
+            run_id: RUN.into(),
+            tool_name: "run_query".into(),
+            result: r#"{"count":1}"#.into(),
+            call_id: "warm-up".into(),
+            deferred: false,
+            is_error: false,
+            state: "{}".into(),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Snapshots: a pre-initialised guard answers exactly as the original,
+//! from a warmer start, with each call's own configuration; a guard whose
+//! warm-up faults is refused with the file and the seam.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use toolgate::{Error, Limits, OnError, Outcome, Plugin};
+
+use crate::contract::{WIT, componentize, steering_core};
+use crate::*;
+
+/// Snapshots the component at `path` into `dir`; returns the new file.
+async fn snapshot_into(dir: &Path, path: &str) -> String {
+    let bytes = std::fs::read(path).expect("read the component");
+    let snap = toolgate::snapshot::snapshot(&engine(), Path::new(path), &bytes)
+        .await
+        .expect("the guard snapshots");
+    assert_ne!(snap, bytes, "a snapshot is a new component");
+    let out = dir.join("snap.wasm");
+    std::fs::write(&out, snap).expect("write");
+    out.display().to_string()
+}
+
+async fn load(engine: &toolgate::Engine, path: &str, config: Value) -> Arc<Plugin> {
+    plugin_with(engine, "g", path, config, Limits::default(), OnError::Skip).await
+}
+
+#[tokio::test]
+async fn a_snapshot_answers_as_the_original_for_less_fuel() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine();
+    let plain = load(&engine, toolgate_tests::SQL_GUARD, json!({})).await;
+    let snap = load(
+        &engine,
+        &snapshot_into(dir.path(), toolgate_tests::SQL_GUARD).await,
+        json!({}),
+    )
+    .await;
+    let events = [
+        steering("run_query", json!({"sql": "DELETE FROM users"})),
+        steering("run_query", json!({"sql": "SELECT * FROM t WHERE id = 1"})),
+        steering("run_query", json!({"sql": 42})),
+        steering("search", json!({"q": "DELETE"})),
+    ];
+    for event in &events {
+        let a = chain(&[&plain]).steering(event, &no_state()).await;
+        let b = chain(&[&snap]).steering(event, &no_state()).await;
+        assert_eq!(a.result, b.result, "{event:?}");
+        assert_eq!(a.trace[0].outcome, b.trace[0].outcome, "{event:?}");
+        // Fuel is deterministic: the snapshot skips the guest's start-up.
+        assert!(
+            b.trace[0].fuel_used < a.trace[0].fuel_used,
+            "snapshot {} vs plain {} fuel",
+            b.trace[0].fuel_used,
+            a.trace[0].fuel_used
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_snapshot_reads_each_calls_configuration_not_the_warm_ups() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = engine();
+    let path = snapshot_into(dir.path(), toolgate_tests::HOSTILE).await;
+    // Warmed up with `{}`; loaded with a configuration it must now see.
+    let configured = load(&engine, &path, json!({"attack": "config", "n": 7})).await;
+    let d = chain(&[&configured])
+        .steering(&steering("x", json!({})), &no_state())
+        .await;
+    let content = d.result.expect("the config attack steers").content;
+    assert_eq!(
+        serde_json::from_str::<Value>(&content).expect("json"),
+        json!({"attack": "config", "n": 7})
+    );
+    // Every call is still a fresh instance: a fault does not carry over.
+    let trapping = load(&engine, &path, json!({"attack": "trap"})).await;
+    for _ in 0..2 {
+        let d = chain(&[&trapping])
+            .steering(&steering("x", json!({})), &no_state())
+            .await;
+        assert_eq!(d.trace[0].outcome, Outcome::Fault);
+    }
+    let fine = load(&engine, &path, json!({})).await;
+    let d = chain(&[&fine])
+        .steering(&steering("ok", json!({})), &no_state())
+        .await;
+    assert_eq!(d.trace[0].outcome, Outcome::Proceed);
+}
+
+#[tokio::test]
+async fn a_guard_whose_warm_up_faults_is_refused_naming_the_seam() {
+    // A valid component whose steering reply points outside its memory.
+    let bytes = componentize(WIT, "steering-guard", steering_core("0.1.0", -16, ""));
+    let e = toolgate::snapshot::snapshot(&engine(), Path::new("bad-reply.wasm"), &bytes)
+        .await
+        .expect_err("the warm-up faults");
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Snapshot { .. }), "{e:?}");
+    assert!(
+        msg.starts_with("bad-reply.wasm: cannot snapshot: steering:"),
+        "{msg}"
+    );
+    assert!(msg.contains("invalid-result"), "{msg}");
+}
+
+#[tokio::test]
+async fn what_is_no_guard_cannot_be_snapshotted() {
+    let e = toolgate::snapshot::snapshot(&engine(), Path::new("junk.wasm"), b"junk")
+        .await
+        .expect_err("junk");
+    assert!(
+        e.to_string().starts_with("junk.wasm: cannot snapshot:"),
+        "{e}"
+    );
+}
