@@ -200,13 +200,18 @@ fn run(mut cmd: Command, lang: Lang, what: &Path) -> Result<std::process::Output
 /// `cargo build` for wasm32-wasip2 in release; the component is the crate's
 /// `cdylib` artifact, read from cargo's JSON messages.
 fn build_rust(dir: &Path, out: &Path) -> Result<()> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", dir.display()))?;
     let manifest = dir.join("Cargo.toml");
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.args(["build", "--release", "--target", "wasm32-wasip2"])
+    // Run in the crate's directory, so rustup honours its rust-toolchain.toml.
+    cmd.current_dir(&dir)
+        .args(["build", "--release", "--target", "wasm32-wasip2"])
         .args(["--message-format", "json-render-diagnostics"])
         .arg("--manifest-path")
         .arg(&manifest);
-    let output = run(cmd, Lang::Rust, dir)?;
+    let output = run(cmd, Lang::Rust, &dir)?;
     let manifest = manifest.canonicalize()?;
     let wasm = String::from_utf8_lossy(&output.stdout)
         .lines()
