@@ -45,7 +45,13 @@ pub async fn snapshot(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Vec<u
     let (cx, instrumented) = wizer
         .instrument_component(wasm)
         .map_err(|e| fail(format!("{e:#}")))?;
-    let component = plugin::compile(engine, path, &instrumented)?;
+    // Compiling is CPU-bound: off the async threads, as `Plugin::load` does.
+    let component = {
+        let (engine, path) = (engine.clone(), path.to_path_buf());
+        tokio::task::spawn_blocking(move || plugin::compile(&engine, &path, &instrumented))
+            .await
+            .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??
+    };
     let spec = PluginSpec {
         limits: Limits {
             timeout: Duration::from_secs(10),
