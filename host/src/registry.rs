@@ -259,6 +259,7 @@ impl Registry {
             .load_scope(
                 &self.root,
                 Scope::Global,
+                None,
                 &old.global_plugins,
                 &mut report,
                 &mut errors,
@@ -292,7 +293,14 @@ impl Registry {
                 }
                 let previous = old.tenant_plugins.get(&name).map_or(&[][..], Vec::as_slice);
                 let own = self
-                    .load_scope(&path, Scope::Tenant, previous, &mut report, &mut errors)
+                    .load_scope(
+                        &path,
+                        Scope::Tenant,
+                        Some(&name),
+                        previous,
+                        &mut report,
+                        &mut errors,
+                    )
                     .await;
                 tenant_plugins.insert(name, own);
             }
@@ -327,12 +335,13 @@ impl Registry {
         Ok(report)
     }
 
-    /// Loads one directory (the root or a tenant's). A manifest that fails
+    /// Loads one directory (the root, or `tenant`'s). A manifest that fails
     /// keeps `previous` serving whole.
     async fn load_scope(
         &self,
         dir: &Path,
         scope: Scope,
+        tenant: Option<&str>,
         previous: &[LoadedPlugin],
         report: &mut ReloadReport,
         errors: &mut Vec<LoadIssue>,
@@ -368,6 +377,18 @@ impl Registry {
                     return previous.to_vec();
                 }
             },
+        };
+        // A tenant's plugins are named `<tenant>/<name>`: traces, logs and
+        // metrics never confuse them with a global plugin of the same name.
+        let entries: Vec<manifest::Entry> = match tenant {
+            None => entries,
+            Some(tenant) => entries
+                .into_iter()
+                .map(|mut e| {
+                    e.spec.name = format!("{tenant}/{}", e.spec.name);
+                    e
+                })
+                .collect(),
         };
         let mut loaded = Vec::new();
         for entry in entries {

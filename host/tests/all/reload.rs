@@ -106,7 +106,7 @@ async fn tenant_calls_run_global_then_own_and_never_another_tenants() {
 
     let acme = steer(&reg, Some("acme"), "SELECT 1").await;
     assert_eq!(content(&acme), Some("acme says no"));
-    assert_eq!(names(&acme), ["global", "says"]);
+    assert_eq!(names(&acme), ["global", "acme/says"]);
     assert!(Arc::ptr_eq(
         &snap.chain(Some("acme")).plugins()[1],
         &snap.tenants["acme"].plugins()[0]

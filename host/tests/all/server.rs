@@ -290,7 +290,7 @@ async fn health_plugins_and_reload() {
     let (_, body) = s.get("/v1/plugins").await;
     let listed: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(listed["global"].as_array().expect("global").len(), 2);
-    assert_eq!(listed["tenants"]["acme"][0]["name"], "hostile");
+    assert_eq!(listed["tenants"]["acme"][0]["name"], "acme/hostile");
     assert!(
         listed["errors"][0]["path"]
             .as_str()
