@@ -303,18 +303,7 @@ fn read_json(path: &Path, what: &str) -> Result<Value> {
 /// Plugins that fail are warned about; a manifest that fails is an error,
 /// so a broken manifest never silently runs fewer guards.
 async fn open(dir: &Path, cache: &CacheArgs) -> Result<toolgate::Registry> {
-    if !dir.is_dir() {
-        return Err(bad(format!(
-            "plugin directory {} does not exist",
-            dir.display()
-        )));
-    }
-    let engine = Engine::new(EngineConfig::default())?;
-    let options = toolgate::RegistryOptions {
-        cache: cache.cache(),
-        ..Default::default()
-    };
-    let registry = toolgate::Registry::open_with(engine, dir, options).await?;
+    let registry = open_registry(dir, cache).await?;
     let snapshot = registry.snapshot();
     let manifest_errors: Vec<&toolgate::registry::LoadIssue> = snapshot
         .errors
@@ -472,7 +461,9 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
     sorted[((sorted.len() - 1) * p).div_ceil(100).min(sorted.len() - 1)]
 }
 
-async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
+/// Opens `dir` with the command's cache settings; whatever fails to load
+/// is in the snapshot's `errors`.
+async fn open_registry(dir: &Path, cache: &CacheArgs) -> Result<toolgate::Registry> {
     if !dir.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",
@@ -484,7 +475,11 @@ async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
         cache: cache.cache(),
         ..Default::default()
     };
-    let registry = toolgate::Registry::open_with(engine, dir, options)
+    Ok(toolgate::Registry::open_with(engine, dir, options).await?)
+}
+
+async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
+    let registry = open_registry(dir, cache)
         .await
         .with_context(|| format!("listing {}", dir.display()))?;
     let snapshot = registry.snapshot();
