@@ -139,13 +139,7 @@ impl Chain {
                 trace,
             };
         }
-        let wit = types::BeforeToolCallEvent {
-            run_id: event.run_id.clone(),
-            tool_name: event.tool_name.clone(),
-            call_id: event.call_id.clone(),
-            args: Value::Object(event.args.clone()).to_string(),
-            state: state.to_string(),
-        };
+        let wit = crate::wit::before_tool_call(event, &state.to_string());
         for plugin in self.subscribed(Seam::Steering) {
             let Some(called) = plugin.steering(&wit).await else {
                 continue;
@@ -205,16 +199,7 @@ impl Chain {
                 Some(r) => (&r.tool_name, &r.args),
                 None => (&event.tool_name, &event.args),
             };
-            let wit = types::DispatchEvent {
-                run_id: event.run_id.clone(),
-                iteration_index: event.iteration_index,
-                node_name: event.node_name.clone(),
-                call_id: event.call_id.clone(),
-                tool_name: tool_name.clone(),
-                args: Value::Object(args.clone()).to_string(),
-                available_tools: event.available_tools.clone(),
-                state: state.clone(),
-            };
+            let wit = crate::wit::dispatch(event, tool_name, args, &state);
             let Some(called) = plugin.rewrite(&wit).await else {
                 continue;
             };
@@ -245,28 +230,7 @@ impl Chain {
         let mut visible = event.narrowed_tool_names.clone();
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Routing) {
-            let wit = types::RoutingEvent {
-                run_id: event.run_id.clone(),
-                mode: event.mode.clone(),
-                intent_label: event.intent_label.clone(),
-                total_tools: event.total_tools,
-                narrowed_tool_names: visible.clone(),
-                saved_tokens_estimate: event.saved_tokens_estimate,
-                tools: visible
-                    .iter()
-                    .map(|name| types::ToolInfo {
-                        name: name.clone(),
-                        description: event
-                            .tools
-                            .iter()
-                            .find(|t| &t.name == name)
-                            .map(|t| t.description.clone())
-                            .unwrap_or_default(),
-                    })
-                    .collect(),
-                query: event.query.clone(),
-                state: state.clone(),
-            };
+            let wit = crate::wit::routing(event, &visible, &state);
             let Some(called) = plugin.routing(&wit).await else {
                 continue;
             };
@@ -297,15 +261,7 @@ impl Chain {
         if self.subscribed(Seam::Result).next().is_none() {
             return Decision { result: (), trace };
         }
-        let wit = types::ToolResultEvent {
-            run_id: event.run_id.clone(),
-            tool_name: event.tool_name.clone(),
-            result: event.result.to_string(),
-            call_id: event.call_id.clone(),
-            deferred: event.deferred,
-            is_error: event.is_error,
-            state: state.to_string(),
-        };
+        let wit = crate::wit::tool_result(event, &state.to_string());
         for plugin in self.subscribed(Seam::Result) {
             if let Some(called) = plugin.result(&wit).await {
                 let (entry, reply) = record(plugin, Seam::Result, called);

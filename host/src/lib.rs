@@ -47,6 +47,7 @@ mod sandbox;
 pub mod server;
 pub mod snapshot;
 pub mod watch;
+mod wit;
 
 pub use chain::{Chain, Decision, GuardTrace, Outcome};
 pub use engine::{Engine, EngineConfig};
