@@ -373,21 +373,24 @@ impl Plugin {
 }
 
 impl Plugin {
-    /// One instance, after one call of every exported seam with the
-    /// representative events of [`crate::snapshot`]: the state a snapshot
-    /// captures. A fault in any call is an error naming the seam.
-    pub(crate) async fn warm_up(&self) -> Result<(Store<Sandbox>, Instance), Error> {
-        use crate::snapshot::warm_up as events;
+    /// One instance, after the `events` (each with the hook's state) were
+    /// made on it in order — the state a snapshot captures. Events for a
+    /// seam the plugin does not export are skipped. A fault is an error
+    /// naming the call, its seam and the fault.
+    pub(crate) async fn warm_up(
+        &self,
+        events: &[(crate::event::Event, Value)],
+    ) -> Result<(Store<Sandbox>, Instance), Error> {
+        use crate::event::Event;
         let mut store = self.store()?;
-        let failed = |seam: &str| {
+        let failed = |what: String, start: bool| {
             let path = self.path.clone();
-            let seam = seam.to_string();
             move |e: wasmtime::Error| Error::Snapshot {
                 path,
                 message: format!(
-                    "{seam}: {} ({})",
+                    "{what}: {} ({})",
                     root_cause(&e),
-                    Fault::classify(&e, seam != "start")
+                    Fault::classify(&e, !start)
                 ),
             }
         };
@@ -395,38 +398,50 @@ impl Plugin {
             .pre
             .instantiate_async(&mut store)
             .await
-            .map_err(failed("start"))?;
-        if let Some(i) = &self.seams.routing {
-            let guest = i.load(&mut store, &instance).map_err(failed("routing"))?;
-            let event = events::routing();
-            guest
-                .call_narrow(&mut store, &event)
-                .await
-                .map_err(failed("routing"))?;
-        }
-        if let Some(i) = &self.seams.rewrite {
-            let guest = i.load(&mut store, &instance).map_err(failed("rewrite"))?;
-            let event = events::dispatch();
-            guest
-                .call_dispatch(&mut store, &event)
-                .await
-                .map_err(failed("rewrite"))?;
-        }
-        if let Some(i) = &self.seams.steering {
-            let guest = i.load(&mut store, &instance).map_err(failed("steering"))?;
-            let event = events::before_tool_call();
-            guest
-                .call_before_tool_call(&mut store, &event)
-                .await
-                .map_err(failed("steering"))?;
-        }
-        if let Some(i) = &self.seams.result {
-            let guest = i.load(&mut store, &instance).map_err(failed("result"))?;
-            let event = events::tool_result();
-            guest
-                .call_on_result(&mut store, &event)
-                .await
-                .map_err(failed("result"))?;
+            .map_err(failed("start".into(), true))?;
+        for (n, (event, state)) in events.iter().enumerate() {
+            let what = format!("warm-up call {} ({})", n + 1, event.seam());
+            let fail = || failed(what.clone(), false);
+            let state = state.to_string();
+            match event {
+                Event::Routing(e) => {
+                    if let Some(i) = &self.seams.routing {
+                        let wit = crate::wit::routing(e, &e.narrowed_tool_names, &state);
+                        let guest = i.load(&mut store, &instance).map_err(fail())?;
+                        guest.call_narrow(&mut store, &wit).await.map_err(fail())?;
+                    }
+                }
+                Event::Rewrite(e) => {
+                    if let Some(i) = &self.seams.rewrite {
+                        let wit = crate::wit::dispatch(e, &e.tool_name, &e.args, &state);
+                        let guest = i.load(&mut store, &instance).map_err(fail())?;
+                        guest
+                            .call_dispatch(&mut store, &wit)
+                            .await
+                            .map_err(fail())?;
+                    }
+                }
+                Event::Steering(e) => {
+                    if let Some(i) = &self.seams.steering {
+                        let wit = crate::wit::before_tool_call(e, &state);
+                        let guest = i.load(&mut store, &instance).map_err(fail())?;
+                        guest
+                            .call_before_tool_call(&mut store, &wit)
+                            .await
+                            .map_err(fail())?;
+                    }
+                }
+                Event::Result(e) => {
+                    if let Some(i) = &self.seams.result {
+                        let wit = crate::wit::tool_result(e, &state);
+                        let guest = i.load(&mut store, &instance).map_err(fail())?;
+                        guest
+                            .call_on_result(&mut store, &wit)
+                            .await
+                            .map_err(fail())?;
+                    }
+                }
+            }
         }
         Ok((store, instance))
     }

@@ -19,24 +19,36 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde_json::{Map, Value};
 use wasmtime::Store;
 use wasmtime::component::{Instance, Lift, WasmList};
 use wasmtime_wizer::{ComponentInstanceState, Wizer};
 
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::event::{
+    BeforeToolCallEvent, DispatchEvent, Event, RoutingEvent, ToolInfo, ToolResultEvent,
+};
 use crate::limits::Limits;
 use crate::plugin::{self, Plugin, PluginSpec};
 use crate::sandbox::Sandbox;
 
 /// Pre-initialises the component `wasm` (read from `path`, which names it
-/// in errors): instruments it, runs one call of every seam it exports with
-/// the events of [`warm_up`], and returns the snapshot as a new component.
+/// in errors): instruments it, makes the `warm_up` calls (each an event and
+/// the hook's state; [`default_warm_up`] when in doubt) on one instance, in
+/// order, skipping seams it does not export, and returns that instance's
+/// state as a new component.
 ///
-/// The warm-up runs under the default limits but a 10 s deadline, with an
-/// empty configuration. A component that is no guard, or whose warm-up
-/// faults, is an error naming the file (and the seam).
-pub async fn snapshot(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Vec<u8>, Error> {
+/// Each warm-up call runs under the default limits, the instance's whole
+/// warm-up under a 10 s deadline, with an empty configuration. A component
+/// that is no guard, or whose warm-up faults, is an error naming the file
+/// (and the call, its seam and the fault).
+pub async fn snapshot(
+    engine: &Engine,
+    path: &Path,
+    wasm: &[u8],
+    warm_up: &[(Event, Value)],
+) -> Result<Vec<u8>, Error> {
     let fail = |message: String| Error::Snapshot {
         path: path.to_path_buf(),
         message,
@@ -60,7 +72,7 @@ pub async fn snapshot(engine: &Engine, path: &Path, wasm: &[u8]) -> Result<Vec<u
         ..PluginSpec::new(path)
     };
     let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;
-    let (mut store, instance) = guard.warm_up().await?;
+    let (mut store, instance) = guard.warm_up(warm_up).await?;
     let mut access = Access {
         store: &mut store,
         instance,
@@ -156,71 +168,65 @@ impl ComponentInstanceState for Access<'_> {
     }
 }
 
-/// The events each seam is called with once before the snapshot is taken:
-/// the SQL example's shapes (`run_query` with a harmless query), so the
-/// paths a typical guard takes are warm.
-pub mod warm_up {
-    use crate::bindings::types;
-
-    const RUN: &str = "toolgate-snapshot";
-
-    /// Routing: `run_query` and `search` visible, a query known.
-    pub fn routing() -> types::RoutingEvent {
-        let tools = ["run_query", "search"].map(String::from).to_vec();
-        types::RoutingEvent {
-            run_id: RUN.into(),
+/// The warm-up calls used when none are given: one per seam, the SQL
+/// example's shapes (`run_query` with a harmless query), empty state, so
+/// the paths a typical guard takes are warm. A seam the guard does not
+/// export is skipped.
+pub fn default_warm_up() -> Vec<(Event, Value)> {
+    let run_id = || "toolgate-snapshot".to_string();
+    let call_id = || "warm-up".to_string();
+    let args = || {
+        let mut m = Map::new();
+        m.insert(
+            "sql".into(),
+            Value::String("SELECT count(*) FROM users WHERE day = 1".into()),
+        );
+        m
+    };
+    let tools = ["run_query", "search"].map(String::from).to_vec();
+    let events = [
+        Event::Routing(RoutingEvent {
+            run_id: run_id(),
             mode: "enforce".into(),
             intent_label: "warm-up".into(),
             total_tools: 2,
             narrowed_tool_names: tools.clone(),
             saved_tokens_estimate: 0,
             tools: tools
-                .into_iter()
-                .map(|name| types::ToolInfo {
+                .iter()
+                .map(|name| ToolInfo {
+                    name: name.clone(),
                     description: format!("the {name} tool"),
-                    name,
                 })
                 .collect(),
             query: Some("how many users signed up today?".into()),
-            state: "{}".into(),
-        }
-    }
-
-    /// Rewrite: a `run_query` call about to be dispatched.
-    pub fn dispatch() -> types::DispatchEvent {
-        types::DispatchEvent {
-            run_id: RUN.into(),
+        }),
+        Event::Rewrite(DispatchEvent {
+            run_id: run_id(),
             iteration_index: 0,
             node_name: "react".into(),
-            call_id: "warm-up".into(),
+            call_id: call_id(),
             tool_name: "run_query".into(),
-            args: r#"{"sql":"SELECT count(*) FROM users WHERE day = 1"}"#.into(),
-            available_tools: vec!["run_query".into(), "search".into()],
-            state: "{}".into(),
-        }
-    }
-
-    /// Steering: the same call, before it runs.
-    pub fn before_tool_call() -> types::BeforeToolCallEvent {
-        types::BeforeToolCallEvent {
-            run_id: RUN.into(),
+            args: args(),
+            available_tools: tools,
+        }),
+        Event::Steering(BeforeToolCallEvent {
+            run_id: run_id(),
             tool_name: "run_query".into(),
-            call_id: "warm-up".into(),
-            args: r#"{"sql":"SELECT count(*) FROM users WHERE day = 1"}"#.into(),
-            state: "{}".into(),
-        }
-    }
-
-    /// Result: what it returned.
-    pub fn tool_result() -> types::ToolResultEvent {
-        types::ToolResultEvent {
-            run_id: RUN.into(),
+            call_id: call_id(),
+            args: args(),
+        }),
+        Event::Result(ToolResultEvent {
+            run_id: run_id(),
             tool_name: "run_query".into(),
-            result: r#"{"count":1}"#.into(),
-            call_id: "warm-up".into(),
+            result: serde_json::json!({"count": 1}),
+            call_id: call_id(),
             deferred: false,
             is_error: false,
-            state: "{}".into(),
-        }
-    }
+        }),
+    ];
+    events
+        .into_iter()
+        .map(|e| (e, Value::Object(Map::new())))
+        .collect()
 }

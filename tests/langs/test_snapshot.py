@@ -8,6 +8,7 @@ behaviour, not a timing.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -70,3 +71,20 @@ def test_what_is_no_guard_is_refused_with_exit_2(toolgate_bin, tmp_path):
     proc = toolgate(toolgate_bin, "snapshot", str(tmp_path / "missing.wasm"))
     assert proc.returncode == 2
     assert "missing.wasm" in proc.stderr
+
+
+def test_warm_up_calls_come_from_a_trace_file(toolgate_bin, plugins_root, tmp_path):
+    original = plugins_root / "rust" / "sql-guard.wasm"
+    snap = tmp_path / "plugins" / "sql-guard.wasm"
+    snap.parent.mkdir()
+    warm = tmp_path / "warm.jsonl"
+    warm.write_text(json.dumps(CASES[0]) + "\n\n" + json.dumps(CASES[3]) + "\n")
+    proc = toolgate(toolgate_bin, "snapshot", str(original), "-o", str(snap), "--warm-up", str(warm))
+    assert proc.returncode == 0, proc.stderr
+    assert check(toolgate_bin, snap.parent, "steering", CASES[0]["event"])["result"] == STEER_WHERE
+    # A bad line is refused before anything runs, naming the file and the line.
+    warm.write_text(json.dumps(CASES[0]) + "\n" + '{"seam": "steering"}\n')
+    proc = toolgate(toolgate_bin, "snapshot", str(original), "-o", str(tmp_path / "x.wasm"), "--warm-up", str(warm))
+    assert proc.returncode == 2
+    assert f"{warm}:2:" in proc.stderr, proc.stderr
+    assert not (tmp_path / "x.wasm").exists()

@@ -8,13 +8,16 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use toolgate::{Error, Limits, OnError, Outcome, Plugin};
 
+use toolgate::Event;
+use toolgate::snapshot::default_warm_up;
+
 use crate::contract::{WIT, componentize, steering_core};
 use crate::*;
 
 /// Snapshots the component at `path` into `dir`; returns the new file.
 async fn snapshot_into(dir: &Path, path: &str) -> String {
     let bytes = std::fs::read(path).expect("read the component");
-    let snap = toolgate::snapshot::snapshot(&engine(), Path::new(path), &bytes)
+    let snap = toolgate::snapshot::snapshot(&engine(), Path::new(path), &bytes, &default_warm_up())
         .await
         .expect("the guard snapshots");
     assert_ne!(snap, bytes, "a snapshot is a new component");
@@ -93,13 +96,19 @@ async fn a_snapshot_reads_each_calls_configuration_not_the_warm_ups() {
 async fn a_guard_whose_warm_up_faults_is_refused_naming_the_seam() {
     // A valid component whose steering reply points outside its memory.
     let bytes = componentize(WIT, "steering-guard", steering_core("0.1.0", -16, ""));
-    let e = toolgate::snapshot::snapshot(&engine(), Path::new("bad-reply.wasm"), &bytes)
-        .await
-        .expect_err("the warm-up faults");
+    let e = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new("bad-reply.wasm"),
+        &bytes,
+        &default_warm_up(),
+    )
+    .await
+    .expect_err("the warm-up faults");
     let msg = e.to_string();
     assert!(matches!(e, Error::Snapshot { .. }), "{e:?}");
+    // The default warm-up: routing and rewrite (not exported: skipped), then steering.
     assert!(
-        msg.starts_with("bad-reply.wasm: cannot snapshot: steering:"),
+        msg.starts_with("bad-reply.wasm: cannot snapshot: warm-up call 3 (steering):"),
         "{msg}"
     );
     assert!(msg.contains("invalid-result"), "{msg}");
@@ -107,11 +116,54 @@ async fn a_guard_whose_warm_up_faults_is_refused_naming_the_seam() {
 
 #[tokio::test]
 async fn what_is_no_guard_cannot_be_snapshotted() {
-    let e = toolgate::snapshot::snapshot(&engine(), Path::new("junk.wasm"), b"junk")
+    let e = toolgate::snapshot::snapshot(&engine(), Path::new("junk.wasm"), b"junk", &[])
         .await
         .expect_err("junk");
     assert!(
         e.to_string().starts_with("junk.wasm: cannot snapshot:"),
         "{e}"
     );
+}
+
+#[tokio::test]
+async fn a_hostile_warm_up_is_refused_and_the_calls_are_the_callers() {
+    let bytes = std::fs::read(toolgate_tests::HOSTILE).expect("read");
+    let warm = |tool: &str| {
+        vec![
+            (Event::Steering(steering("ok", json!({}))), json!({})),
+            (Event::Steering(steering(tool, json!({}))), json!({})),
+        ]
+    };
+    // The second call spins: out of fuel, named with its number and seam.
+    let e = toolgate::snapshot::snapshot(&engine(), Path::new("h.wasm"), &bytes, &warm("loop"))
+        .await
+        .expect_err("the warm-up spins");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("h.wasm: cannot snapshot: warm-up call 2 (steering):"),
+        "{msg}"
+    );
+    assert!(msg.contains("out-of-fuel"), "{msg}");
+    // A panic in a warm-up call is refused the same way.
+    let e = toolgate::snapshot::snapshot(&engine(), Path::new("h.wasm"), &bytes, &warm("panic"))
+        .await
+        .expect_err("the warm-up panics");
+    assert!(e.to_string().contains("unreachable"), "{e}");
+    // No warm-up at all: the start-up alone is captured, and it still answers.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let snap = toolgate::snapshot::snapshot(&engine(), Path::new("h.wasm"), &bytes, &[])
+        .await
+        .expect("start-up only");
+    let path = dir.path().join("h.wasm");
+    std::fs::write(&path, snap).expect("write");
+    let p = load(
+        &engine(),
+        &path.display().to_string(),
+        json!({"attack": "config"}),
+    )
+    .await;
+    let d = chain(&[&p])
+        .steering(&steering("x", json!({})), &no_state())
+        .await;
+    assert_eq!(d.trace[0].outcome, Outcome::Skip);
 }

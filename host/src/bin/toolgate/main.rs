@@ -93,6 +93,10 @@ enum Command {
         /// Where to write the snapshot. Default: replace the component (atomically).
         #[arg(short, long)]
         out: Option<PathBuf>,
+        /// The warm-up calls, as a JSON-lines trace like `replay`'s (`{seam, event,
+        /// state?}`; the tenant is ignored). Default: one harmless `run_query` per seam.
+        #[arg(long)]
+        warm_up: Option<PathBuf>,
     },
 }
 
@@ -242,22 +246,34 @@ async fn run(cli: Cli) -> Result<()> {
         } => {
             let out = build_guard::build(&src, out, sdk)?;
             if snapshot {
-                snapshot_file(&out, None).await?;
+                snapshot_file(&out, None, None).await?;
             }
         }
-        Command::Snapshot { component, out } => snapshot_file(&component, out).await?,
+        Command::Snapshot {
+            component,
+            out,
+            warm_up,
+        } => snapshot_file(&component, out, warm_up.as_deref()).await?,
     }
     Ok(())
 }
 
 /// `toolgate snapshot`: pre-initialises `input` into `out` (default: in
-/// place), written through a temporary file and a rename so a watching
-/// host never loads half a component.
-async fn snapshot_file(input: &Path, out: Option<PathBuf>) -> Result<()> {
+/// place) after the calls of the `warm_up` trace (default: one per seam),
+/// written through a temporary file and a rename so a watching host never
+/// loads half a component.
+async fn snapshot_file(input: &Path, out: Option<PathBuf>, warm_up: Option<&Path>) -> Result<()> {
+    let warm_up = match warm_up {
+        Some(file) => read_trace(file)?
+            .into_iter()
+            .map(|(_, event, state, _)| (event, state))
+            .collect(),
+        None => toolgate::snapshot::default_warm_up(),
+    };
     let bytes =
         std::fs::read(input).map_err(|e| bad(format!("component {}: {e}", input.display())))?;
     let engine = Engine::new(EngineConfig::default())?;
-    let snapshot = toolgate::snapshot::snapshot(&engine, input, &bytes).await?;
+    let snapshot = toolgate::snapshot::snapshot(&engine, input, &bytes, &warm_up).await?;
     let out = out.unwrap_or_else(|| input.to_path_buf());
     let dir = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -319,7 +335,12 @@ async fn open(dir: &Path, cache: &CacheArgs) -> Result<toolgate::Registry> {
     Ok(registry)
 }
 
-async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Result<()> {
+/// One line of a JSON-lines trace: its number, the event, the state, the tenant.
+type TraceLine = (usize, Event, Value, Option<String>);
+
+/// Reads and parses a whole trace (`-`: standard input); the first bad line
+/// is an error naming the file and the line.
+fn read_trace(file: &Path) -> Result<Vec<TraceLine>> {
     let text = if file == Path::new("-") {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s)?;
@@ -328,14 +349,20 @@ async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Re
         std::fs::read_to_string(file)
             .map_err(|e| bad(format!("trace file {}: {e}", file.display())))?
     };
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            let (event, state, tenant) =
+                parse_line(line).map_err(|e| bad(format!("{}:{}: {e}", file.display(), i + 1)))?;
+            Ok((i + 1, event, state, tenant))
+        })
+        .collect()
+}
+
+async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Result<()> {
     let mut summary = Summary::default();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let (event, state, tenant) =
-            parse_line(line).map_err(|e| bad(format!("{}:{n}: {e}", file.display())))?;
+    for (n, event, state, tenant) in read_trace(file)? {
         let decision = registry
             .snapshot()
             .chain(tenant.as_deref())
