@@ -375,14 +375,19 @@ impl RawLimits {
     }
 }
 
-/// A plugin name: 1–64 characters of `[A-Za-z0-9_.-]`.
-fn validate_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
+/// Whether `name` is 1–64 characters of `[A-Za-z0-9_.-]`: the names of
+/// plugins and (not starting with a dot) of tenants.
+pub(crate) fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= 64
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if ok {
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// A plugin name: 1–64 characters of `[A-Za-z0-9_.-]`.
+fn validate_name(name: &str) -> Result<(), String> {
+    if is_plain_name(name) {
         Ok(())
     } else {
         Err(format!(

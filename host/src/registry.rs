@@ -107,13 +107,7 @@ impl Snapshot {
 /// Checks a tenant name: 1–64 characters of `[A-Za-z0-9_.-]`, not
 /// starting with a dot (so no `..`, no hidden directories, no separators).
 pub fn validate_tenant(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if ok {
+    if manifest::is_plain_name(name) && !name.starts_with('.') {
         Ok(())
     } else {
         Err(format!(

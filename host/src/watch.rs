@@ -92,22 +92,27 @@ pub fn spawn_with(registry: Arc<Registry>, settle: Duration) -> Result<WatchHand
                     Err(_quiet) => break,
                 }
             }
-            match registry.reload().await {
-                Ok(report) => tracing::info!(
-                    generation = report.generation,
-                    loaded = report.loaded.len(),
-                    removed = report.removed.len(),
-                    errors = report.errors.len(),
-                    "reloaded after a change in the plugin directory"
-                ),
-                Err(e) => tracing::error!("reload after a directory change failed: {e}"),
-            }
+            reload_and_log(&registry, "after a change in the plugin directory").await;
         }
     });
     Ok(WatchHandle {
         _watcher: watcher,
         task,
     })
+}
+
+/// Reloads `registry` and logs the outcome; `why` says what asked for it.
+async fn reload_and_log(registry: &Registry, why: &str) {
+    match registry.reload().await {
+        Ok(report) => tracing::info!(
+            generation = report.generation,
+            loaded = report.loaded.len(),
+            removed = report.removed.len(),
+            errors = report.errors.len(),
+            "reloaded {why}"
+        ),
+        Err(e) => tracing::error!("reload {why} failed: {e}"),
+    }
 }
 
 /// Reloads `registry` on every `SIGHUP` until the task is aborted. Must be
@@ -119,16 +124,7 @@ pub fn on_sighup(registry: Arc<Registry>) -> Result<JoinHandle<()>, Error> {
         .map_err(|e| Error::Engine(format!("cannot listen for SIGHUP: {e}")))?;
     Ok(tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            match registry.reload().await {
-                Ok(report) => tracing::info!(
-                    generation = report.generation,
-                    loaded = report.loaded.len(),
-                    removed = report.removed.len(),
-                    errors = report.errors.len(),
-                    "reloaded on SIGHUP"
-                ),
-                Err(e) => tracing::error!("reload on SIGHUP failed: {e}"),
-            }
+            reload_and_log(&registry, "on SIGHUP").await;
         }
     }))
 }
