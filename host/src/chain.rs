@@ -29,7 +29,8 @@ pub enum Outcome {
     /// Result: observed the result.
     Observed,
     /// Returned something the chain rules drop: a skip with empty content,
-    /// a rewrite to an unavailable tool or with non-object args.
+    /// a rewrite with non-object args, or a rewrite that led to a resulting
+    /// call outside `available_tools`.
     Malformed,
     /// The call faulted (see `fault`).
     Fault,
@@ -151,7 +152,8 @@ impl Chain {
                     is_error: true,
                 }),
                 Err(_) | Ok(types::Verdict::Proceed) => None,
-                Ok(types::Verdict::Skip(s)) if s.content.trim().is_empty() => {
+                // Python's `not content`: only "" is empty; whitespace is content.
+                Ok(types::Verdict::Skip(s)) if s.content.is_empty() => {
                     trace.push(malformed(
                         plugin,
                         Seam::Steering,
@@ -180,10 +182,14 @@ impl Chain {
     }
 
     /// `on_tool_call_dispatch`: registration order; each guard sees the
-    /// previous rewrite; a rewrite naming a tool outside `available_tools`,
-    /// or whose args are not a JSON object, is dropped with a warning and
-    /// the chain goes on with what it had. Returns the final rewrite, or
-    /// `None` when no guard rewrote.
+    /// previous rewrite, whatever tool it names. A reply whose args are not
+    /// a JSON object is dropped with a warning and the chain goes on with
+    /// what it had (symfonic's manager does the same with a non-dict).
+    /// The *resulting* call is validated once, at the end, as symfonic's
+    /// React node does: if it names a tool outside `available_tools` the
+    /// rewrite is dropped with one warning naming the guards, and the
+    /// original call is dispatched (`None`). Returns the final rewrite, or
+    /// `None` when no guard rewrote or the result was dropped.
     pub async fn rewrite(&self, event: &DispatchEvent, state: &Value) -> Decision<Option<Rewrite>> {
         let mut trace = Vec::new();
         let mut current: Option<Rewrite> = None;
@@ -205,7 +211,7 @@ impl Chain {
             };
             let (entry, reply) = record(plugin, Seam::Rewrite, called);
             match reply {
-                Ok(Some(r)) => match validate_rewrite(r, &event.available_tools) {
+                Ok(Some(r)) => match rewrite_args(r) {
                     Ok(r) => {
                         current = Some(r);
                         trace.push(entry.with(true, Outcome::Rewrite, Outcome::Proceed));
@@ -216,10 +222,14 @@ impl Chain {
                 Err(_) => trace.push(entry),
             }
         }
-        Decision {
-            result: current,
-            trace,
-        }
+        let result = match current {
+            Some(r) if !event.available_tools.contains(&r.tool_name) => {
+                drop_unavailable(&r.tool_name, event, &mut trace);
+                None
+            }
+            current => current,
+        };
+        Decision { result, trace }
     }
 
     /// `on_tool_routing_decision`: each guard sees the previous narrowing;
@@ -316,13 +326,26 @@ impl GuardTrace {
     }
 }
 
-fn validate_rewrite(r: types::Rewrite, available: &[String]) -> Result<Rewrite, String> {
-    if !available.contains(&r.tool_name) {
-        return Err(format!(
-            "rewrite names tool `{}`, which is not in available_tools; dropped",
-            r.tool_name
-        ));
+/// The resulting call names a tool outside the palette: every rewrite that
+/// led to it is dropped (its entry becomes `malformed`) and one warning
+/// names the guards; the caller dispatches the original call.
+fn drop_unavailable(tool_name: &str, event: &DispatchEvent, trace: &mut [GuardTrace]) {
+    let why = format!(
+        "the resulting call names tool `{tool_name}`, which is not in available_tools; \
+         rewrite dropped, the original call `{}` is dispatched",
+        event.tool_name
+    );
+    let mut guards = Vec::new();
+    for entry in trace.iter_mut().filter(|e| e.outcome == Outcome::Rewrite) {
+        entry.outcome = Outcome::Malformed;
+        entry.detail = Some(why.clone());
+        guards.push(entry.plugin.clone());
     }
+    tracing::warn!(seam = %Seam::Rewrite, guards = ?guards, call_id = %event.call_id, "{why}");
+}
+
+/// A guard's rewrite with its args parsed: they must be a JSON object.
+fn rewrite_args(r: types::Rewrite) -> Result<Rewrite, String> {
     match serde_json::from_str::<Value>(&r.args) {
         Ok(Value::Object(args)) => Ok(Rewrite {
             tool_name: r.tool_name,

@@ -261,8 +261,10 @@ Verdict = Union[Proceed, Skip]
 class Rewrite:
     """A rewritten call: the tool to call instead and its new arguments.
 
-    ``tool_name`` must be in the event's ``available_tools`` and ``args`` must
-    be a JSON object, or the host drops the rewrite with a warning.
+    ``args`` must be a JSON object, or the host drops the rewrite with a
+    warning. The next guard sees ``tool_name`` whatever it is; the chain's
+    resulting call must name a tool in the event's ``available_tools``, or the
+    host drops the rewrite with a warning and the original call runs.
     """
 
     tool_name: str

@@ -71,25 +71,43 @@ async fn steering_is_error_defaults_to_true() {
 async fn steering_empty_skip_is_dropped_and_the_chain_goes_on() {
     let e = engine();
     let a = scripted(&e, "a", skip("", Some(true))).await;
-    let b = scripted(&e, "b", skip("   ", Some(true))).await;
     let c = scripted(&e, "c", skip("real", Some(true))).await;
-    let d = chain(&[&a, &b, &c])
+    let d = chain(&[&a, &c])
         .steering(&steering("t", json!({})), &no_state())
         .await;
     assert_eq!(d.result.clone().map(|s| s.content), Some("real".into()));
     assert_eq!(
         outcomes(&d),
-        vec![
-            ("a", Outcome::Malformed),
-            ("b", Outcome::Malformed),
-            ("c", Outcome::Skip)
-        ]
+        vec![("a", Outcome::Malformed), ("c", Outcome::Skip)]
     );
     // Alone, an empty skip is treated as proceed.
     let d = chain(&[&a])
         .steering(&steering("t", json!({})), &no_state())
         .await;
     assert_eq!(d.result, None);
+}
+
+/// symfonic tests `not content`: only "" is empty. Whitespace of any kind
+/// is content, so it skips and short-circuits.
+#[tokio::test]
+async fn steering_whitespace_skip_is_content_and_wins() {
+    let e = engine();
+    let second = scripted(&e, "second", skip("second", Some(true))).await;
+    for content in [" ", "\t", "\n", "\u{a0}", "\u{3000}", "\u{85}", "\u{2028}"] {
+        let ws = scripted(&e, "ws", skip(content, None)).await;
+        let d = chain(&[&ws, &second])
+            .steering(&steering("t", json!({})), &no_state())
+            .await;
+        assert_eq!(
+            d.result,
+            Some(Skip {
+                content: content.into(),
+                is_error: true
+            }),
+            "content {content:?}"
+        );
+        assert_eq!(outcomes(&d), vec![("ws", Outcome::Skip)], "{content:?}");
+    }
 }
 
 #[tokio::test]
@@ -163,24 +181,72 @@ async fn rewrite_chains_in_registration_order() {
     );
 }
 
+/// Each guard receives the previous rewrite whatever tool it names; only
+/// the resulting call is checked against the palette (symfonic's React
+/// node), and if it names an unavailable tool the original call runs.
 #[tokio::test]
-async fn rewrite_to_unavailable_tool_is_dropped_and_chain_goes_on() {
+async fn rewrite_through_an_unavailable_tool_is_validated_only_at_the_end() {
     let e = engine();
-    let a = scripted(&e, "a", json!({"rewrite": {"append_trail": "a"}})).await;
-    let bad = scripted(
+    let palette = ["run_query", "send_email"];
+    let call = || dispatch("run_query", json!({"sql": "SELECT 1"}), &palette);
+    let to = |name: &str| json!({"rewrite": {"tool_name": name}});
+    let not_there = scripted(&e, "not-there", to("not_there")).await;
+    let x1 = scripted(&e, "x1", json!({"rewrite": {"args": {"x": 1}}})).await;
+    let both = scripted(
         &e,
-        "bad",
-        json!({"rewrite": {"tool_name": "rm_rf", "args": {}}}),
+        "both",
+        json!({"rewrite": {"tool_name": "not_there", "args": {"x": 1}}}),
     )
     .await;
-    let c = scripted(&e, "c", json!({"rewrite": {"append_trail": "c"}})).await;
-    let d = chain(&[&a, &bad, &c])
-        .rewrite(&dispatch("t", json!({}), &["t", "u"]), &no_state())
+    let email = scripted(&e, "email", to("send_email")).await;
+
+    // [rename to not_there, rewrite args]: the result names not_there, so
+    // the original call is dispatched.
+    let d = chain(&[&not_there, &x1])
+        .rewrite(&call(), &no_state())
+        .await;
+    assert_eq!(d.result, None);
+    assert_eq!(
+        outcomes(&d),
+        vec![
+            ("not-there", Outcome::Malformed),
+            ("x1", Outcome::Malformed)
+        ]
+    );
+    assert!(
+        d.trace[1]
+            .detail
+            .as_deref()
+            .is_some_and(|m| m.contains("not_there") && m.contains("original")),
+        "{:?}",
+        d.trace[1].detail
+    );
+
+    // [not_there + {"x":1}, rename to send_email]: the second guard sees the
+    // first's args and fixes the name.
+    let d = chain(&[&both, &email]).rewrite(&call(), &no_state()).await;
+    let r = d.result.clone().expect("rewritten");
+    assert_eq!(
+        (r.tool_name.as_str(), Value::Object(r.args)),
+        ("send_email", json!({"x": 1}))
+    );
+    assert_eq!(
+        outcomes(&d),
+        vec![("both", Outcome::Rewrite), ("email", Outcome::Rewrite)]
+    );
+
+    // A hallucinated tool fixed by the chain: [args {"x":1}, send_email].
+    let d = chain(&[&x1, &email])
+        .rewrite(
+            &dispatch("unknown_tool", json!({"sql": "SELECT 1"}), &palette),
+            &no_state(),
+        )
         .await;
     let r = d.result.clone().expect("rewritten");
-    assert_eq!(Value::Object(r.args), json!({"trail": ["a", "c"]}));
-    assert_eq!(d.trace[1].outcome, Outcome::Malformed);
-    assert!(d.trace[1].detail.as_deref().unwrap_or("").contains("rm_rf"));
+    assert_eq!(
+        (r.tool_name.as_str(), Value::Object(r.args)),
+        ("send_email", json!({"x": 1}))
+    );
 }
 
 #[tokio::test]
@@ -319,4 +385,20 @@ async fn guards_see_state_and_config() {
         .await;
     let said: Value = serde_json::from_str(&d.result.expect("steers").content).expect("json");
     assert_eq!(said, cfg);
+}
+
+/// Integers of any size and the key order of args pass through a guard and
+/// the chain unchanged (symfonic hands Python ints and dicts on as they are).
+#[tokio::test]
+async fn rewrite_passes_big_integers_and_key_order_through() {
+    let e = engine();
+    let a = scripted(&e, "a", json!({"rewrite": {"append_trail": "a"}})).await;
+    let text = r#"{"z":18446744073709551616,"id":-170141183460469231731687303715884105729,"a":0.1,"m":{"y":1,"b":2}}"#;
+    let args: Value = serde_json::from_str(text).expect("args");
+    let d = chain(&[&a])
+        .rewrite(&dispatch("t", args, &["t"]), &no_state())
+        .await;
+    let r = d.result.expect("rewritten");
+    let want = r#"{"z":18446744073709551616,"id":-170141183460469231731687303715884105729,"a":0.1,"m":{"y":1,"b":2},"trail":["a"]}"#;
+    assert_eq!(serde_json::to_string(&r.args).expect("json"), want);
 }

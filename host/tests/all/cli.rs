@@ -291,3 +291,27 @@ fn list_shows_seams_and_limits() {
             .contains("core.wasm")
     );
 }
+
+/// The CLI takes args as deep as the Python adapter sends (64 levels, its
+/// own cut-off) and passes them through unchanged; beyond serde_json's 128
+/// levels it refuses the event with one line naming where.
+#[test]
+fn nested_args_pass_up_to_the_documented_depth() {
+    let dir = plugin_dir(&[("sql.wasm", toolgate_tests::SQL_GUARD)]);
+    let event = |depth: usize| {
+        let deep = (0..depth).fold(json!(1), |inner, _| json!([inner]));
+        json!({"run_id": "r", "tool_name": "search", "call_id": "c", "args": {"deep": deep}})
+    };
+    let v = stdout_json(&check(dir.path(), "steering", event(64)));
+    assert_eq!(v["result"], Value::Null);
+    assert_eq!(v["trace"][0]["outcome"], "proceed");
+
+    let out = check(dir.path(), "steering", event(130));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("recursion limit") && err.contains("column"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

@@ -179,7 +179,8 @@ export interface ToolResultEvent {
  */
 export interface Rewrite {
   /**
-   * The tool to call instead; must be in `available-tools`.
+   * The tool to call instead. Any name is passed on to the next guard;
+   * only the chain's resulting call must be in `available-tools`.
    */
   toolName: string;
   /**
@@ -208,8 +209,11 @@ export interface Hooks {
    * Seam `rewrite` (`toolgate:guard/rewrite@0.1.0`, function `dispatch`).
    *
    * Returns a replacement call, or none to pass the call through. A
-   * rewrite naming a tool outside `available-tools`, or whose args are not
-   * a JSON object, is dropped with a warning.
+   * rewrite whose args are not a JSON object is dropped with a warning
+   * (the next guard sees the call as it was). The next guard sees this
+   * rewrite whatever tool it names; the chain's resulting call is checked
+   * once, at the end: if it names a tool outside `available-tools`, every
+   * rewrite is dropped with a warning and the original call runs.
    */
   dispatch?(event: DispatchEvent): Rewrite | null | undefined | void;
   /**

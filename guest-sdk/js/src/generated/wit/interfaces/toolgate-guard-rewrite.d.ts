@@ -3,8 +3,11 @@
 declare module 'toolgate:guard/rewrite@0.1.0' {
   /**
    * Returns a replacement call, or none to pass the call through. A
-   * rewrite naming a tool outside `available-tools`, or whose args are not
-   * a JSON object, is dropped with a warning.
+   * rewrite whose args are not a JSON object is dropped with a warning
+   * (the next guard sees the call as it was). The next guard sees this
+   * rewrite whatever tool it names; the chain's resulting call is checked
+   * once, at the end: if it names a tool outside `available-tools`, every
+   * rewrite is dropped with a warning and the original call runs.
    */
   export function dispatch(event: DispatchEvent): Rewrite | undefined;
   export type DispatchEvent = import('toolgate:guard/types@0.1.0').DispatchEvent;

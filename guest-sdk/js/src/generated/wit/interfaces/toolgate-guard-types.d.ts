@@ -169,9 +169,9 @@ declare module 'toolgate:guard/types@0.1.0' {
    */
   export interface Skip {
     /**
-     * What the model sees as the tool's result. Must not be empty: an
-     * empty skip is malformed, dropped with a warning, and treated as
-     * proceed.
+     * What the model sees as the tool's result. Must not be empty (the
+     * empty string; whitespace is content): an empty skip is malformed,
+     * dropped with a warning, and treated as proceed.
      */
     content: string,
     /**
@@ -203,7 +203,8 @@ declare module 'toolgate:guard/types@0.1.0' {
    */
   export interface Rewrite {
     /**
-     * The tool to call instead; must be in `available-tools`.
+     * The tool to call instead. Any name is passed on to the next guard;
+     * only the chain's resulting call must be in `available-tools`.
      */
     toolName: string,
     /**
