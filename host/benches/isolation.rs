@@ -8,11 +8,12 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
+use toolgate::bench::{Latency, Reused};
 use toolgate::event::BeforeToolCallEvent;
-use toolgate::{Chain, Engine, EngineConfig, Plugin, PluginSpec, ReusedSteering};
+use toolgate::{Chain, Engine, EngineConfig, Event, Plugin, PluginSpec};
 
 /// The seed's SqlGuard as a native function, given the same JSON text the
 /// guest receives.
@@ -32,11 +33,6 @@ fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn pct(sorted: &[Duration], p: usize) -> f64 {
-    let i = ((sorted.len() - 1) * p).div_ceil(100).min(sorted.len() - 1);
-    sorted[i].as_secs_f64() * 1e6
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds = env("ROUNDS", 10);
     let per_round = env("PER_ROUND", 2000);
@@ -48,9 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let plugin =
             Arc::new(Plugin::load(&engine, PluginSpec::new(toolgate_tests::SQL_GUARD)).await?);
         let chain = Chain::new(vec![plugin.clone()]);
-        let mut reused = ReusedSteering::new(&plugin)
-            .await?
-            .ok_or("sql-guard exports steering")?;
+        let mut reused = Reused::new(plugin.clone()).await?;
         let events: Vec<BeforeToolCallEvent> = [
             "DELETE FROM users",
             "DELETE FROM users WHERE id = 7",
@@ -62,6 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }))
         })
         .collect::<Result<_, _>>()?;
+        let wrapped: Vec<Event> = events.iter().cloned().map(Event::Steering).collect();
         let state = json!({});
         let (mut fresh, mut reuse, mut native) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
@@ -73,12 +68,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 assert_eq!(d.result.is_some(), i % 2 == 0);
 
                 let t = Instant::now();
-                let skipped = reused
-                    .call(e)
+                let called = reused
+                    .call(&wrapped[i % 2], &state)
                     .await
                     .map_err(|f| format!("reused call faulted: {f}"))?;
                 reuse.push(t.elapsed());
-                assert_eq!(skipped, i % 2 == 0);
+                assert!(called, "sql-guard exports steering");
 
                 let t = Instant::now();
                 // The host side of the same work: serialise args, decide.
@@ -88,34 +83,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 assert_eq!(skipped, i % 2 == 0);
             }
         }
-        for v in [&mut fresh, &mut reuse, &mut native] {
-            v.sort_unstable();
-        }
-        let n = pct(&native, 50);
+        let (fresh, reuse, native) = (
+            Latency::of(&mut fresh),
+            Latency::of(&mut reuse),
+            Latency::of(&mut native),
+        );
         println!(
             "sql-guard, {} calls per path, {} rounds interleaved",
-            fresh.len(),
-            rounds
+            fresh.calls, rounds
         );
         println!(
             "{:<28} {:>10} {:>10} {:>12}",
             "path", "p50 µs", "p99 µs", "p50 / native"
         );
-        for (name, v) in [
+        for (name, l) in [
             ("fresh instance per call", &fresh),
             ("reused instance", &reuse),
             ("native Rust", &native),
         ] {
             println!(
                 "{name:<28} {:>10.2} {:>10.2} {:>11.1}x",
-                pct(v, 50),
-                pct(v, 99),
-                pct(v, 50) / n
+                l.p50_us,
+                l.p99_us,
+                l.p50_us / native.p50_us
             );
         }
+        // The fields `toolgate bench --json` reports per guard.
         println!(
-            "fresh / reused p50: {:.1}x",
-            pct(&fresh, 50) / pct(&reuse, 50)
+            "{}",
+            json!({
+                "plugin": "sql-guard",
+                "fresh": fresh,
+                "reused": reuse,
+                "native": native,
+                "fresh_over_reused": fresh.p50_us / reuse.p50_us,
+            })
         );
         Ok(())
     })

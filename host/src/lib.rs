@@ -30,6 +30,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bench;
 mod bindings;
 pub mod cache;
 pub mod chain;
@@ -55,5 +56,5 @@ pub use error::Error;
 pub use event::{Event, Seam};
 pub use fault::Fault;
 pub use limits::Limits;
-pub use plugin::{OnError, Plugin, PluginSpec, ReusedSteering};
+pub use plugin::{OnError, Plugin, PluginSpec};
 pub use registry::{Registry, RegistryOptions, Snapshot};

@@ -373,6 +373,88 @@ impl Plugin {
 }
 
 impl Plugin {
+    /// A store and an instance for calls made one after another on the same
+    /// instance: a snapshot's warm-up, a reused-instance measurement. Never
+    /// used to serve.
+    pub(crate) async fn instantiate_for_reuse(&self) -> Result<(Store<Sandbox>, Instance), Error> {
+        let mut store = self.store()?;
+        let instance = self
+            .pre
+            .instantiate_async(&mut store)
+            .await
+            .map_err(|e| Error::Start {
+                path: self.path.clone(),
+                fault: Fault::classify(&e, false),
+                message: root_cause(&e),
+            })?;
+        Ok((store, instance))
+    }
+
+    /// Calls the seam of `event` on `instance`, discarding the reply;
+    /// `Ok(false)` if the plugin does not export that seam.
+    async fn call_on(
+        &self,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+        event: &crate::event::Event,
+        state: &str,
+    ) -> wasmtime::Result<bool> {
+        use crate::event::Event;
+        match event {
+            Event::Routing(e) => {
+                if let Some(i) = &self.seams.routing {
+                    let wit = crate::wit::routing(e, &e.narrowed_tool_names, state);
+                    let guest = i.load(&mut *store, instance)?;
+                    guest.call_narrow(&mut *store, &wit).await?;
+                    return Ok(true);
+                }
+            }
+            Event::Rewrite(e) => {
+                if let Some(i) = &self.seams.rewrite {
+                    let wit = crate::wit::dispatch(e, &e.tool_name, &e.args, state);
+                    let guest = i.load(&mut *store, instance)?;
+                    guest.call_dispatch(&mut *store, &wit).await?;
+                    return Ok(true);
+                }
+            }
+            Event::Steering(e) => {
+                if let Some(i) = &self.seams.steering {
+                    let wit = crate::wit::before_tool_call(e, state);
+                    let guest = i.load(&mut *store, instance)?;
+                    guest.call_before_tool_call(&mut *store, &wit).await?;
+                    return Ok(true);
+                }
+            }
+            Event::Result(e) => {
+                if let Some(i) = &self.seams.result {
+                    let wit = crate::wit::tool_result(e, state);
+                    let guest = i.load(&mut *store, instance)?;
+                    guest.call_on_result(&mut *store, &wit).await?;
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// One more call on a kept instance, with fuel and the deadline reset.
+    pub(crate) async fn call_reused(
+        &self,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+        event: &crate::event::Event,
+        state: &Value,
+    ) -> Result<bool, Fault> {
+        store
+            .set_fuel(self.limits.fuel)
+            .map_err(|_| Fault::Instantiate)?;
+        store.data_mut().refill(&self.limits);
+        arm_deadline(store, self.limits.timeout);
+        self.call_on(store, instance, event, &state.to_string())
+            .await
+            .map_err(|e| Fault::classify(&e, true))
+    }
+
     /// One instance, after the `events` (each with the hook's state) were
     /// made on it in order — the state a snapshot captures. Events for a
     /// seam the plugin does not export are skipped. A fault is an error
@@ -381,8 +463,6 @@ impl Plugin {
         &self,
         events: &[(crate::event::Event, Value)],
     ) -> Result<(Store<Sandbox>, Instance), Error> {
-        use crate::event::Event;
-        let mut store = self.store()?;
         let failed = |what: String, start: bool| {
             let path = self.path.clone();
             move |e: wasmtime::Error| Error::Snapshot {
@@ -394,6 +474,7 @@ impl Plugin {
                 ),
             }
         };
+        let mut store = self.store()?;
         let instance = self
             .pre
             .instantiate_async(&mut store)
@@ -401,47 +482,9 @@ impl Plugin {
             .map_err(failed("start".into(), true))?;
         for (n, (event, state)) in events.iter().enumerate() {
             let what = format!("warm-up call {} ({})", n + 1, event.seam());
-            let fail = || failed(what.clone(), false);
-            let state = state.to_string();
-            match event {
-                Event::Routing(e) => {
-                    if let Some(i) = &self.seams.routing {
-                        let wit = crate::wit::routing(e, &e.narrowed_tool_names, &state);
-                        let guest = i.load(&mut store, &instance).map_err(fail())?;
-                        guest.call_narrow(&mut store, &wit).await.map_err(fail())?;
-                    }
-                }
-                Event::Rewrite(e) => {
-                    if let Some(i) = &self.seams.rewrite {
-                        let wit = crate::wit::dispatch(e, &e.tool_name, &e.args, &state);
-                        let guest = i.load(&mut store, &instance).map_err(fail())?;
-                        guest
-                            .call_dispatch(&mut store, &wit)
-                            .await
-                            .map_err(fail())?;
-                    }
-                }
-                Event::Steering(e) => {
-                    if let Some(i) = &self.seams.steering {
-                        let wit = crate::wit::before_tool_call(e, &state);
-                        let guest = i.load(&mut store, &instance).map_err(fail())?;
-                        guest
-                            .call_before_tool_call(&mut store, &wit)
-                            .await
-                            .map_err(fail())?;
-                    }
-                }
-                Event::Result(e) => {
-                    if let Some(i) = &self.seams.result {
-                        let wit = crate::wit::tool_result(e, &state);
-                        let guest = i.load(&mut store, &instance).map_err(fail())?;
-                        guest
-                            .call_on_result(&mut store, &wit)
-                            .await
-                            .map_err(fail())?;
-                    }
-                }
-            }
+            self.call_on(&mut store, &instance, event, &state.to_string())
+                .await
+                .map_err(failed(what, false))?;
         }
         Ok((store, instance))
     }
@@ -466,70 +509,6 @@ fn arm_deadline(store: &mut Store<Sandbox>, timeout: Duration) {
             UpdateDeadline::Yield(1)
         })
     });
-}
-
-/// One instance of a plugin kept alive across steering calls.
-///
-/// toolgate never serves with it: a guest's state survives from one call
-/// to the next and a trap poisons the instance for good. It exists to
-/// measure what per-call isolation costs (see `BENCHMARKS.md`). Fuel and
-/// the deadline are reset before every call.
-pub struct ReusedSteering {
-    store: Store<Sandbox>,
-    guest: steering::Guest,
-    fuel: u64,
-    timeout: Duration,
-}
-
-impl ReusedSteering {
-    /// Instantiates `plugin` once; `None` if it does not export steering.
-    pub async fn new(plugin: &Plugin) -> Result<Option<Self>, Error> {
-        let Some(idx) = &plugin.seams.steering else {
-            return Ok(None);
-        };
-        let mut store = plugin.store()?;
-        let fail = |e: wasmtime::Error| Error::Start {
-            path: plugin.path.clone(),
-            fault: Fault::classify(&e, false),
-            message: root_cause(&e),
-        };
-        let instance = plugin
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(fail)?;
-        let guest = idx.load(&mut store, &instance).map_err(fail)?;
-        Ok(Some(ReusedSteering {
-            store,
-            guest,
-            fuel: plugin.limits.fuel,
-            timeout: plugin.limits.timeout,
-        }))
-    }
-
-    /// Calls `before-tool-call` with a JSON event; returns whether it skipped.
-    pub async fn call(&mut self, event: &crate::event::BeforeToolCallEvent) -> Result<bool, Fault> {
-        let wit = types::BeforeToolCallEvent {
-            run_id: event.run_id.clone(),
-            tool_name: event.tool_name.clone(),
-            call_id: event.call_id.clone(),
-            args: Value::Object(event.args.clone()).to_string(),
-            state: "{}".into(),
-        };
-        self.store
-            .set_fuel(self.fuel)
-            .map_err(|_| Fault::Instantiate)?;
-        arm_deadline(&mut self.store, self.timeout);
-        match self
-            .guest
-            .call_before_tool_call(&mut self.store, &wit)
-            .await
-        {
-            Ok(types::Verdict::Skip(_)) => Ok(true),
-            Ok(types::Verdict::Proceed) => Ok(false),
-            Err(e) => Err(Fault::classify(&e, true)),
-        }
-    }
 }
 
 impl std::fmt::Debug for Plugin {

@@ -69,6 +69,14 @@ impl Sandbox {
         }
     }
 
+    /// Gives a kept instance a new call's host-call and log budgets (the
+    /// reused-instance measurement; a served call always has a new store).
+    pub(crate) fn refill(&mut self, limits: &Limits) {
+        self.calls_left = limits.host_calls;
+        self.log_bytes_left = limits.log_bytes;
+        self.flush_output();
+    }
+
     fn spend_call(&mut self) -> wasmtime::Result<()> {
         self.calls_left = self
             .calls_left

@@ -315,3 +315,53 @@ fn nested_args_pass_up_to_the_documented_depth() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// `toolgate bench --json` reports, per seam, every subscribed guard's
+/// fresh and reused calls and the chain under load, as one JSON object.
+#[test]
+fn bench_reports_each_guard_and_the_chain() {
+    let dir = plugin_dir(&[
+        ("sql-guard.wasm", toolgate_tests::SQL_GUARD),
+        ("hide-admin-tools.wasm", toolgate_tests::HIDE_ADMIN_TOOLS),
+    ]);
+    let d = dir.path().display().to_string();
+    let argv = [
+        "bench",
+        "--plugins",
+        &d,
+        "--seconds",
+        "0.2",
+        "--concurrency",
+        "3",
+        "--json",
+    ];
+    let report = stdout_json(&run(&argv, ""));
+    let seams: Vec<&str> = report["seams"]
+        .as_array()
+        .expect("seams")
+        .iter()
+        .map(|s| s["seam"].as_str().expect("seam"))
+        .collect();
+    assert_eq!(seams, ["routing", "steering"], "{report}");
+    let steering = &report["seams"][1];
+    assert_eq!(steering["guards"][0]["plugin"], "sql-guard");
+    for path in ["fresh", "reused"] {
+        let calls = steering["guards"][0][path]["calls"]
+            .as_u64()
+            .expect("calls");
+        assert!(calls > 0, "{path}: {steering}");
+    }
+    assert_eq!(steering["guards"][0]["faults"], 0);
+    assert_eq!(steering["chain"]["concurrency"], 3);
+    assert!(steering["chain"]["decisions"].as_u64().expect("decisions") > 0);
+    assert!(
+        steering["chain"]["decisions_per_sec"]
+            .as_f64()
+            .expect("rate")
+            > 0.0
+    );
+
+    let out = run(&["bench", "--plugins", &d, "--seconds", "0"], "");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--seconds"), "{}", stderr(&out));
+}

@@ -1,6 +1,7 @@
 //! The `toolgate` command: check one event, replay a trace, list plugins,
 //! serve the seams over HTTP, build a guard.
 
+mod bench;
 mod build_guard;
 
 use std::collections::BTreeMap;
@@ -67,6 +68,9 @@ enum Command {
         #[command(flatten)]
         cache: CacheArgs,
     },
+    /// Measure what a directory's guards cost: per guard, fresh-instance calls against a
+    /// kept instance; per seam, the whole chain's decisions/s at a concurrency.
+    Bench(bench::BenchArgs),
     /// Serve the four seams over HTTP (see the server module's docs for the endpoints).
     Serve(ServeArgs),
     /// Build a guard in Rust, Go, JS/TS or Python (told apart by its files) into a component.
@@ -238,6 +242,7 @@ async fn run(cli: Cli) -> Result<()> {
         } => replay(&open(&plugins, &cache).await?, &file, json).await?,
         Command::List { plugins, cache } => list(&plugins, &cache).await?,
         Command::Serve(args) => serve(args).await?,
+        Command::Bench(args) => bench::run(args).await?,
         Command::Build {
             src,
             out,

@@ -1,0 +1,281 @@
+//! What guards cost, measured: per guard, a fresh instance per call (how
+//! toolgate serves) beside one instance kept alive (the floor isolation is
+//! measured from), interleaved so machine noise hits both alike; per chain,
+//! decisions per second at a given concurrency.
+//!
+//! `toolgate bench` prints a [`Report`]; the isolation and serve benches
+//! report the same fields.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+use wasmtime::Store;
+use wasmtime::component::Instance;
+
+use crate::chain::{Chain, Outcome};
+use crate::error::Error;
+use crate::event::{Event, Seam};
+use crate::fault::Fault;
+use crate::plugin::Plugin;
+use crate::sandbox::Sandbox;
+
+/// One instance of a plugin kept alive across calls.
+///
+/// toolgate never serves with it: a guest's state survives from one call
+/// to the next and a trap poisons the instance for good. It exists to
+/// measure what per-call isolation costs. Fuel and the deadline are reset
+/// before every call.
+pub struct Reused {
+    plugin: Arc<Plugin>,
+    store: Store<Sandbox>,
+    instance: Instance,
+}
+
+impl Reused {
+    /// Instantiates `plugin` once.
+    pub async fn new(plugin: Arc<Plugin>) -> Result<Self, Error> {
+        let (store, instance) = plugin.instantiate_for_reuse().await?;
+        Ok(Reused {
+            plugin,
+            store,
+            instance,
+        })
+    }
+
+    /// Calls the seam of `event` on the kept instance; `Ok(false)` if the
+    /// plugin does not export that seam. A fault poisons this instance:
+    /// make a new one.
+    pub async fn call(&mut self, event: &Event, state: &Value) -> Result<bool, Fault> {
+        self.plugin
+            .call_reused(&mut self.store, &self.instance, event, state)
+            .await
+    }
+}
+
+/// Latency percentiles of a set of calls.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    /// How many calls were measured.
+    pub calls: u64,
+    /// Median, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile, microseconds.
+    pub p99_us: f64,
+}
+
+impl Latency {
+    /// Percentiles of `samples` (sorted in place).
+    pub fn of(samples: &mut [Duration]) -> Latency {
+        samples.sort_unstable();
+        let pct = |p: usize| {
+            samples.len().checked_sub(1).map_or(0.0, |last| {
+                samples[(last * p).div_ceil(100).min(last)].as_secs_f64() * 1e6
+            })
+        };
+        Latency {
+            calls: samples.len() as u64,
+            p50_us: pct(50),
+            p99_us: pct(99),
+        }
+    }
+}
+
+/// One guard at one seam: fresh instance per call against a kept instance.
+#[derive(Clone, Debug, Serialize)]
+pub struct GuardCost {
+    /// The plugin's name.
+    pub plugin: String,
+    /// A fresh instance per call, through a chain of this guard alone.
+    pub fresh: Latency,
+    /// One instance kept alive (measurement only, never served).
+    pub reused: Latency,
+    /// `fresh.p50_us / reused.p50_us`: what isolation costs.
+    pub fresh_over_reused: f64,
+    /// Calls of either path that faulted (a faulting guard's numbers
+    /// measure its fault, not its work).
+    pub faults: u64,
+}
+
+/// A whole chain at one seam under concurrency.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChainLoad {
+    /// Concurrent callers.
+    pub concurrency: usize,
+    /// Decisions made in the measured window.
+    pub decisions: u64,
+    /// Decisions per second.
+    pub decisions_per_sec: f64,
+    /// Latency of each decision as its caller saw it.
+    pub latency: Latency,
+    /// Guard calls that faulted during the window.
+    pub faults: u64,
+}
+
+/// The cost of one seam of a chain.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeamCost {
+    /// The seam.
+    pub seam: Seam,
+    /// How many distinct events of this seam were cycled through.
+    pub events: usize,
+    /// Per guard that subscribes to the seam, in chain order.
+    pub guards: Vec<GuardCost>,
+    /// The whole chain under load.
+    pub chain: ChainLoad,
+}
+
+/// What `toolgate bench` prints with `--json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The tenant whose chain was measured (`None`: the global chain).
+    pub tenant: Option<String>,
+    /// Seconds each measurement window lasted.
+    pub seconds: f64,
+    /// Per seam with at least one event and one subscribed guard.
+    pub seams: Vec<SeamCost>,
+}
+
+/// How long and how hard to measure.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Length of each window: per guard (fresh and reused interleaved), and
+    /// per seam for the chain under load.
+    pub window: Duration,
+    /// Concurrent callers of the chain.
+    pub concurrency: usize,
+}
+
+/// Measures `chain` on `events` (each with its hook state).
+pub async fn measure(
+    chain: &Chain,
+    tenant: Option<String>,
+    events: &[(Event, Value)],
+    settings: &Settings,
+) -> Result<Report, Error> {
+    let mut seams = Vec::new();
+    for seam in Seam::ALL {
+        let mine: Vec<(Event, Value)> = events
+            .iter()
+            .filter(|(e, _)| e.seam() == seam)
+            .cloned()
+            .collect();
+        let guards: Vec<&Arc<Plugin>> = chain
+            .plugins()
+            .iter()
+            .filter(|p| p.subscribes(seam))
+            .collect();
+        if mine.is_empty() || guards.is_empty() {
+            continue;
+        }
+        let mut costs = Vec::new();
+        for plugin in guards {
+            costs.push(guard_cost(plugin, &mine, settings.window).await?);
+        }
+        let load = chain_load(chain, &mine, settings).await;
+        seams.push(SeamCost {
+            seam,
+            events: mine.len(),
+            guards: costs,
+            chain: load,
+        });
+    }
+    Ok(Report {
+        tenant,
+        seconds: settings.window.as_secs_f64(),
+        seams,
+    })
+}
+
+fn faults<T>(d: &crate::chain::Decision<T>) -> u64 {
+    d.trace
+        .iter()
+        .filter(|t| t.outcome == Outcome::Fault)
+        .count() as u64
+}
+
+async fn guard_cost(
+    plugin: &Arc<Plugin>,
+    events: &[(Event, Value)],
+    window: Duration,
+) -> Result<GuardCost, Error> {
+    let alone = Chain::new(vec![Arc::clone(plugin)]);
+    let mut reused = Reused::new(Arc::clone(plugin)).await?;
+    let (mut fresh, mut kept) = (Vec::new(), Vec::new());
+    let mut fault_count = 0;
+    let start = Instant::now();
+    for (event, state) in events.iter().cycle() {
+        if start.elapsed() >= window && !fresh.is_empty() {
+            break;
+        }
+        let t = Instant::now();
+        let d = alone.decide(event, state).await;
+        fresh.push(t.elapsed());
+        fault_count += faults(&d);
+
+        let t = Instant::now();
+        let r = reused.call(event, state).await;
+        kept.push(t.elapsed());
+        if r.is_err() {
+            fault_count += 1;
+            reused = Reused::new(Arc::clone(plugin)).await?;
+        }
+    }
+    let (fresh, reused) = (Latency::of(&mut fresh), Latency::of(&mut kept));
+    Ok(GuardCost {
+        plugin: plugin.name().to_string(),
+        fresh_over_reused: if reused.p50_us > 0.0 {
+            fresh.p50_us / reused.p50_us
+        } else {
+            0.0
+        },
+        fresh,
+        reused,
+        faults: fault_count,
+    })
+}
+
+async fn chain_load(chain: &Chain, events: &[(Event, Value)], settings: &Settings) -> ChainLoad {
+    let events: Arc<[(Event, Value)]> = events.into();
+    let start = Instant::now();
+    let workers: Vec<_> = (0..settings.concurrency.max(1))
+        .map(|worker| {
+            let (chain, events, window) = (chain.clone(), Arc::clone(&events), settings.window);
+            tokio::spawn(async move {
+                let (mut samples, mut fault_count) = (Vec::new(), 0);
+                for (event, state) in events.iter().cycle().skip(worker) {
+                    if start.elapsed() >= window {
+                        break;
+                    }
+                    let t = Instant::now();
+                    let d = chain.decide(event, state).await;
+                    samples.push(t.elapsed());
+                    fault_count += faults(&d);
+                }
+                (samples, fault_count)
+            })
+        })
+        .collect();
+    let (mut samples, mut fault_count) = (Vec::new(), 0);
+    for w in workers {
+        // A worker that panicked contributes nothing; the others still count.
+        if let Ok((s, f)) = w.await {
+            samples.extend(s);
+            fault_count += f;
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let latency = Latency::of(&mut samples);
+    ChainLoad {
+        concurrency: settings.concurrency.max(1),
+        decisions: latency.calls,
+        decisions_per_sec: if elapsed > 0.0 {
+            latency.calls as f64 / elapsed
+        } else {
+            0.0
+        },
+        latency,
+        faults: fault_count,
+    }
+}
