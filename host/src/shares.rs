@@ -57,7 +57,8 @@ pub struct Shares {
     /// cannot be read).
     pub memory_budget_mib: u64,
     /// How long a call waits for its share before faulting with
-    /// `share-exhausted`. Default: 100 ms.
+    /// `share-exhausted`. Default: 1 s (a burst above the share queues;
+    /// a flood waits, which also slows the flooder down).
     #[serde(with = "crate::limits::millis")]
     pub wait: Duration,
 }
@@ -70,7 +71,7 @@ impl Default for Shares {
             tenant_instances: 4,
             tenant_memory_mib: 512,
             memory_budget_mib: default_memory_budget_mib(),
-            wait: Duration::from_millis(100),
+            wait: Duration::from_secs(1),
         }
     }
 }

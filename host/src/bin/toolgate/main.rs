@@ -169,7 +169,7 @@ struct PolicyArgs {
     /// Host-wide memory budget for all shares, MiB (default: half the RAM).
     #[arg(long)]
     memory_budget_mib: Option<u64>,
-    /// How long a call waits for its share before faulting, ms (default 100).
+    /// How long a call waits for its share before faulting, ms (default 1000).
     #[arg(long)]
     share_wait_ms: Option<u64>,
     /// Faults within the window that quarantine a guard; 0: off (default 5).
