@@ -294,14 +294,19 @@ fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Res
         micros: called.micros,
     };
     let result = called.result.map_err(|(fault, detail)| {
-        tracing::warn!(
-            plugin = plugin.name(),
-            %seam,
-            %fault,
-            %detail,
-            on_error = ?plugin.on_error(),
-            "guard faulted; skipped as if it returned nothing"
-        );
+        // Quarantine and shares log when their state changes, not per call.
+        if matches!(fault, Fault::Quarantined | Fault::ShareExhausted) {
+            tracing::debug!(plugin = plugin.name(), %seam, %fault, %detail, "guard not run");
+        } else {
+            tracing::warn!(
+                plugin = plugin.name(),
+                %seam,
+                %fault,
+                %detail,
+                on_error = ?plugin.on_error(),
+                "guard faulted; skipped as if it returned nothing"
+            );
+        }
         entry.fault = Some(fault);
         entry.detail = Some(detail);
         fault

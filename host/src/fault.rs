@@ -38,6 +38,13 @@ pub enum Fault {
     Instantiate,
     /// No instance slot was free (the engine's `max_instances`).
     Capacity,
+    /// The account the call is charged to (its tenant's, or the global
+    /// one) had no instance or memory left within its wait: the caller's
+    /// own share is exhausted. See [`crate::shares`].
+    ShareExhausted,
+    /// The guard is quarantined after faulting repeatedly, and was not run.
+    /// See [`crate::quarantine`].
+    Quarantined,
 }
 
 impl Fault {
@@ -55,6 +62,8 @@ impl Fault {
             Fault::InvalidResult => "invalid-result",
             Fault::Instantiate => "instantiate",
             Fault::Capacity => "capacity",
+            Fault::ShareExhausted => "share-exhausted",
+            Fault::Quarantined => "quarantined",
         }
     }
 

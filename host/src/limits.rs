@@ -19,8 +19,10 @@ pub struct Limits {
     /// guest's own start-up. Default: 500 million. Time spent in host
     /// imports burns no fuel; the deadline covers it.
     pub fuel: u64,
-    /// Largest linear memory (and table-growth bound) of any instance, in
-    /// bytes. Growing past it traps. Default: 128 MiB. Must not exceed the
+    /// Largest linear memory of an instance — all of its memories
+    /// together — (and table-growth bound), in bytes. Growing past it
+    /// traps. It is also what a call commits from its account's memory
+    /// share (see [`crate::shares`]). Default: 128 MiB. Must not exceed the
     /// engine's [`max_memory_bytes`](crate::EngineConfig::max_memory_bytes).
     pub memory_bytes: usize,
     /// Wall-clock deadline for one call, enforced by epoch interruption.
@@ -43,6 +45,51 @@ pub struct Limits {
     pub log_bytes: usize,
 }
 
+impl Limits {
+    /// Each limit lowered to `ceiling`'s where it is above: what a tenant
+    /// plugin gets for a limit it does not set.
+    pub fn clamped_to(&self, ceiling: &Limits) -> Limits {
+        Limits {
+            fuel: self.fuel.min(ceiling.fuel),
+            memory_bytes: self.memory_bytes.min(ceiling.memory_bytes),
+            timeout: self.timeout.min(ceiling.timeout),
+            max_return_bytes: self.max_return_bytes.min(ceiling.max_return_bytes),
+            host_calls: self.host_calls.min(ceiling.host_calls),
+            log_bytes: self.log_bytes.min(ceiling.log_bytes),
+        }
+    }
+
+    /// The first limit above `ceiling`'s, as (manifest key, value, ceiling),
+    /// in the manifest's units.
+    pub fn above(&self, ceiling: &Limits) -> Option<(&'static str, u64, u64)> {
+        let kib = |b: usize| (b as u64).div_ceil(1 << 10);
+        let mib = |b: usize| (b as u64).div_ceil(1 << 20);
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        [
+            ("fuel", self.fuel, ceiling.fuel),
+            (
+                "memory_mib",
+                mib(self.memory_bytes),
+                mib(ceiling.memory_bytes),
+            ),
+            ("timeout_ms", ms(self.timeout), ms(ceiling.timeout)),
+            (
+                "max_return_kib",
+                kib(self.max_return_bytes),
+                kib(ceiling.max_return_bytes),
+            ),
+            (
+                "host_calls",
+                u64::from(self.host_calls),
+                u64::from(ceiling.host_calls),
+            ),
+            ("log_kib", kib(self.log_bytes), kib(ceiling.log_bytes)),
+        ]
+        .into_iter()
+        .find(|(_, v, c)| v > c)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -56,7 +103,7 @@ impl Default for Limits {
     }
 }
 
-mod millis {
+pub(crate) mod millis {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
@@ -81,11 +128,15 @@ pub struct MemoryLimitExceeded {
 }
 
 /// A `ResourceLimiter` that traps (rather than failing `memory.grow`) when
-/// a memory or table would grow past the plugin's cap.
+/// the instance's memories together, or a table, would grow past the
+/// plugin's cap. The memory cap covers all of a component's linear
+/// memories at once: a component of many memories gets no more than one.
 #[derive(Debug)]
 pub(crate) struct Limiter {
     memory_bytes: usize,
     table_elements: usize,
+    /// Bytes of linear memory the instance's memories hold together.
+    memory_used: usize,
 }
 
 impl Limiter {
@@ -95,6 +146,7 @@ impl Limiter {
             // A function table entry is a pointer; bound tables by the same
             // byte budget.
             table_elements: limits.memory_bytes / 8,
+            memory_used: 0,
         }
     }
 }
@@ -102,17 +154,22 @@ impl Limiter {
 impl wasmtime::ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
+        let total = self
+            .memory_used
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.memory_bytes {
             return Err(MemoryLimitExceeded {
-                wanted: desired,
+                wanted: total,
                 limit: self.memory_bytes,
             }
             .into());
         }
+        self.memory_used = total;
         Ok(true)
     }
 

@@ -42,6 +42,7 @@ use toml::Spanned;
 
 use crate::limits::Limits;
 use crate::plugin::{OnError, PluginSpec};
+use crate::policy::Policy;
 use crate::registry::validate_tenant;
 
 /// The manifest's file name.
@@ -101,6 +102,10 @@ pub struct Entry {
 pub struct Manifest {
     /// The plugins, in the order they run.
     pub plugins: Vec<Entry>,
+    /// The operator's policy in force: the one the manifest was parsed
+    /// with, overridden by a global manifest's `[ceilings]`, `[shares]` and
+    /// `[quarantine]`.
+    pub policy: Policy,
 }
 
 #[derive(Deserialize, Default)]
@@ -110,6 +115,45 @@ struct RawManifest {
     defaults: Option<RawDefaults>,
     #[serde(default)]
     plugin: Vec<Spanned<RawPlugin>>,
+    #[serde(default)]
+    ceilings: Option<Spanned<RawCeilings>>,
+    #[serde(default)]
+    shares: Option<Spanned<RawShares>>,
+    #[serde(default)]
+    quarantine: Option<Spanned<RawQuarantine>>,
+}
+
+/// `[ceilings]`: the most any tenant plugin may have, per limit key.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawCeilings {
+    fuel: Option<Spanned<u64>>,
+    memory_mib: Option<Spanned<u64>>,
+    timeout_ms: Option<Spanned<u64>>,
+    max_return_kib: Option<Spanned<u64>>,
+    host_calls: Option<Spanned<u32>>,
+    log_kib: Option<Spanned<u64>>,
+}
+
+/// `[shares]`: see [`crate::shares::Shares`].
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawShares {
+    global_instances: Option<Spanned<u32>>,
+    global_memory_mib: Option<Spanned<u64>>,
+    tenant_instances: Option<Spanned<u32>>,
+    tenant_memory_mib: Option<Spanned<u64>>,
+    memory_budget_mib: Option<Spanned<u64>>,
+    wait_ms: Option<Spanned<u64>>,
+}
+
+/// `[quarantine]`: see [`crate::quarantine::QuarantinePolicy`].
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawQuarantine {
+    faults: Option<Spanned<u32>>,
+    window_ms: Option<Spanned<u64>>,
+    cooldown_ms: Option<Spanned<u64>>,
 }
 
 // The limit keys are spelled out in each table rather than flattened:
@@ -168,11 +212,22 @@ struct RawPlugin {
 impl Manifest {
     /// Reads and checks `dir/toolgate.toml`; `Ok(None)` when there is none.
     /// `max_memory_bytes` is the engine's cap (`memory_mib` may not exceed
-    /// it).
+    /// it). A tenant manifest is held to the default policy's ceilings.
     pub fn load(
         dir: &Path,
         scope: Scope,
         max_memory_bytes: usize,
+    ) -> Result<Option<Manifest>, ManifestError> {
+        Manifest::load_with(dir, scope, max_memory_bytes, &Policy::default())
+    }
+
+    /// [`Manifest::load`] under the operator's `policy`: a tenant manifest
+    /// is held to its ceilings; a global manifest may override it.
+    pub fn load_with(
+        dir: &Path,
+        scope: Scope,
+        max_memory_bytes: usize,
+        policy: &Policy,
     ) -> Result<Option<Manifest>, ManifestError> {
         let path = dir.join(FILE_NAME);
         let text = match std::fs::read_to_string(&path) {
@@ -187,16 +242,32 @@ impl Manifest {
                 });
             }
         };
-        Manifest::parse(&path, &text, scope, max_memory_bytes).map(Some)
+        Manifest::parse_with(&path, &text, scope, max_memory_bytes, policy).map(Some)
     }
 
     /// Parses and checks manifest `text` read from `path` (component paths
-    /// are resolved against `path`'s directory and must exist).
+    /// are resolved against `path`'s directory and must exist), under the
+    /// default policy.
     pub fn parse(
         path: &Path,
         text: &str,
         scope: Scope,
         max_memory_bytes: usize,
+    ) -> Result<Manifest, ManifestError> {
+        Manifest::parse_with(path, text, scope, max_memory_bytes, &Policy::default())
+    }
+
+    /// [`Manifest::parse`] under the operator's `policy`. In a tenant's
+    /// manifest every limit (in `[defaults]` or a `[[plugin]]`) must be at
+    /// most the ceiling, and a limit left unset is the default lowered to
+    /// the ceiling; `[ceilings]`, `[shares]` and `[quarantine]` are refused.
+    /// In the global manifest those tables override `policy` key by key.
+    pub fn parse_with(
+        path: &Path,
+        text: &str,
+        scope: Scope,
+        max_memory_bytes: usize,
+        policy: &Policy,
     ) -> Result<Manifest, ManifestError> {
         let dir = path.parent().unwrap_or(Path::new("."));
         let at = |span: Range<usize>, key: Option<String>, message: String| ManifestError {
@@ -211,11 +282,54 @@ impl Manifest {
             let key = key_of(&message, text, span.start);
             at(span, key, message)
         })?;
+        let mut policy = policy.clone();
+        if scope == Scope::Tenant {
+            let tables = [
+                ("ceilings", raw.ceilings.as_ref().map(Spanned::span)),
+                ("shares", raw.shares.as_ref().map(Spanned::span)),
+                ("quarantine", raw.quarantine.as_ref().map(Spanned::span)),
+            ];
+            if let Some((key, Some(span))) = tables.into_iter().find(|(_, s)| s.is_some()) {
+                return Err(at(
+                    span,
+                    Some(key.into()),
+                    format!(
+                        "`[{key}]` is the operator's: it is allowed only in the global manifest"
+                    ),
+                ));
+            }
+        } else {
+            let mut whole = 0..0;
+            if let Some(c) = raw.ceilings {
+                whole = c.span();
+                let c = c.into_inner();
+                policy.ceilings = limits_of!(c)
+                    .apply(policy.ceilings, "ceilings", max_memory_bytes, None)
+                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
+            }
+            if let Some(sh) = raw.shares {
+                whole = sh.span();
+                apply_shares(&mut policy, sh.into_inner())
+                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
+            }
+            if let Some(q) = raw.quarantine {
+                whole = q.span();
+                apply_quarantine(&mut policy, q.into_inner())
+                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
+            }
+            policy
+                .check()
+                .map_err(|(key, msg)| at(whole, Some(key), msg))?;
+        }
+        let ceiling = (scope == Scope::Tenant).then_some(&policy.ceilings);
         let defaults = raw.defaults.unwrap_or_default();
-        let base = Limits::default();
+        let base = match ceiling {
+            Some(c) => Limits::default().clamped_to(c),
+            None => Limits::default(),
+        };
         let base_on_error = defaults.on_error.unwrap_or_default();
         let base = limits_of!(defaults)
-            .apply(base, "defaults", max_memory_bytes)
+            .apply(base, "defaults", max_memory_bytes, ceiling)
             .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
         let mut names = BTreeSet::new();
         let mut plugins = Vec::new();
@@ -268,7 +382,7 @@ impl Manifest {
                 ));
             }
             let limits = limits_of!(p)
-                .apply(base.clone(), &prefix, max_memory_bytes)
+                .apply(base.clone(), &prefix, max_memory_bytes, ceiling)
                 .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
             let tenants = match p.tenants {
                 None => None,
@@ -314,38 +428,120 @@ impl Manifest {
                 tenants,
             });
         }
-        Ok(Manifest { plugins })
+        Ok(Manifest { plugins, policy })
     }
+}
+
+/// Overrides `policy.shares` with every key of `[shares]`, checking ranges.
+fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
+    let s = &mut policy.shares;
+    let key = |k: &str| format!("shares.{k}");
+    if let Some(v) = &raw.global_instances {
+        s.global_instances = range(v, key("global_instances"), 1, 1 << 16, "")?;
+    }
+    if let Some(v) = &raw.global_memory_mib {
+        s.global_memory_mib = range(v, key("global_memory_mib"), 1, 1 << 30, " MiB")?;
+    }
+    if let Some(v) = &raw.tenant_instances {
+        s.tenant_instances = range(v, key("tenant_instances"), 1, 1 << 16, "")?;
+    }
+    if let Some(v) = &raw.tenant_memory_mib {
+        s.tenant_memory_mib = range(v, key("tenant_memory_mib"), 1, 1 << 30, " MiB")?;
+    }
+    if let Some(v) = &raw.memory_budget_mib {
+        s.memory_budget_mib = range(v, key("memory_budget_mib"), 1, 1 << 40, " MiB")?;
+    }
+    if let Some(v) = &raw.wait_ms {
+        s.wait = Duration::from_millis(range(v, key("wait_ms"), 0, 60_000, " ms")?);
+    }
+    Ok(())
+}
+
+/// Overrides `policy.quarantine` with every key of `[quarantine]`.
+fn apply_quarantine(policy: &mut Policy, raw: RawQuarantine) -> Result<(), LimitError> {
+    let q = &mut policy.quarantine;
+    let key = |k: &str| format!("quarantine.{k}");
+    if let Some(v) = &raw.faults {
+        q.faults = range(v, key("faults"), 0, 1_000_000, "")?;
+    }
+    if let Some(v) = &raw.window_ms {
+        q.window = Duration::from_millis(range(v, key("window_ms"), 1, 86_400_000, " ms")?);
+    }
+    if let Some(v) = &raw.cooldown_ms {
+        q.cooldown = Duration::from_millis(range(v, key("cooldown_ms"), 1, 86_400_000, " ms")?);
+    }
+    Ok(())
+}
+
+/// `v` if it is within `lo..=hi`, else an error naming `key`.
+fn range<T: Copy + PartialOrd + fmt::Display>(
+    v: &Spanned<T>,
+    key: String,
+    lo: T,
+    hi: T,
+    unit: &str,
+) -> Result<T, LimitError> {
+    let x = *v.get_ref();
+    if x < lo || x > hi {
+        return Err((
+            v.span(),
+            key,
+            format!("{x} is out of range: must be {lo}..={hi}{unit}"),
+        ));
+    }
+    Ok(x)
 }
 
 type LimitError = (Range<usize>, String, String);
 
 impl RawLimits {
-    /// Overrides `limits` with every key set here, checking ranges.
+    /// Overrides `limits` with every key set here, checking ranges and,
+    /// for a tenant's manifest, the operator's `ceiling`.
     fn apply(
         &self,
         mut limits: Limits,
         prefix: &str,
         max_memory_bytes: usize,
+        ceiling: Option<&Limits>,
     ) -> Result<Limits, LimitError> {
-        let key = |k: &str| format!("{prefix}.{k}");
-        fn range<T: Copy + PartialOrd + fmt::Display>(
-            v: &Spanned<T>,
-            key: String,
-            lo: T,
-            hi: T,
-            unit: &str,
-        ) -> Result<T, LimitError> {
-            let x = *v.get_ref();
-            if x < lo || x > hi {
-                return Err((
-                    v.span(),
-                    key,
-                    format!("{x} is out of range: must be {lo}..={hi}{unit}"),
-                ));
+        self.apply_ranges(&mut limits, prefix, max_memory_bytes)?;
+        let Some(ceiling) = ceiling else {
+            return Ok(limits);
+        };
+        // Only what this table sets can be above the ceiling: the base it
+        // starts from is already within it.
+        match limits.above(ceiling) {
+            None => Ok(limits),
+            Some((k, value, max)) => {
+                let span = match k {
+                    "fuel" => self.fuel.as_ref().map(Spanned::span),
+                    "memory_mib" => self.memory_mib.as_ref().map(Spanned::span),
+                    "timeout_ms" => self.timeout_ms.as_ref().map(Spanned::span),
+                    "max_return_kib" => self.max_return_kib.as_ref().map(Spanned::span),
+                    "host_calls" => self.host_calls.as_ref().map(Spanned::span),
+                    _ => self.log_kib.as_ref().map(Spanned::span),
+                }
+                .unwrap_or(0..0);
+                Err((
+                    span,
+                    format!("{prefix}.{k}"),
+                    format!(
+                        "{value} is above the operator's ceiling for tenant plugins ({max}; \
+                         `[ceilings]` in the global manifest)"
+                    ),
+                ))
             }
-            Ok(x)
         }
+    }
+
+    /// Overrides `limits` with every key set here, checking ranges.
+    fn apply_ranges(
+        &self,
+        limits: &mut Limits,
+        prefix: &str,
+        max_memory_bytes: usize,
+    ) -> Result<(), LimitError> {
+        let key = |k: &str| format!("{prefix}.{k}");
         const KIB: u64 = 1 << 10;
         const MIB: u64 = 1 << 20;
         if let Some(v) = &self.fuel {
@@ -371,7 +567,7 @@ impl RawLimits {
             let kib = range(v, key("log_kib"), 0, 1 << 20, " KiB")?;
             limits.log_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
         }
-        Ok(limits)
+        Ok(())
     }
 }
 

@@ -15,6 +15,17 @@
 //! | `plugins_loaded` | gauge | chain | plugins in the global chain and each tenant's own |
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
 //! | `plugins_generation` | gauge | | the snapshot generation serving |
+//! | `plugin_quarantined` | gauge | plugin | 1 while the plugin is quarantined (or being probed), else 0 |
+//! | `plugin_quarantines` | gauge | plugin | times the plugin was quarantined since it was loaded |
+//! | `share_instances` | gauge | account | instances the account (`global` or a tenant) has alive now |
+//! | `share_instances_max` | gauge | account | the most it may have |
+//! | `share_memory_mib` | gauge | account | memory its instances have committed now, MiB |
+//! | `share_memory_mib_max` | gauge | account | the most they may commit |
+//! | `share_refused` | gauge | account | calls refused (`share-exhausted`) since the account was made |
+//!
+//! A quarantined guard's calls are counted in `guard_outcomes_total` with
+//! `outcome="fault"` and `cause="quarantined"`; calls refused for want of
+//! share with `cause="share-exhausted"`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +81,16 @@ struct ChainLabels {
     chain: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AccountLabels {
+    account: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -96,6 +117,13 @@ pub struct Metrics {
     plugins_loaded: Family<ChainLabels, Gauge>,
     load_errors: Gauge,
     generation: Gauge,
+    quarantined: Family<PluginLabels, Gauge>,
+    quarantines: Family<PluginLabels, Gauge>,
+    share_instances: Family<AccountLabels, Gauge>,
+    share_instances_max: Family<AccountLabels, Gauge>,
+    share_memory: Family<AccountLabels, Gauge>,
+    share_memory_max: Family<AccountLabels, Gauge>,
+    share_refused: Family<AccountLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -125,6 +153,13 @@ impl Metrics {
             plugins_loaded: Family::default(),
             load_errors: Gauge::default(),
             generation: Gauge::default(),
+            quarantined: Family::default(),
+            quarantines: Family::default(),
+            share_instances: Family::default(),
+            share_instances_max: Family::default(),
+            share_memory: Family::default(),
+            share_memory_max: Family::default(),
+            share_refused: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -176,6 +211,41 @@ impl Metrics {
             "plugins_generation",
             "The plugin snapshot generation serving",
             m.generation.clone(),
+        );
+        registry.register(
+            "plugin_quarantined",
+            "1 while the plugin is quarantined or being probed, else 0",
+            m.quarantined.clone(),
+        );
+        registry.register(
+            "plugin_quarantines",
+            "Times the plugin was quarantined since it was loaded",
+            m.quarantines.clone(),
+        );
+        registry.register(
+            "share_instances",
+            "Guard instances the account has alive now",
+            m.share_instances.clone(),
+        );
+        registry.register(
+            "share_instances_max",
+            "The most guard instances the account may have alive",
+            m.share_instances_max.clone(),
+        );
+        registry.register(
+            "share_memory_mib",
+            "Memory the account's instances have committed now, MiB",
+            m.share_memory.clone(),
+        );
+        registry.register(
+            "share_memory_mib_max",
+            "The most memory the account's instances may commit, MiB",
+            m.share_memory_max.clone(),
+        );
+        registry.register(
+            "share_refused",
+            "Calls refused (share-exhausted) since the account was made",
+            m.share_refused.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -259,6 +329,60 @@ impl Metrics {
                 .set(gauge_value(chain.plugins().len()));
         }
         self.load_errors.set(gauge_value(snapshot.errors.len()));
+        self.quarantined.clear();
+        self.quarantines.clear();
+        let plugins = snapshot
+            .global_plugins
+            .iter()
+            .map(|p| &p.plugin)
+            .chain(snapshot.tenants.values().flat_map(|c| c.plugins()));
+        for plugin in plugins {
+            let health = plugin.health();
+            let labels = PluginLabels {
+                plugin: plugin.name().to_string(),
+            };
+            self.quarantined.get_or_create(&labels).set(i64::from(
+                health.state != crate::quarantine::HealthState::Ok,
+            ));
+            self.quarantines
+                .get_or_create(&labels)
+                .set(i64::try_from(health.quarantines).unwrap_or(i64::MAX));
+        }
+        for family in [
+            &self.share_instances,
+            &self.share_instances_max,
+            &self.share_memory,
+            &self.share_memory_max,
+            &self.share_refused,
+        ] {
+            family.clear();
+        }
+        let accounts = snapshot
+            .accounts
+            .global
+            .iter()
+            .chain(snapshot.accounts.tenants.values());
+        for account in accounts {
+            let labels = AccountLabels {
+                account: account.name().to_string(),
+            };
+            let usage = account.usage();
+            self.share_instances
+                .get_or_create(&labels)
+                .set(i64::from(usage.instances));
+            self.share_instances_max
+                .get_or_create(&labels)
+                .set(i64::from(usage.instances_max));
+            self.share_memory
+                .get_or_create(&labels)
+                .set(i64::from(usage.memory_mib));
+            self.share_memory_max
+                .get_or_create(&labels)
+                .set(i64::from(usage.memory_mib_max));
+            self.share_refused
+                .get_or_create(&labels)
+                .set(i64::try_from(usage.refused).unwrap_or(i64::MAX));
+        }
         self.generation
             .set(i64::try_from(snapshot.generation).unwrap_or(i64::MAX));
     }

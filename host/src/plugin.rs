@@ -17,7 +17,9 @@ use crate::error::Error;
 use crate::event::Seam;
 use crate::fault::Fault;
 use crate::limits::Limits;
+use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
 use crate::sandbox::Sandbox;
+use crate::shares::Account;
 
 /// What a fault in this plugin means for the call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +70,7 @@ impl PluginSpec {
 }
 
 /// The typed export lookups of each seam the component exports.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct SeamIndices {
     routing: Option<routing::GuestIndices>,
     rewrite: Option<rewrite::GuestIndices>,
@@ -77,6 +79,11 @@ struct SeamIndices {
 }
 
 /// A loaded, linked guard, ready to be instantiated once per call.
+///
+/// A plugin loaded on its own runs every call it is given (no account, no
+/// quarantine); a [`Registry`](crate::Registry) charges each call to the
+/// caller's share and quarantines a guard that keeps faulting.
+#[derive(Clone)]
 pub struct Plugin {
     name: Arc<str>,
     path: PathBuf,
@@ -87,6 +94,10 @@ pub struct Plugin {
     engine: Engine,
     pre: InstancePre<Sandbox>,
     seams: SeamIndices,
+    /// The share each call is charged to; `None`: only the engine's pool.
+    account: Option<Arc<Account>>,
+    /// Shared by every copy of this plugin.
+    quarantine: Arc<Quarantine>,
 }
 
 /// The result of one guard call: what it returned or why it faulted, and
@@ -158,6 +169,8 @@ impl Plugin {
             engine: engine.clone(),
             pre,
             seams,
+            account: None,
+            quarantine: Arc::new(Quarantine::new(QuarantinePolicy::off())),
         };
         if plugin.seams().is_empty() {
             let exports = component
@@ -243,6 +256,31 @@ impl Plugin {
         self.on_error
     }
 
+    /// Whether it is quarantined, and its recent faults.
+    pub fn health(&self) -> Health {
+        self.quarantine.health()
+    }
+
+    /// Sets when this plugin (and every copy of it) is quarantined. A
+    /// plugin loaded on its own has quarantine off.
+    pub fn set_quarantine(&self, policy: QuarantinePolicy) {
+        self.quarantine.set_policy(policy);
+    }
+
+    /// The account its calls are charged to, if any.
+    pub fn account(&self) -> Option<&Arc<Account>> {
+        self.account.as_ref()
+    }
+
+    /// A copy of this plugin whose calls are charged to `account`; it
+    /// shares this plugin's quarantine.
+    pub fn charged_to(&self, account: Arc<Account>) -> Plugin {
+        Plugin {
+            account: Some(account),
+            ..self.clone()
+        }
+    }
+
     /// The seams this plugin exports, in firing order.
     pub fn seams(&self) -> Vec<Seam> {
         Seam::ALL
@@ -274,11 +312,46 @@ impl Plugin {
 
     /// One call on a brand-new store and instance; the store is dropped
     /// afterwards whatever happened, so a trap can never poison a later call.
+    ///
+    /// A quarantined plugin is not run (`quarantined`); otherwise the call
+    /// first takes its instance and memory from its account (or faults with
+    /// `share-exhausted`), and gives them back after its store is dropped,
+    /// so its pool slot is free before another call can be admitted.
     async fn invoke<R: ReturnSize>(
         &self,
         f: impl AsyncFnOnce(&mut Store<Sandbox>, Instance) -> wasmtime::Result<R>,
     ) -> Called<R> {
         let start = Instant::now();
+        let elapsed = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let ticket = match self.quarantine.admit() {
+            Ok(ticket) => ticket,
+            Err(probe_in) => {
+                return Called {
+                    result: Err((
+                        Fault::Quarantined,
+                        format!(
+                            "quarantined after repeated faults; not run (next probe in {} ms)",
+                            probe_in.as_millis()
+                        ),
+                    )),
+                    fuel_used: 0,
+                    micros: 0,
+                };
+            }
+        };
+        let admission = match &self.account {
+            None => None,
+            Some(account) => match account.admit(self.limits.memory_bytes).await {
+                Ok(admission) => Some(admission),
+                Err(why) => {
+                    return Called {
+                        result: Err((Fault::ShareExhausted, why)),
+                        fuel_used: 0,
+                        micros: elapsed(),
+                    };
+                }
+            },
+        };
         let mut store = match self.store() {
             Ok(store) => store,
             Err(e) => {
@@ -311,6 +384,11 @@ impl Plugin {
             .fuel
             .saturating_sub(store.get_fuel().unwrap_or(0));
         store.data().flush_output();
+        // The pool slot is free before the share is given back.
+        drop(store);
+        drop(admission);
+        self.quarantine
+            .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));
         Called {
             result,
             fuel_used,

@@ -43,6 +43,8 @@ use crate::engine::Engine;
 use crate::error::Error;
 use crate::manifest::{self, Manifest, Scope};
 use crate::plugin::{Plugin, PluginSpec};
+use crate::policy::Policy;
+use crate::shares::Account;
 
 /// One plugin of a loaded directory, with what it was loaded from.
 #[derive(Clone, Debug)]
@@ -84,6 +86,19 @@ pub struct Snapshot {
     tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>>,
     /// Global chain followed by each tenant's own, precomputed.
     combined: BTreeMap<String, Chain>,
+    /// The operator's policy in force (ceilings, shares, quarantine).
+    pub policy: Policy,
+    /// The shares calls are charged to.
+    pub accounts: Accounts,
+}
+
+/// The accounts guard calls are charged to (see [`crate::shares`]).
+#[derive(Debug, Default)]
+pub struct Accounts {
+    /// Calls with no tenant, or for a tenant without a directory.
+    pub global: Option<Arc<Account>>,
+    /// Each tenant with a directory: every call made for it.
+    pub tenants: BTreeMap<String, Arc<Account>>,
 }
 
 /// A file that could not be loaded.
@@ -124,6 +139,10 @@ pub struct RegistryOptions {
     /// How long the directory must be quiet after a change before the
     /// watcher reloads (see [`crate::watch`]). Default: 250 ms.
     pub settle: Duration,
+    /// Tenant ceilings, shares and quarantine when the global manifest
+    /// does not set them (it overrides them key by key). Default:
+    /// [`Policy::default`].
+    pub policy: Policy,
 }
 
 impl Default for RegistryOptions {
@@ -131,6 +150,7 @@ impl Default for RegistryOptions {
         RegistryOptions {
             cache: CompiledCache::from_env(),
             settle: Duration::from_millis(250),
+            policy: Policy::default(),
         }
     }
 }
@@ -143,6 +163,8 @@ pub struct Registry {
     reloading: Mutex<()>,
     cache: Arc<CompiledCache>,
     settle: Duration,
+    /// The policy of the options; the global manifest may override it.
+    policy: Policy,
     /// Components compiled by this registry, by digest: a plugin whose
     /// settings change is re-linked, not recompiled.
     compiled: std::sync::Mutex<HashMap<String, Component>>,
@@ -179,6 +201,12 @@ impl Registry {
         options: RegistryOptions,
     ) -> Result<Registry, Error> {
         let root = root.into();
+        if let Err((key, why)) = options.policy.check() {
+            return Err(Error::Limits {
+                path: root,
+                message: format!("policy: `{key}`: {why}"),
+            });
+        }
         if !root.is_dir() {
             return Err(Error::Read {
                 path: root.clone(),
@@ -192,6 +220,7 @@ impl Registry {
             reloading: Mutex::new(()),
             cache: Arc::new(options.cache),
             settle: options.settle,
+            policy: options.policy,
             compiled: Default::default(),
         };
         registry.reload().await?;
@@ -249,16 +278,31 @@ impl Registry {
             path: self.root.clone(),
             source,
         })?;
-        let global_plugins = self
+        // The policy: the global manifest's, else (it failed) the one
+        // serving, else the options'.
+        let fallback = if old.generation == 0 {
+            self.policy.clone()
+        } else {
+            old.policy.clone()
+        };
+        let (global_plugins, policy) = self
             .load_scope(
                 &self.root,
                 Scope::Global,
                 None,
+                &fallback,
                 &old.global_plugins,
                 &mut report,
                 &mut errors,
             )
             .await;
+        let policy = policy.unwrap_or(fallback);
+        let pool = self
+            .engine
+            .config()
+            .pooling
+            .then_some(self.engine.config().max_instances);
+        let mut admitted: u32 = 0;
         let mut tenant_plugins = BTreeMap::new();
         let tenants_dir = self.root.join("tenants");
         if tenants_dir.is_dir() {
@@ -285,12 +329,23 @@ impl Registry {
                     }
                     continue;
                 }
+                // Shares are reservations: a tenant whose share does not
+                // fit in the pool and the memory budget is not loaded.
+                if let Err(e) = policy.shares.plan(pool, admitted + 1, &name) {
+                    errors.push(LoadIssue {
+                        path,
+                        message: e.to_string(),
+                    });
+                    continue;
+                }
+                admitted += 1;
                 let previous = old.tenant_plugins.get(&name).map_or(&[][..], Vec::as_slice);
-                let own = self
+                let (own, _) = self
                     .load_scope(
                         &path,
                         Scope::Tenant,
                         Some(&name),
+                        &policy,
                         previous,
                         &mut report,
                         &mut errors,
@@ -309,7 +364,21 @@ impl Registry {
         self.forget_unused(&global_plugins, &tenant_plugins);
         let changed = !report.loaded.is_empty() || !report.removed.is_empty();
         let generation = old.generation + u64::from(changed || old.generation == 0);
-        let snapshot = Snapshot::build(generation, global_plugins, tenant_plugins, errors.clone());
+        for p in global_plugins
+            .iter()
+            .chain(tenant_plugins.values().flatten())
+        {
+            p.plugin.set_quarantine(policy.quarantine.clone());
+        }
+        let accounts = Accounts::plan(&policy, &old.accounts, tenant_plugins.keys());
+        let snapshot = Snapshot::build(
+            generation,
+            global_plugins,
+            tenant_plugins,
+            errors.clone(),
+            policy,
+            accounts,
+        );
         report.generation = generation;
         report.errors = errors;
         for e in &report.errors {
@@ -329,26 +398,39 @@ impl Registry {
         Ok(report)
     }
 
-    /// Loads one directory (the root, or `tenant`'s). A manifest that fails
-    /// keeps `previous` serving whole.
+    /// Loads one directory (the root, or `tenant`'s) under `policy`. A
+    /// manifest that fails keeps `previous` serving whole. Returns the
+    /// plugins and, for a global manifest, the policy it sets.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one private helper of reload, called twice"
+    )]
     async fn load_scope(
         &self,
         dir: &Path,
         scope: Scope,
         tenant: Option<&str>,
+        policy: &Policy,
         previous: &[LoadedPlugin],
         report: &mut ReloadReport,
         errors: &mut Vec<LoadIssue>,
-    ) -> Vec<LoadedPlugin> {
-        let entries = match Manifest::load(dir, scope, self.engine.config().max_memory_bytes) {
+    ) -> (Vec<LoadedPlugin>, Option<Policy>) {
+        let max_memory = self.engine.config().max_memory_bytes;
+        let mut set_policy = None;
+        let entries = match Manifest::load_with(dir, scope, max_memory, policy) {
             Err(e) => {
                 errors.push(LoadIssue {
                     path: e.path.clone(),
                     message: e.to_string(),
                 });
-                return previous.to_vec();
+                return (previous.to_vec(), None);
             }
-            Ok(Some(m)) => m.plugins,
+            Ok(Some(m)) => {
+                if scope == Scope::Global {
+                    set_policy = Some(m.policy);
+                }
+                m.plugins
+            }
             Ok(None) => match dir::components(dir) {
                 Ok(files) => files
                     .into_iter()
@@ -358,9 +440,15 @@ impl Registry {
                         p.file_name()
                             .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
                     })
-                    .map(|path| manifest::Entry {
-                        spec: PluginSpec::new(path),
-                        tenants: None,
+                    .map(|path| {
+                        let mut spec = PluginSpec::new(path);
+                        if scope == Scope::Tenant {
+                            spec.limits = spec.limits.clamped_to(&policy.ceilings);
+                        }
+                        manifest::Entry {
+                            spec,
+                            tenants: None,
+                        }
                     })
                     .collect(),
                 Err(e) => {
@@ -368,9 +456,17 @@ impl Registry {
                         path: dir.to_path_buf(),
                         message: e.to_string(),
                     });
-                    return previous.to_vec();
+                    return (previous.to_vec(), None);
                 }
             },
+        };
+        // The memory shares a plugin's calls are charged to must hold one
+        // instance of it: a tenant's (a global plugin runs for tenants
+        // too), and the global one.
+        let shares = &set_policy.as_ref().unwrap_or(policy).shares;
+        let fits_mib = match scope {
+            Scope::Global => shares.global_memory_mib.min(shares.tenant_memory_mib),
+            Scope::Tenant => shares.tenant_memory_mib,
         };
         // A tenant's plugins are named `<tenant>/<name>`: traces, logs and
         // metrics never confuse them with a global plugin of the same name.
@@ -390,6 +486,19 @@ impl Registry {
             // manifest; the name is the file's stem): what keeps serving if
             // the new version fails.
             let old = previous.iter().find(|p| p.plugin.name() == entry.spec.name);
+            let mib = (entry.spec.limits.memory_bytes as u64).div_ceil(1 << 20);
+            if mib > fits_mib {
+                errors.push(LoadIssue {
+                    path: entry.spec.path.clone(),
+                    message: format!(
+                        "{}: memory_mib {mib} does not fit in the memory share its calls are \
+                         charged to ({fits_mib} MiB; see [shares])",
+                        entry.spec.path.display()
+                    ),
+                });
+                loaded.extend(old.cloned());
+                continue;
+            }
             let bytes = match std::fs::read(&entry.spec.path) {
                 Ok(b) => b,
                 Err(e) => {
@@ -435,7 +544,7 @@ impl Registry {
                 report.removed.push(p.plugin.path().to_path_buf());
             }
         }
-        loaded
+        (loaded, set_policy)
     }
 
     /// Compiles (or finds compiled) and links one plugin.
@@ -493,13 +602,55 @@ impl Registry {
     }
 }
 
+impl Accounts {
+    /// The global account and one per tenant in `tenants`, each reused
+    /// from `old` when its share did not change (calls in flight keep
+    /// their permits on it).
+    fn plan<'a>(
+        policy: &Policy,
+        old: &Accounts,
+        tenants: impl Iterator<Item = &'a String>,
+    ) -> Accounts {
+        let s = &policy.shares;
+        let global = match &old.global {
+            Some(a) if a.matches(s.global_instances, s.global_memory_mib, s.wait) => Arc::clone(a),
+            _ => Arc::new(s.global_account()),
+        };
+        let tenants = tenants
+            .map(|name| {
+                let account = match old.tenants.get(name) {
+                    Some(a) if a.matches(s.tenant_instances, s.tenant_memory_mib, s.wait) => {
+                        Arc::clone(a)
+                    }
+                    _ => Arc::new(s.tenant_account(name)),
+                };
+                (name.clone(), account)
+            })
+            .collect();
+        Accounts {
+            global: Some(global),
+            tenants,
+        }
+    }
+}
+
 impl Snapshot {
     fn build(
         generation: u64,
         global_plugins: Vec<LoadedPlugin>,
         tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>>,
         errors: Vec<LoadIssue>,
+        policy: Policy,
+        accounts: Accounts,
     ) -> Snapshot {
+        // Every plugin of a chain is charged to the chain's caller.
+        let charge = |plugins: Vec<Arc<Plugin>>, account: Option<&Arc<Account>>| match account {
+            None => plugins,
+            Some(a) => plugins
+                .into_iter()
+                .map(|p| Arc::new(p.charged_to(Arc::clone(a))))
+                .collect(),
+        };
         let chain_for = |tenant: Option<&str>| -> Vec<Arc<Plugin>> {
             global_plugins
                 .iter()
@@ -507,7 +658,7 @@ impl Snapshot {
                 .map(|p| Arc::clone(&p.plugin))
                 .collect()
         };
-        let global = Chain::new(chain_for(None));
+        let global = Chain::new(charge(chain_for(None), accounts.global.as_ref()));
         // Tenants with a directory, and tenants a global plugin names.
         let mut names: BTreeSet<String> = tenant_plugins.keys().cloned().collect();
         names.extend(
@@ -515,21 +666,25 @@ impl Snapshot {
                 .iter()
                 .flat_map(|p| p.tenants.iter().flatten().cloned()),
         );
-        let combined = names
-            .into_iter()
-            .map(|name| {
-                let mut all = chain_for(Some(&name));
-                if let Some(own) = tenant_plugins.get(&name) {
-                    all.extend(own.iter().map(|p| Arc::clone(&p.plugin)));
-                }
-                (name, Chain::new(all))
-            })
-            .collect();
-        let tenants = tenant_plugins
+        // Each tenant's own chain, charged to its account: the same plugins
+        // its combined chain runs.
+        let tenants: BTreeMap<String, Chain> = tenant_plugins
             .iter()
             .map(|(name, own)| {
                 let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
-                (name.clone(), Chain::new(plugins))
+                let account = accounts.tenants.get(name).or(accounts.global.as_ref());
+                (name.clone(), Chain::new(charge(plugins, account)))
+            })
+            .collect();
+        let combined = names
+            .into_iter()
+            .map(|name| {
+                let account = accounts.tenants.get(&name).or(accounts.global.as_ref());
+                let mut all = charge(chain_for(Some(&name)), account);
+                if let Some(own) = tenants.get(&name) {
+                    all.extend(own.plugins().iter().cloned());
+                }
+                (name, Chain::new(all))
             })
             .collect();
         Snapshot {
@@ -540,6 +695,8 @@ impl Snapshot {
             global_plugins,
             tenant_plugins,
             combined,
+            policy,
+            accounts,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
-//! | GET | `/v1/plugins` | the global chain, each tenant's own chain, and load errors |
+//! | GET | `/v1/plugins` | the global chain, each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`](crate::registry::ReloadReport) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
 //!
@@ -446,6 +446,7 @@ struct PluginInfo<'a> {
     seams: Vec<Seam>,
     limits: &'a crate::Limits,
     on_error: crate::OnError,
+    health: crate::quarantine::Health,
 }
 
 fn describe(chain: &Chain) -> Vec<PluginInfo<'_>> {
@@ -459,6 +460,7 @@ fn describe(chain: &Chain) -> Vec<PluginInfo<'_>> {
             seams: p.seams(),
             limits: p.limits(),
             on_error: p.on_error(),
+            health: p.health(),
         })
         .collect()
 }
@@ -475,8 +477,24 @@ async fn plugins(State(app): State<Shared>) -> Response {
         "global": describe(&snapshot.global),
         "tenants": tenants,
         "errors": snapshot.errors,
+        "policy": snapshot.policy,
+        "shares": shares(&snapshot),
     }))
     .into_response()
+}
+
+/// Each account's usage now: `{"global": {...}, "tenants": {name: {...}}}`.
+pub fn shares(snapshot: &crate::Snapshot) -> Value {
+    let tenants: Map<String, Value> = snapshot
+        .accounts
+        .tenants
+        .iter()
+        .map(|(name, a)| (name.clone(), json!(a.usage())))
+        .collect();
+    json!({
+        "global": snapshot.accounts.global.as_ref().map(|a| a.usage()),
+        "tenants": tenants,
+    })
 }
 
 async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {

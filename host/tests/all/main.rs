@@ -14,6 +14,7 @@ mod manifest;
 mod reload;
 mod server;
 mod snapshot;
+mod tenancy;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use toolgate::bench::{Report, Settings};
 
-use crate::{CacheArgs, bad, open, parse_line, read_trace};
+use crate::{CacheArgs, PolicyArgs, bad, open, parse_line, read_trace};
 
 /// The events measured when no trace is given: the bundled example trace.
 const EXAMPLE_TRACE: &str = include_str!("../../../../examples/trace.jsonl");
@@ -62,7 +62,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         .into_iter()
         .map(|(_, event, state, _)| (event, state))
         .collect();
-    let registry = open(&args.plugins, &args.cache).await?;
+    let registry = open(&args.plugins, &args.cache, &PolicyArgs::default()).await?;
     let snapshot = registry.snapshot();
     let settings = Settings {
         window: Duration::from_secs_f64(args.seconds),

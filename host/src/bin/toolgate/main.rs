@@ -72,7 +72,7 @@ enum Command {
     /// kept instance; per seam, the whole chain's decisions/s at a concurrency.
     Bench(bench::BenchArgs),
     /// Serve the four seams over HTTP (see the server module's docs for the endpoints).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Build a guard in Rust, Go, JS/TS or Python (told apart by its files) into a component.
     Build {
         /// The guard: its directory (with Cargo.toml, go.mod or *.go, guard.ts/js,
@@ -127,6 +127,122 @@ struct ServeArgs {
     no_watch: bool,
     #[command(flatten)]
     cache: CacheArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// The operator's policy for tenants, for when the global manifest does not
+/// set it (its `[ceilings]`, `[shares]` and `[quarantine]` override these
+/// key by key; see docs/plugins.md).
+#[derive(clap::Args, Clone, Debug, Default)]
+struct PolicyArgs {
+    /// Guard instances alive at once across all plugins (the engine's pool;
+    /// 0: the default).
+    #[arg(long, default_value_t = 256)]
+    max_instances: u32,
+    /// Ceiling on a tenant plugin's fuel per call.
+    #[arg(long)]
+    tenant_max_fuel: Option<u64>,
+    /// Ceiling on a tenant plugin's memory, MiB.
+    #[arg(long)]
+    tenant_max_memory_mib: Option<u64>,
+    /// Ceiling on a tenant plugin's timeout, ms.
+    #[arg(long)]
+    tenant_max_timeout_ms: Option<u64>,
+    /// Ceiling on a tenant plugin's largest returned string, KiB.
+    #[arg(long)]
+    tenant_max_return_kib: Option<u64>,
+    /// Ceiling on a tenant plugin's host calls per call.
+    #[arg(long)]
+    tenant_max_host_calls: Option<u32>,
+    /// Ceiling on a tenant plugin's log text per call, KiB.
+    #[arg(long)]
+    tenant_max_log_kib: Option<u64>,
+    /// Instances the global account may have alive at once (default 16).
+    #[arg(long)]
+    global_instances: Option<u32>,
+    /// Memory the global account may commit at once, MiB (default 2048).
+    #[arg(long)]
+    global_memory_mib: Option<u64>,
+    /// Instances each tenant may have alive at once (default 4).
+    #[arg(long)]
+    tenant_instances: Option<u32>,
+    /// Memory each tenant may commit at once, MiB (default 512).
+    #[arg(long)]
+    tenant_memory_mib: Option<u64>,
+    /// Host-wide memory budget for all shares, MiB (default: half the RAM).
+    #[arg(long)]
+    memory_budget_mib: Option<u64>,
+    /// How long a call waits for its share before faulting, ms (default 1000).
+    #[arg(long)]
+    share_wait_ms: Option<u64>,
+    /// Faults within the window that quarantine a guard; 0: off (default 5).
+    #[arg(long)]
+    quarantine_faults: Option<u32>,
+    /// The quarantine's fault window, ms (default 30000).
+    #[arg(long)]
+    quarantine_window_ms: Option<u64>,
+    /// How long a quarantined guard is not run before a probe, ms (default 30000).
+    #[arg(long)]
+    quarantine_cooldown_ms: Option<u64>,
+}
+
+impl PolicyArgs {
+    /// The engine's settings and the policy these flags describe.
+    fn resolve(&self) -> Result<(EngineConfig, toolgate::Policy)> {
+        use std::time::Duration;
+        let mut policy = toolgate::Policy::default();
+        let c = &mut policy.ceilings;
+        let bytes =
+            |v: u64, unit: u64| usize::try_from(v.saturating_mul(unit)).unwrap_or(usize::MAX);
+        if let Some(v) = self.tenant_max_fuel {
+            c.fuel = v;
+        }
+        if let Some(v) = self.tenant_max_memory_mib {
+            c.memory_bytes = bytes(v, 1 << 20);
+        }
+        if let Some(v) = self.tenant_max_timeout_ms {
+            c.timeout = Duration::from_millis(v);
+        }
+        if let Some(v) = self.tenant_max_return_kib {
+            c.max_return_bytes = bytes(v, 1 << 10);
+        }
+        if let Some(v) = self.tenant_max_host_calls {
+            c.host_calls = v;
+        }
+        if let Some(v) = self.tenant_max_log_kib {
+            c.log_bytes = bytes(v, 1 << 10);
+        }
+        let s = &mut policy.shares;
+        s.global_instances = self.global_instances.unwrap_or(s.global_instances);
+        s.global_memory_mib = self.global_memory_mib.unwrap_or(s.global_memory_mib);
+        s.tenant_instances = self.tenant_instances.unwrap_or(s.tenant_instances);
+        s.tenant_memory_mib = self.tenant_memory_mib.unwrap_or(s.tenant_memory_mib);
+        s.memory_budget_mib = self.memory_budget_mib.unwrap_or(s.memory_budget_mib);
+        if let Some(v) = self.share_wait_ms {
+            s.wait = Duration::from_millis(v);
+        }
+        let q = &mut policy.quarantine;
+        q.faults = self.quarantine_faults.unwrap_or(q.faults);
+        if let Some(v) = self.quarantine_window_ms {
+            q.window = Duration::from_millis(v);
+        }
+        if let Some(v) = self.quarantine_cooldown_ms {
+            q.cooldown = Duration::from_millis(v);
+        }
+        if let Err((key, why)) = policy.check() {
+            return Err(bad(format!("policy: `{key}`: {why}")));
+        }
+        let engine = EngineConfig {
+            max_instances: if self.max_instances == 0 {
+                EngineConfig::default().max_instances
+            } else {
+                self.max_instances
+            },
+            ..EngineConfig::default()
+        };
+        Ok((engine, policy))
+    }
 }
 
 /// Where compiled components are cached (see `docs/plugins.md`).
@@ -226,7 +342,7 @@ async fn run(cli: Cli) -> Result<()> {
             if let Some(t) = &tenant {
                 toolgate::registry::validate_tenant(t).map_err(bad)?;
             }
-            let registry = open(&plugins, &cache).await?;
+            let registry = open(&plugins, &cache, &PolicyArgs::default()).await?;
             let decision = registry
                 .snapshot()
                 .chain(tenant.as_deref())
@@ -239,9 +355,16 @@ async fn run(cli: Cli) -> Result<()> {
             file,
             json,
             cache,
-        } => replay(&open(&plugins, &cache).await?, &file, json).await?,
+        } => {
+            replay(
+                &open(&plugins, &cache, &PolicyArgs::default()).await?,
+                &file,
+                json,
+            )
+            .await?
+        }
         Command::List { plugins, cache } => list(&plugins, &cache).await?,
-        Command::Serve(args) => serve(args).await?,
+        Command::Serve(args) => serve(*args).await?,
         Command::Bench(args) => bench::run(args).await?,
         Command::Build {
             src,
@@ -323,8 +446,8 @@ fn read_json(path: &Path, what: &str) -> Result<Value> {
 /// Opens a plugin directory (global and tenant chains) for one command.
 /// Plugins that fail are warned about; a manifest that fails is an error,
 /// so a broken manifest never silently runs fewer guards.
-async fn open(dir: &Path, cache: &CacheArgs) -> Result<toolgate::Registry> {
-    let registry = open_registry(dir, cache).await?;
+async fn open(dir: &Path, cache: &CacheArgs, policy: &PolicyArgs) -> Result<toolgate::Registry> {
+    let registry = open_registry(dir, cache, policy).await?;
     let snapshot = registry.snapshot();
     let manifest_errors: Vec<&toolgate::registry::LoadIssue> = snapshot
         .errors
@@ -495,23 +618,29 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
 
 /// Opens `dir` with the command's cache settings; whatever fails to load
 /// is in the snapshot's `errors`.
-async fn open_registry(dir: &Path, cache: &CacheArgs) -> Result<toolgate::Registry> {
+async fn open_registry(
+    dir: &Path,
+    cache: &CacheArgs,
+    policy: &PolicyArgs,
+) -> Result<toolgate::Registry> {
     if !dir.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",
             dir.display()
         )));
     }
-    let engine = Engine::new(EngineConfig::default())?;
+    let (engine, policy) = policy.resolve()?;
+    let engine = Engine::new(engine)?;
     let options = toolgate::RegistryOptions {
         cache: cache.cache(),
+        policy,
         ..Default::default()
     };
     Ok(toolgate::Registry::open_with(engine, dir, options).await?)
 }
 
 async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
-    let registry = open_registry(dir, cache)
+    let registry = open_registry(dir, cache, &PolicyArgs::default())
         .await
         .with_context(|| format!("listing {}", dir.display()))?;
     let snapshot = registry.snapshot();
@@ -523,6 +652,7 @@ async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
             "seams": p.seams(),
             "limits": p.limits(),
             "on_error": p.on_error(),
+            "health": p.health(),
         });
         if let Some(t) = tenants {
             v["tenants"] = json!(t);
@@ -550,6 +680,8 @@ async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
             "plugins": plugins,
             "tenants": tenants,
             "errors": errors,
+            "policy": snapshot.policy,
+            "shares": toolgate::server::shares(&snapshot),
             "cache": {"dir": registry.cache().dir(), "stats": registry.cache_stats()},
         }))?
     );
@@ -596,7 +728,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         request_timeout: std::time::Duration::from_millis(args.request_timeout_ms.max(1)),
         token,
     };
-    let registry = Arc::new(open(&args.plugins, &args.cache).await?);
+    let registry = Arc::new(open(&args.plugins, &args.cache, &args.policy).await?);
     let snapshot = registry.snapshot();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await

@@ -1,0 +1,49 @@
+//! The operator's policy for untrusted tenants: ceilings on every limit a
+//! tenant plugin may ask for, fair shares of the host's capacity, and
+//! quarantine of guards that keep faulting.
+//!
+//! It comes from [`RegistryOptions::policy`](crate::RegistryOptions)
+//! (the `serve` flags), overridden key by key by the global manifest's
+//! `[ceilings]`, `[shares]` and `[quarantine]` tables. A tenant's manifest
+//! may set none of them.
+
+use serde::Serialize;
+
+use crate::limits::Limits;
+use crate::quarantine::QuarantinePolicy;
+use crate::shares::Shares;
+
+/// Ceilings, shares and quarantine, as the registry applies them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    /// The most a tenant plugin may have for each limit. A tenant manifest
+    /// asking for more is refused (its previous chain keeps serving); a
+    /// limit a tenant does not set is the default lowered to the ceiling.
+    /// Global plugins are not bound by it. Default: the default limits
+    /// (fuel 500 M, 128 MiB, 200 ms, 4 MiB returned, 1,000 host calls,
+    /// 64 KiB of log).
+    pub ceilings: Limits,
+    /// Instances and memory each tenant and the global chain may use at
+    /// once.
+    pub shares: Shares,
+    /// When a guard that keeps faulting is taken out of its chain for a
+    /// while.
+    pub quarantine: QuarantinePolicy,
+}
+
+impl Policy {
+    /// Checks the policy as a whole; the error names the key (as the
+    /// manifest spells it, e.g. `shares.tenant_memory_mib`).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        self.shares
+            .check(self.ceilings.memory_bytes)
+            .map_err(|(k, why)| (format!("shares.{k}"), why))?;
+        if self.quarantine.faults > 0 && self.quarantine.cooldown.is_zero() {
+            return Err((
+                "quarantine.cooldown_ms".into(),
+                "must be at least 1 while quarantine is on".into(),
+            ));
+        }
+        Ok(())
+    }
+}

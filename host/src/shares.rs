@@ -1,0 +1,420 @@
+//! Fair shares of the host's capacity: how many guard instances, and how
+//! much guard memory, each tenant (and the global chain) may have at once.
+//!
+//! Every guard call is charged to an [`Account`]: the account of the
+//! tenant the call is made for (a tenant with a plugin directory), else the
+//! global account (calls with no tenant, or for a tenant that only runs
+//! global guards). The global guards a tenant's call runs are charged to
+//! that tenant too, so a tenant flooding the host uses up its own share and
+//! nobody else's.
+//!
+//! Before a guard is instantiated its call takes one instance permit and
+//! `memory_bytes` worth of memory permits (in MiB, rounded up) from its
+//! account; both are given back once the call's store is dropped. A call
+//! that cannot get them within [`Shares::wait`] faults with
+//! [`Fault::ShareExhausted`](crate::Fault::ShareExhausted) and its plugin's
+//! `on_error` applies — to that call only.
+//!
+//! Shares are reservations, never oversubscribed: the registry checks when
+//! it loads that the global share plus every tenant's share fit in the
+//! engine's instance pool and in the host-wide memory budget, so the pool
+//! can never be what stops a call that is within its share (see
+//! [`Shares::plan`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// One MiB.
+const MIB: u64 = 1 << 20;
+
+/// Instance slots the registry keeps out of every share, for the load-time
+/// probe of a new plugin.
+pub const PROBE_SLOTS: u32 = 1;
+
+/// The operator's capacity settings. Every field documents its default.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Shares {
+    /// Guard instances the global account may have alive at once (calls
+    /// with no tenant, or for a tenant without a directory of its own).
+    /// Default: 16.
+    pub global_instances: u32,
+    /// Memory the global account's instances may have committed at once,
+    /// in MiB (each call commits its plugin's `memory_mib`). Default: 2048.
+    pub global_memory_mib: u64,
+    /// Guard instances one tenant's calls may have alive at once (its own
+    /// guards and the global guards it runs). Default: 4.
+    pub tenant_instances: u32,
+    /// Memory one tenant's instances may have committed at once, in MiB.
+    /// Must be at least the tenant ceiling's `memory_mib`. Default: 512.
+    pub tenant_memory_mib: u64,
+    /// Host-wide memory budget, in MiB: the global share plus every
+    /// tenant's share must fit in it; a tenant that does not fit is not
+    /// loaded. Default: half the machine's physical memory (4096 if it
+    /// cannot be read).
+    pub memory_budget_mib: u64,
+    /// How long a call waits for its share before faulting with
+    /// `share-exhausted`. Default: 1 s (a burst above the share queues;
+    /// a flood waits, which also slows the flooder down).
+    #[serde(with = "crate::limits::millis")]
+    pub wait: Duration,
+}
+
+impl Default for Shares {
+    fn default() -> Self {
+        Shares {
+            global_instances: 16,
+            global_memory_mib: 2048,
+            tenant_instances: 4,
+            tenant_memory_mib: 512,
+            memory_budget_mib: default_memory_budget_mib(),
+            wait: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Half the physical memory of this machine in MiB (Linux
+/// `/proc/meminfo`), or 4096 where that cannot be read.
+pub fn default_memory_budget_mib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+        })
+        .map_or(4096, |kib| (kib / 1024 / 2).max(256))
+}
+
+/// Why a share plan does not fit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The shares need more instance slots than the engine's pool has.
+    #[error(
+        "no capacity left for tenant `{tenant}`: the global share ({global}) and {tenants} tenant \
+         share(s) of {each} instances need {needed} instance slots; the engine has {pool} \
+         ({PROBE_SLOTS} kept for load-time probes). Raise the engine's max_instances or lower \
+         [shares] tenant_instances"
+    )]
+    Instances {
+        /// The tenant that did not fit.
+        tenant: String,
+        /// The global share.
+        global: u32,
+        /// Tenants that would be loaded, this one included.
+        tenants: u32,
+        /// Instances per tenant.
+        each: u32,
+        /// Slots needed.
+        needed: u64,
+        /// Slots in the pool.
+        pool: u32,
+    },
+    /// The shares need more memory than the host-wide budget.
+    #[error(
+        "no capacity left for tenant `{tenant}`: the global share ({global} MiB) and {tenants} \
+         tenant share(s) of {each} MiB need {needed} MiB; the memory budget is {budget} MiB. \
+         Raise [shares] memory_budget_mib or lower tenant_memory_mib"
+    )]
+    Memory {
+        /// The tenant that did not fit.
+        tenant: String,
+        /// The global memory share.
+        global: u64,
+        /// Tenants that would be loaded, this one included.
+        tenants: u32,
+        /// MiB per tenant.
+        each: u64,
+        /// MiB needed.
+        needed: u64,
+        /// The budget.
+        budget: u64,
+    },
+}
+
+impl Shares {
+    /// Checks the settings on their own and against the tenant ceiling's
+    /// memory cap; the error names the offending key.
+    pub fn check(&self, tenant_memory_cap: usize) -> Result<(), (&'static str, String)> {
+        if self.global_instances == 0 {
+            return Err(("global_instances", "must be at least 1".into()));
+        }
+        if self.tenant_instances == 0 {
+            return Err(("tenant_instances", "must be at least 1".into()));
+        }
+        let cap_mib = (tenant_memory_cap as u64).div_ceil(MIB);
+        if self.tenant_memory_mib < cap_mib {
+            return Err((
+                "tenant_memory_mib",
+                format!(
+                    "{} MiB is less than one instance at the tenant ceiling's memory_mib \
+                     ({cap_mib} MiB): no tenant guard could ever run",
+                    self.tenant_memory_mib
+                ),
+            ));
+        }
+        if self.global_memory_mib == 0 {
+            return Err(("global_memory_mib", "must be at least 1".into()));
+        }
+        if self.global_memory_mib > self.memory_budget_mib {
+            return Err((
+                "global_memory_mib",
+                format!(
+                    "{} MiB is more than the memory budget ({} MiB)",
+                    self.global_memory_mib, self.memory_budget_mib
+                ),
+            ));
+        }
+        if u32::try_from(self.global_memory_mib.max(self.tenant_memory_mib)).is_err() {
+            return Err(("tenant_memory_mib", "is too large".into()));
+        }
+        Ok(())
+    }
+
+    /// Whether a global share and `tenants` tenant shares fit in a pool of
+    /// `pool` instance slots (`None`: no pool, no slot limit) and in the
+    /// memory budget. `tenant` names the last tenant, for the error.
+    pub fn plan(&self, pool: Option<u32>, tenants: u32, tenant: &str) -> Result<(), PlanError> {
+        if let Some(pool) = pool {
+            let needed = u64::from(self.global_instances)
+                + u64::from(tenants) * u64::from(self.tenant_instances);
+            if needed + u64::from(PROBE_SLOTS) > u64::from(pool) {
+                return Err(PlanError::Instances {
+                    tenant: tenant.into(),
+                    global: self.global_instances,
+                    tenants,
+                    each: self.tenant_instances,
+                    needed,
+                    pool,
+                });
+            }
+        }
+        let needed = self.global_memory_mib + u64::from(tenants) * self.tenant_memory_mib;
+        if needed > self.memory_budget_mib {
+            return Err(PlanError::Memory {
+                tenant: tenant.into(),
+                global: self.global_memory_mib,
+                tenants,
+                each: self.tenant_memory_mib,
+                needed,
+                budget: self.memory_budget_mib,
+            });
+        }
+        Ok(())
+    }
+
+    /// The global account these settings describe.
+    pub fn global_account(&self) -> Account {
+        Account::new(
+            "global",
+            self.global_instances,
+            self.global_memory_mib,
+            self.wait,
+        )
+    }
+
+    /// The account of `tenant` these settings describe.
+    pub fn tenant_account(&self, tenant: &str) -> Account {
+        Account::new(
+            tenant,
+            self.tenant_instances,
+            self.tenant_memory_mib,
+            self.wait,
+        )
+    }
+}
+
+/// One bounded share of instances and memory, charged by every guard call
+/// made on its behalf.
+#[derive(Debug)]
+pub struct Account {
+    name: String,
+    instances: Arc<Semaphore>,
+    memory: Arc<Semaphore>,
+    instance_total: u32,
+    memory_total_mib: u32,
+    wait: Duration,
+    refused: AtomicU64,
+}
+
+/// What an [`Account`] has lent now, and what it may lend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Instances alive now.
+    pub instances: u32,
+    /// The most instances it may have alive.
+    pub instances_max: u32,
+    /// Memory committed now, MiB.
+    pub memory_mib: u32,
+    /// The most memory it may commit, MiB.
+    pub memory_mib_max: u32,
+    /// Calls refused (`share-exhausted`) since the account was made.
+    pub refused: u64,
+}
+
+/// Permits held by one admitted call; given back when dropped.
+#[derive(Debug)]
+pub struct Admission {
+    _instance: OwnedSemaphorePermit,
+    _memory: OwnedSemaphorePermit,
+}
+
+impl Account {
+    /// An account named `name` lending `instances` instances and
+    /// `memory_mib` MiB, making a call wait at most `wait` for them.
+    pub fn new(name: &str, instances: u32, memory_mib: u64, wait: Duration) -> Account {
+        let memory_total_mib = u32::try_from(memory_mib).unwrap_or(u32::MAX);
+        Account {
+            name: name.into(),
+            instances: Arc::new(Semaphore::new(instances as usize)),
+            memory: Arc::new(Semaphore::new(memory_total_mib as usize)),
+            instance_total: instances,
+            memory_total_mib,
+            wait,
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// `global`, or the tenant's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether this account lends the same as `shares` says it should.
+    pub(crate) fn matches(&self, instances: u32, memory_mib: u64, wait: Duration) -> bool {
+        self.instance_total == instances
+            && u64::from(self.memory_total_mib) == memory_mib
+            && self.wait == wait
+    }
+
+    /// What is lent now.
+    pub fn usage(&self) -> Usage {
+        let free = |s: &Semaphore| u32::try_from(s.available_permits()).unwrap_or(u32::MAX);
+        Usage {
+            instances: self.instance_total.saturating_sub(free(&self.instances)),
+            instances_max: self.instance_total,
+            memory_mib: self.memory_total_mib.saturating_sub(free(&self.memory)),
+            memory_mib_max: self.memory_total_mib,
+            refused: self.refused.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Takes one instance and `memory_bytes` (rounded up to MiB) for one
+    /// call, waiting at most the account's `wait`; the error says what ran
+    /// out.
+    pub async fn admit(&self, memory_bytes: usize) -> Result<Admission, String> {
+        let mib = u32::try_from((memory_bytes as u64).div_ceil(MIB).max(1)).unwrap_or(u32::MAX);
+        if mib > self.memory_total_mib {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(format!(
+                "the call needs {mib} MiB, more than the whole memory share of `{}` ({} MiB)",
+                self.name, self.memory_total_mib
+            ));
+        }
+        let deadline = Instant::now() + self.wait;
+        let instance = match Arc::clone(&self.instances).try_acquire_owned() {
+            Ok(p) => Ok(p),
+            Err(_) => tokio::time::timeout_at(
+                deadline.into(),
+                Arc::clone(&self.instances).acquire_owned(),
+            )
+            .await
+            .map_err(drop)
+            .and_then(|r| r.map_err(drop)),
+        };
+        let Ok(instance) = instance else {
+            return Err(self.refuse(format!(
+                "all {} instances of `{}`'s share are busy",
+                self.instance_total, self.name
+            )));
+        };
+        let memory = match Arc::clone(&self.memory).try_acquire_many_owned(mib) {
+            Ok(p) => Ok(p),
+            Err(_) => tokio::time::timeout_at(
+                deadline.into(),
+                Arc::clone(&self.memory).acquire_many_owned(mib),
+            )
+            .await
+            .map_err(drop)
+            .and_then(|r| r.map_err(drop)),
+        };
+        let Ok(memory) = memory else {
+            return Err(self.refuse(format!(
+                "`{}`'s memory share ({} MiB) cannot commit {mib} MiB more",
+                self.name, self.memory_total_mib
+            )));
+        };
+        Ok(Admission {
+            _instance: instance,
+            _memory: memory,
+        })
+    }
+
+    fn refuse(&self, why: String) -> String {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        format!("{why} (waited {} ms)", self.wait.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_is_bounded_by_the_share() {
+        let account = Account::new("a", 8, 256, Duration::from_millis(5));
+        let a = account.admit(128 << 20).await.expect("first");
+        let b = account.admit(100 << 20).await.expect("second");
+        assert_eq!(account.usage().memory_mib, 228);
+        let err = account.admit(64 << 20).await.expect_err("over the share");
+        assert!(err.contains("memory share"), "{err}");
+        assert_eq!(account.usage().refused, 1);
+        drop((a, b));
+        assert_eq!(account.usage().memory_mib, 0);
+        assert_eq!(account.usage().instances, 0);
+    }
+
+    #[tokio::test]
+    async fn instances_are_bounded_and_a_waiter_gets_a_freed_one() {
+        let account = Arc::new(Account::new("a", 1, 64, Duration::from_millis(500)));
+        let held = account.admit(1 << 20).await.expect("first");
+        let waiter = tokio::spawn({
+            let account = Arc::clone(&account);
+            async move { account.admit(1 << 20).await.map(drop) }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(held);
+        waiter.await.expect("task").expect("admitted once freed");
+    }
+
+    #[test]
+    fn plan_counts_slots_and_memory() {
+        let shares = Shares {
+            global_instances: 8,
+            global_memory_mib: 1024,
+            tenant_instances: 4,
+            tenant_memory_mib: 512,
+            memory_budget_mib: 4096,
+            wait: Duration::ZERO,
+        };
+        assert!(shares.plan(Some(32), 5, "e").is_ok());
+        assert!(matches!(
+            shares.plan(Some(32), 6, "f"),
+            Err(PlanError::Instances { .. })
+        ));
+        assert!(shares.plan(None, 6, "f").is_ok());
+        assert!(matches!(
+            shares.plan(None, 7, "g"),
+            Err(PlanError::Memory { .. })
+        ));
+    }
+}

@@ -1,0 +1,477 @@
+//! Untrusted tenants: the operator's ceilings on a tenant's limits, fair
+//! shares of instances and memory, and quarantine of guards that keep
+//! faulting.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate::cache::CompiledCache;
+use toolgate::event::Skip;
+use toolgate::{Decision, Fault, Registry, RegistryOptions};
+use toolgate_tests::{HOSTILE, NO_EMAIL, SQL_GUARD};
+
+use crate::*;
+
+fn put(dir: &Path, files: &[(&str, &str)]) {
+    for (name, src) in files {
+        let dest = dir.join(name);
+        std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(src, dest).expect("copy");
+    }
+}
+
+fn write(to: &Path, text: &str) {
+    std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+    let tmp = to.with_file_name(".toolgate.toml.tmp");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, to).expect("rename");
+}
+
+async fn open(dir: &Path) -> Arc<Registry> {
+    let options = RegistryOptions {
+        cache: CompiledCache::disabled(),
+        ..RegistryOptions::default()
+    };
+    Arc::new(
+        Registry::open_with(engine(), dir, options)
+            .await
+            .expect("registry opens"),
+    )
+}
+
+async fn steer_as(
+    reg: &Registry,
+    tenant: Option<&str>,
+    tool: &str,
+    args: Value,
+) -> Decision<Option<Skip>> {
+    let snap = reg.snapshot();
+    snap.chain(tenant)
+        .steering(&steering(tool, args), &no_state())
+        .await
+}
+
+const WHERE: &str = "Add a WHERE clause before running this query.";
+
+#[tokio::test]
+async fn a_tenant_manifest_above_a_ceiling_is_refused_and_its_previous_chain_keeps_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("hostile.wasm", HOSTILE),
+            ("tenants/a/hostile.wasm", HOSTILE),
+            ("tenants/b/hostile.wasm", HOSTILE),
+        ],
+    );
+    // The operator's ceilings; a global plugin is not bound by them.
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[ceilings]\ntimeout_ms = 100\nmemory_mib = 32\n\n[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 1000\n",
+    );
+    let tenant_manifest = dir.path().join("tenants/a/toolgate.toml");
+    write(
+        &tenant_manifest,
+        "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 50\n",
+    );
+    let reg = open(dir.path()).await;
+    let snap = reg.snapshot();
+    assert_eq!(snap.errors.len(), 0, "{:?}", snap.errors);
+    assert_eq!(snap.policy.ceilings.timeout, Duration::from_millis(100));
+    assert_eq!(
+        snap.global_plugins[0].plugin.limits().timeout,
+        Duration::from_millis(1000)
+    );
+    let own = |snap: &toolgate::Snapshot, t: &str| snap.tenants[t].plugins()[0].limits().clone();
+    assert_eq!(own(&snap, "a").timeout, Duration::from_millis(50));
+    // A tenant without a manifest: the defaults, lowered to the ceilings.
+    assert_eq!(own(&snap, "b").timeout, Duration::from_millis(100));
+    assert_eq!(own(&snap, "b").memory_bytes, 32 << 20);
+
+    // Above the ceiling: refused with file, line and key; the previous
+    // chain keeps serving.
+    write(
+        &tenant_manifest,
+        "[[plugin]]\npath = \"hostile.wasm\"\n\ntimeout_ms = 600000\n",
+    );
+    let report = reg.reload().await.expect("reload");
+    let message = &report.errors[0].message;
+    assert!(
+        message.contains("tenants/a/toolgate.toml:4: key `plugin[1].timeout_ms`: 600000 is above the operator's ceiling"),
+        "{message}"
+    );
+    assert_eq!(own(&reg.snapshot(), "a").timeout, Duration::from_millis(50));
+    let d = steer_as(&reg, Some("a"), "ok", json!({})).await;
+    assert_eq!(d.trace.len(), 2, "{:?}", d.trace);
+    assert_eq!(d.trace[1].plugin, "a/hostile");
+
+    // Every limit key is held to its ceiling, in [defaults] too.
+    for (text, key) in [
+        ("[defaults]\nmemory_mib = 64\n", "defaults.memory_mib"),
+        (
+            "[[plugin]]\npath = \"hostile.wasm\"\nfuel = 9223372036854775807\n",
+            "plugin[1].fuel",
+        ),
+        (
+            "[[plugin]]\npath = \"hostile.wasm\"\nmax_return_kib = 8192\n",
+            "plugin[1].max_return_kib",
+        ),
+        (
+            "[[plugin]]\npath = \"hostile.wasm\"\nhost_calls = 4294967295\n",
+            "plugin[1].host_calls",
+        ),
+        (
+            "[[plugin]]\npath = \"hostile.wasm\"\nlog_kib = 1048576\n",
+            "plugin[1].log_kib",
+        ),
+    ] {
+        write(&tenant_manifest, text);
+        let report = reg.reload().await.expect("reload");
+        assert!(
+            report.errors[0].message.contains(&format!("key `{key}`")),
+            "{text}: {:?}",
+            report.errors
+        );
+    }
+    // A tenant may not set the operator's tables.
+    write(&tenant_manifest, "[ceilings]\ntimeout_ms = 600000\n");
+    let report = reg.reload().await.expect("reload");
+    assert!(
+        report.errors[0].message.contains("key `ceilings`"),
+        "{:?}",
+        report.errors
+    );
+    assert_eq!(own(&reg.snapshot(), "a").timeout, Duration::from_millis(50));
+}
+
+/// Tenant `a` runs a guard that spins for 2 s and floods it at 64
+/// concurrent calls — twice the engine's 32 pool slots. Every call of
+/// tenant `b` and of the global chain still runs every guard, with the
+/// right verdict and no fault; `a`'s own calls fault only with
+/// `deadline` or `share-exhausted` (its on_error), never `capacity`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_tenant_exhausts_only_its_own_share() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("sql-guard.wasm", SQL_GUARD),
+            ("tenants/a/hostile.wasm", HOSTILE),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+        ],
+    );
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[ceilings]\ntimeout_ms = 2000\nfuel = 9223372036854775807\n\n\
+         [shares]\nglobal_instances = 4\ntenant_instances = 2\nwait_ms = 20\n\n\
+         [quarantine]\nfaults = 0\n\n\
+         [[plugin]]\npath = \"sql-guard.wasm\"\non_error = \"deny\"\n",
+    );
+    write(
+        &dir.path().join("tenants/a/toolgate.toml"),
+        "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 2000\nfuel = 9223372036854775807\nconfig = { attack = \"loop\" }\n",
+    );
+    let reg = open(dir.path()).await;
+    assert_eq!(
+        reg.snapshot().errors.len(),
+        0,
+        "{:?}",
+        reg.snapshot().errors
+    );
+
+    let flood: Vec<_> = (0..64)
+        .map(|_| {
+            let reg = Arc::clone(&reg);
+            tokio::spawn(async move {
+                steer_as(
+                    &reg,
+                    Some("a"),
+                    "run_query",
+                    json!({"sql": "SELECT 1 WHERE 1=1"}),
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut most = 0;
+    for i in 0..40 {
+        let (tenant, tool, sql) = match i % 4 {
+            0 => (Some("b"), "run_query", "DELETE FROM users"),
+            1 => (Some("b"), "send_email", ""),
+            2 => (None, "run_query", "DELETE FROM users"),
+            _ => (Some("b"), "run_query", "SELECT 1 WHERE id = 1"),
+        };
+        let d = steer_as(&reg, tenant, tool, json!({ "sql": sql })).await;
+        for entry in &d.trace {
+            assert_eq!(entry.fault, None, "call {i} ({tenant:?}): {entry:?}");
+        }
+        match i % 4 {
+            0 | 2 => assert_eq!(d.result.expect("steers").content, WHERE, "call {i}"),
+            1 => assert!(!d.result.expect("cancels").is_error, "call {i}"),
+            _ => assert_eq!(d.result, None, "call {i}"),
+        }
+        let usage = reg.snapshot().accounts.tenants["a"].usage();
+        most = most.max(usage.instances);
+    }
+    assert!(most <= 2, "tenant a had {most} instances at once");
+    let mut deadlines = 0;
+    for task in flood {
+        let d = task.await.expect("task");
+        for entry in &d.trace {
+            match entry.fault {
+                None => {}
+                Some(Fault::Deadline) => deadlines += 1,
+                Some(Fault::ShareExhausted) => {}
+                Some(other) => panic!("tenant a's own call faulted with {other}: {entry:?}"),
+            }
+        }
+    }
+    assert!(deadlines >= 2, "a's guard ran: {deadlines}");
+    assert!(reg.snapshot().accounts.tenants["a"].usage().refused > 0);
+}
+
+/// A memory-bomb guard at 16 concurrent calls: the tenant's instances
+/// never commit more than its memory share at once (two 64 MiB bombs in
+/// 128 MiB; the others wait their turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_at_concurrency_commits_no_more_than_its_share() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(dir.path(), &[("tenants/m/hostile.wasm", HOSTILE)]);
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[ceilings]\nmemory_mib = 64\nfuel = 9223372036854775807\ntimeout_ms = 5000\n\n\
+         [shares]\ntenant_instances = 8\ntenant_memory_mib = 128\nwait_ms = 10000\n\n\
+         [quarantine]\nfaults = 0\n",
+    );
+    write(
+        &dir.path().join("tenants/m/toolgate.toml"),
+        "[[plugin]]\npath = \"hostile.wasm\"\nmemory_mib = 64\nfuel = 9223372036854775807\ntimeout_ms = 5000\nconfig = { attack = \"alloc\" }\n",
+    );
+    let reg = open(dir.path()).await;
+    assert_eq!(
+        reg.snapshot().errors.len(),
+        0,
+        "{:?}",
+        reg.snapshot().errors
+    );
+    let account = Arc::clone(&reg.snapshot().accounts.tenants["m"]);
+    let bombs: Vec<_> = (0..16)
+        .map(|_| {
+            let reg = Arc::clone(&reg);
+            tokio::spawn(async move { steer_as(&reg, Some("m"), "x", json!({})).await })
+        })
+        .collect();
+    let mut most_mib = 0;
+    while bombs.iter().any(|b| !b.is_finished()) {
+        most_mib = most_mib.max(account.usage().memory_mib);
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    for bomb in bombs {
+        let d = bomb.await.expect("task");
+        assert_eq!(d.trace[0].fault, Some(Fault::Memory), "{:?}", d.trace);
+    }
+    assert!(most_mib <= 128, "committed {most_mib} MiB at once");
+    assert!(most_mib > 0, "the sampling saw the bombs run");
+    assert_eq!(account.usage().memory_mib, 0, "all given back");
+}
+
+#[tokio::test]
+async fn tenants_beyond_the_pool_or_the_memory_budget_are_refused_at_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("tenants/a/no-email.wasm", NO_EMAIL),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+            ("tenants/c/no-email.wasm", NO_EMAIL),
+        ],
+    );
+    let manifest = dir.path().join("toolgate.toml");
+    write(
+        &manifest,
+        "[shares]\nglobal_memory_mib = 512\ntenant_memory_mib = 256\nmemory_budget_mib = 1024\n",
+    );
+    let reg = open(dir.path()).await;
+    let snap = reg.snapshot();
+    assert_eq!(
+        snap.tenants.keys().collect::<Vec<_>>(),
+        ["a", "b"],
+        "{:?}",
+        snap.errors
+    );
+    assert!(
+        snap.errors[0]
+            .message
+            .contains("no capacity left for tenant `c`"),
+        "{:?}",
+        snap.errors
+    );
+    assert!(snap.errors[0].message.contains("memory budget is 1024 MiB"));
+    // The engine has 32 slots: 16 global + 2 × 8 + 1 probe slot do not fit.
+    write(
+        &manifest,
+        "[shares]\nglobal_instances = 16\ntenant_instances = 8\n",
+    );
+    let report = reg.reload().await.expect("reload");
+    assert_eq!(reg.snapshot().tenants.keys().collect::<Vec<_>>(), ["a"]);
+    assert!(
+        report.errors.iter().any(|e| e.message.contains("32")),
+        "{:?}",
+        report.errors
+    );
+    // A share that cannot hold one instance at the ceiling is refused.
+    write(&manifest, "[shares]\ntenant_memory_mib = 64\n");
+    let report = reg.reload().await.expect("reload");
+    assert!(
+        report.errors[0]
+            .message
+            .contains("key `shares.tenant_memory_mib`"),
+        "{:?}",
+        report.errors
+    );
+}
+
+/// A guard that faults 3 times in the window is quarantined: its on_error
+/// (deny) applies without running it, visibly in /v1/plugins and
+/// /metrics; after the cool-down a probe that passes restores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_that_keeps_faulting_is_quarantined_then_probed() {
+    use toolgate::metrics::Metrics;
+    use toolgate::server::{self, ServerConfig};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(dir.path(), &[("hostile.wasm", HOSTILE)]);
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[quarantine]\nfaults = 3\nwindow_ms = 60000\ncooldown_ms = 500\n\n\
+         [[plugin]]\npath = \"hostile.wasm\"\non_error = \"deny\"\n",
+    );
+    let reg = open(dir.path()).await;
+    let router = server::router(
+        Arc::clone(&reg),
+        Arc::new(Metrics::new()),
+        ServerConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(server::serve(listener, router, async move {
+        let _ = stopped.await;
+    }));
+    let client = reqwest::Client::new();
+    let call = async |tool: &str| -> Value {
+        client
+            .post(format!("{base}/v1/steering?trace=1"))
+            .json(&json!({"event": {"run_id": "r", "tool_name": tool, "call_id": "c", "args": {}}}))
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("JSON")
+    };
+    let get = async |path: &str| -> String {
+        client
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .expect("request")
+            .text()
+            .await
+            .expect("text")
+    };
+    let health = async || -> Value {
+        let listed: Value = serde_json::from_str(&get("/v1/plugins").await).expect("JSON");
+        listed["global"][0]["health"].clone()
+    };
+    assert_eq!(health().await["state"], "ok");
+    for _ in 0..3 {
+        let body = call("trap").await;
+        assert_eq!(body["trace"][0]["fault"], "unreachable", "{body}");
+    }
+    let h = health().await;
+    assert_eq!(h["state"], "quarantined", "{h}");
+    assert_eq!(h["quarantines"], 1);
+    // Not run: on_error = "deny" applies to a call that would proceed.
+    let started = Instant::now();
+    let body = call("ok").await;
+    assert_eq!(body["trace"][0]["outcome"], "fault", "{body}");
+    assert_eq!(body["trace"][0]["fault"], "quarantined", "{body}");
+    assert_eq!(body["trace"][0]["fuel_used"], 0, "{body}");
+    assert_eq!(body["result"]["action"], "skip", "{body}");
+    assert!(started.elapsed() < Duration::from_millis(400));
+    let metrics = get("/metrics").await;
+    assert!(
+        metrics.contains("toolgate_plugin_quarantined{plugin=\"hostile\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("cause=\"quarantined\"} 1"), "{metrics}");
+    // After the cool-down the next call is the probe; it passes.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(health().await["state"], "probing");
+    let body = call("ok").await;
+    assert_eq!(body["trace"][0]["outcome"], "proceed", "{body}");
+    assert_eq!(body["result"], Value::Null);
+    let h = health().await;
+    assert_eq!(h["state"], "ok", "{h}");
+    assert_eq!(h["quarantines"], 1);
+    let metrics = get("/metrics").await;
+    assert!(
+        metrics.contains("toolgate_plugin_quarantined{plugin=\"hostile\"} 0"),
+        "{metrics}"
+    );
+    // A probe that faults quarantines it again.
+    for _ in 0..3 {
+        call("trap").await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let body = call("trap").await;
+    assert_eq!(
+        body["trace"][0]["fault"], "unreachable",
+        "the probe ran: {body}"
+    );
+    let h = health().await;
+    assert_eq!(h["state"], "quarantined", "{h}");
+    assert_eq!(h["quarantines"], 3);
+    let _ = stop.send(());
+    task.await.expect("task").expect("served");
+}
+
+#[test]
+fn list_shows_health_policy_and_shares() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("hostile.wasm", HOSTILE),
+            ("tenants/a/no-email.wasm", NO_EMAIL),
+        ],
+    );
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[ceilings]\ntimeout_ms = 150\n\n[quarantine]\nfaults = 7\n\n[[plugin]]\npath = \"hostile.wasm\"\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["list", "--no-cache", "--plugins"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(listed["plugins"][0]["health"]["state"], "ok", "{listed}");
+    assert_eq!(listed["tenants"]["a"][0]["health"]["quarantines"], 0);
+    assert_eq!(listed["tenants"]["a"][0]["limits"]["timeout"], 150);
+    assert_eq!(listed["policy"]["ceilings"]["timeout"], 150);
+    assert_eq!(listed["policy"]["quarantine"]["faults"], 7);
+    assert_eq!(listed["shares"]["tenants"]["a"]["instances_max"], 4);
+    assert_eq!(listed["shares"]["global"]["instances_max"], 16);
+}
