@@ -179,11 +179,22 @@ impl Event {
     /// Parses `value` as the event of `seam`; the error names the missing or
     /// mistyped field.
     pub fn from_json(seam: Seam, value: Value) -> Result<Event, serde_json::Error> {
+        // Through the text, not `from_value`: serde_json's `Value`
+        // deserializer hands an integer whose digits are also a float's
+        // shortest form (10^39, say) on as that float; its text parser keeps
+        // every number exactly as written.
+        Event::from_text(seam, &value.to_string())
+    }
+
+    /// Parses JSON text as the event of `seam`; the error names the missing
+    /// or mistyped field and where. Numbers of any size and the key order of
+    /// objects are kept exactly.
+    pub fn from_text(seam: Seam, text: &str) -> Result<Event, serde_json::Error> {
         Ok(match seam {
-            Seam::Routing => Event::Routing(serde_json::from_value(value)?),
-            Seam::Rewrite => Event::Rewrite(serde_json::from_value(value)?),
-            Seam::Steering => Event::Steering(serde_json::from_value(value)?),
-            Seam::Result => Event::Result(serde_json::from_value(value)?),
+            Seam::Routing => Event::Routing(serde_json::from_str(text)?),
+            Seam::Rewrite => Event::Rewrite(serde_json::from_str(text)?),
+            Seam::Steering => Event::Steering(serde_json::from_str(text)?),
+            Seam::Result => Event::Result(serde_json::from_str(text)?),
         })
     }
 
@@ -194,6 +205,31 @@ impl Event {
             Event::Rewrite(_) => Seam::Rewrite,
             Event::Steering(_) => Seam::Steering,
             Event::Result(_) => Seam::Result,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Integers of any size, including those whose digits are also a
+    /// float's shortest form, and key order survive parsing an event.
+    #[test]
+    fn numbers_and_key_order_survive_parsing() {
+        let text = r#"{"run_id":"r","tool_name":"t","call_id":"c","result":{"z":1000000000000000000000000000000000000000,"a":-18446744073709551616}}"#;
+        let value: Value = serde_json::from_str(text).expect("json");
+        for event in [
+            Event::from_json(Seam::Result, value).expect("event"),
+            Event::from_text(Seam::Result, text).expect("event"),
+        ] {
+            let Event::Result(e) = event else {
+                panic!("a result event")
+            };
+            assert_eq!(
+                e.result.to_string(),
+                r#"{"z":1000000000000000000000000000000000000000,"a":-18446744073709551616}"#
+            );
         }
     }
 }

@@ -409,7 +409,12 @@ fn parse_event(seam: Seam, value: Value) -> Result<Event, ApiError> {
                 kind(&value)
             )));
         }
-        serde_path_to_error::deserialize(value).map_err(|e| {
+        // Through the text, not the `Value`: serde_json's `Value`
+        // deserializer turns an integer whose digits are also a float's
+        // shortest form (10^39) into that float; its text parser keeps it.
+        let text = value.to_string();
+        let mut de = serde_json::Deserializer::from_str(&text);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| {
             let path = e.path().to_string();
             let at = if path == "." {
                 "event".to_string()

@@ -930,3 +930,30 @@ async fn odd_bodies_never_break_the_server() {
     assert_eq!(answer, steer_where());
     s.stop().await;
 }
+
+/// Integers of any size (including 10^39, whose digits are also a float's
+/// shortest form) and the key order of args come back exactly as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_integers_and_key_order_pass_through_http() {
+    let s = Running::start(&[("q.wasm", QUERY_LIMIT)], ServerConfig::default()).await;
+    let body = r#"{"event": {"run_id": "r", "iteration_index": 0, "node_name": "react",
+        "call_id": "c", "tool_name": "run_query", "available_tools": ["run_query"],
+        "args": {"z": 1000000000000000000000000000000000000000, "sql": "SELECT 1",
+                 "id": -18446744073709551616}}}"#;
+    let response = reqwest::Client::new()
+        .post(s.url("/v1/rewrite"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.expect("body");
+    assert!(
+        text.contains(
+            r#""args":{"z":1000000000000000000000000000000000000000,"sql":"SELECT 1 LIMIT 100","id":-18446744073709551616}"#
+        ),
+        "{text}"
+    );
+    s.stop().await;
+}
