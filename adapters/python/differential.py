@@ -193,6 +193,8 @@ ODD_STRINGS = [
     "\ufeff",
     "\u0000",
     "\u001f",
+    "\u007f",
+    "\u001b[31mred",
     "\u00e9",
     "e\u0301",
     "\u5de5\u5177",
@@ -219,9 +221,14 @@ BIG_INTS = [
     2**64,
     2**64 + 1,
     -(2**64),
-    10**30,
-    -(10**40),
     2**53 + 1,
+    10**30,
+    2**128,
+    -(2**127) - 1,
+    10**39,
+    -(10**40),
+    2 * 10**45,
+    12345678901234567890123456789012345678901234567890,
 ]
 
 FLOATS = [0.5, -0.0, 1.0, 1e300, 2.5e-8, 123456789.125, -1.5]
@@ -855,6 +862,33 @@ def manifest(case: Case) -> str:
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def unsanitize(text: str) -> str:
+    """Undoes the log formatter's escaping of DEL and C1 control characters
+    (``\\x7f``, ``\\u{85}``) in a logged JSON text. In JSON a backslash
+    always starts a two-character escape (``\\\\``, ``\\n``, ``\\u0001``),
+    never ``\\x`` nor ``\\u{``, so the two cannot be confused."""
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\":
+            out.append(ch)
+            i += 1
+            continue
+        if text.startswith("\\x7f", i):
+            out.append("\x7f")
+            i += 4
+            continue
+        m = re.match(r"\\u\{([0-9a-f]+)\}", text[i:])
+        if m:
+            out.append(chr(int(m.group(1), 16)))
+            i += m.end()
+            continue
+        out.append(text[i : i + 2])
+        i += 2
+    return "".join(out)
 LOG_LINE = re.compile(r' plugin="?(?P<plugin>c\d+/g\d+)"?')
 
 
@@ -927,7 +961,7 @@ class ToolgateSide:
                 if not m or " saw " not in text:
                     continue
                 tenant, guard = m.group("plugin").split("/")
-                message = text[text.index(" saw ") + 5 : m.start()]
+                message = unsanitize(text[text.index(" saw ") + 5 : m.start()])
                 seen.setdefault(int(tenant[1:]), []).append((guard, message))
             for n, i in enumerate(indices, start=1):
                 record = by_line.get(n)
@@ -995,7 +1029,11 @@ def data_difference(a: Any, b: Any, path: str = "$") -> str:
     if isinstance(a, bool) or isinstance(b, bool):
         return f"value differs at {path}" if a != b or type(a) is not type(b) else ""
     if isinstance(a, int) and isinstance(b, float):
-        return f"integer became a float at {path}"
+        if -(2**63) <= a < 2**64:
+            return f"integer within 64 bits became a float at {path}"
+        if -(2**127) <= a < 2**128:
+            return f"integer beyond 64 bits (within 128) became a float at {path}"
+        return f"integer beyond 128 bits became a float at {path}"
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return "" if strict(a) == strict(b) else f"number differs at {path}"
     if isinstance(a, dict) and isinstance(b, dict):
@@ -1046,7 +1084,7 @@ def compare(case: Case, sym: Answer, tg: Answer) -> str | None:
             return "rewrite: a different tool is dispatched"
         if strict(s["args"]) != strict(t["args"]):
             d = data_difference(s["args"], t["args"])
-            if d.startswith(("integer became", "key order", "number differs")):
+            if d.startswith(("integer ", "key order", "number differs")):
                 return f"rewrite: dispatched args, {generalise(d)}"
             return "rewrite: different args are dispatched"
         if sym.consulted != tg.consulted:
@@ -1101,27 +1139,28 @@ class Differential:
     async def _symfonic(self, cases: list[Case]) -> list[Answer]:
         return [await self.symfonic.run(c) for c in cases]
 
-    def shrink(self, outcome: Outcome, rounds: int = 40) -> Outcome:
-        """A smaller case with the same mismatch: guards dropped, event and
-        scripts simplified, one batch of candidates per round."""
+    def shrink(self, outcome: Outcome, rounds: int = 60, chunk: int = 64) -> Outcome:
+        """A smaller case with the same mismatch: guards dropped, the event
+        and the scripts simplified. Each round tries the candidates smallest
+        first, ``chunk`` at a time, and keeps the smallest that still shows
+        the mismatch."""
         best = outcome
         for _ in range(rounds):
-            candidates = list(smaller(best.case))
-            if not candidates:
-                break
+            candidates = sorted(smaller(best.case), key=case_size)
             found = None
-            for o in self.run(candidates):
-                if o.mismatch == best.mismatch:
-                    found = o
+            for start in range(0, len(candidates), chunk):
+                hits = [o for o in self.run(candidates[start : start + chunk]) if o.mismatch == best.mismatch]
+                if hits:
+                    found = min(hits, key=lambda o: case_size(o.case))
                     break
-            if found is None:
+            if found is None or case_size(found.case) >= case_size(best.case):
                 break
             best = found
         return best
 
 
 def smaller(case: Case) -> list[Case]:
-    """Candidate simplifications of ``case``, simplest first."""
+    """Candidate simplifications of ``case``."""
     out: list[Case] = []
     if len(case.chain) > 1:
         for i in range(len(case.chain)):
@@ -1131,7 +1170,7 @@ def smaller(case: Case) -> list[Case]:
         if key in e:
             for v in simpler_json(e[key]):
                 if key == "args" and not isinstance(v, dict):
-                    continue
+                    v = {"v": v}
                 out.append(replace(case, event={**e, key: v}))
     if "available_tools" in e and len(e["available_tools"]) > 1:
         for i, name in enumerate(e["available_tools"]):
@@ -1140,25 +1179,35 @@ def smaller(case: Case) -> list[Case]:
             palette = e["available_tools"][:i] + e["available_tools"][i + 1 :]
             out.append(replace(case, event={**e, "available_tools": palette}))
     for i, cfg in enumerate(case.chain):
-        script = cfg.get("rewrite")
-        if isinstance(script, dict) and isinstance(script.get("raw_args"), str):
+        script = cfg.get(case.seam)
+
+        def with_script(new: Any, i: int = i, cfg: dict[str, Any] = cfg) -> Case:
+            return replace(case, chain=case.chain[:i] + [{**cfg, case.seam: new}] + case.chain[i + 1 :])
+
+        if not isinstance(script, dict):
+            continue
+        if isinstance(script.get("raw_args"), str):
             try:
                 raw = json.loads(script["raw_args"])
             except ValueError:
-                continue
+                raw = None
             for v in simpler_json(raw):
-                new = {**cfg, "rewrite": {**script, "raw_args": json.dumps(v, ensure_ascii=False)}}
-                out.append(replace(case, chain=case.chain[:i] + [new] + case.chain[i + 1 :]))
-        if isinstance(script, dict) and isinstance(script.get("args"), dict):
+                out.append(with_script({**script, "raw_args": json.dumps(v, ensure_ascii=False)}))
+        if isinstance(script.get("args"), dict):
             for v in simpler_json(script["args"]):
                 if isinstance(v, dict):
-                    new = {**cfg, "rewrite": {**script, "args": v}}
-                    out.append(replace(case, chain=case.chain[:i] + [new] + case.chain[i + 1 :]))
+                    out.append(with_script({**script, "args": v}))
+        if isinstance(script.get("content"), str) and len(script["content"]) > 1:
+            out.append(with_script({**script, "content": script["content"][: len(script["content"]) // 2]}))
+        for key in ("is_error", "tool_name"):
+            if key in script and len(script) > 1:
+                out.append(with_script({k: v for k, v in script.items() if k != key}))
     return out
 
 
 def simpler_json(v: Any) -> list[Any]:
-    """Values a little simpler than ``v``."""
+    """Values simpler than ``v``: with one member removed, or one part put
+    in the place of the whole (any part, at any depth)."""
     out: list[Any] = []
     if isinstance(v, dict):
         if v:
@@ -1167,7 +1216,7 @@ def simpler_json(v: Any) -> list[Any]:
         for k in keys:
             out.append({x: v[x] for x in keys if x != k})
         for k in keys:
-            for s in simpler_json(v[k])[:3]:
+            for s in simpler_json(v[k])[:2]:
                 out.append({x: (s if x == k else v[x]) for x in keys})
     elif isinstance(v, list):
         if v:
@@ -1175,12 +1224,38 @@ def simpler_json(v: Any) -> list[Any]:
         for i in range(len(v)):
             out.append(v[:i] + v[i + 1 :])
         for i, x in enumerate(v):
-            out.append(x)
-            for s in simpler_json(x)[:3]:
+            for s in simpler_json(x)[:2]:
                 out.append(v[:i] + [s] + v[i + 1 :])
     elif isinstance(v, str) and len(v) > 1:
         out.append(v[: len(v) // 2])
+    out.extend(p for p in parts(v) if p is not v)
     return out
+
+
+def parts(v: Any) -> list[Any]:
+    """Every value nested in ``v`` (``v`` included), each once."""
+    found: list[Any] = []
+    seen: set[str] = set()
+
+    def walk(x: Any) -> None:
+        key = json.dumps(x, sort_keys=False)
+        if key not in seen:
+            seen.add(key)
+            found.append(x)
+        if isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+        elif isinstance(x, list):
+            for y in x:
+                walk(y)
+
+    walk(v)
+    return found
+
+
+def case_size(c: Case) -> int:
+    """How big a case is: guards weigh most, then the JSON text."""
+    return 1000 * len(c.chain) + len(json.dumps([c.chain, c.event], ensure_ascii=True))
 
 
 def quiet() -> None:
@@ -1245,17 +1320,13 @@ def report(outcomes: list[Outcome], diff: Differential | None, do_shrink: bool =
         + " (see INTENTIONAL_DIFFERENCES)"
     )
     for name, group in sorted(classes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        smallest = min(group, key=size)
+        smallest = min(group, key=lambda o: case_size(o.case))
         if diff is not None and do_shrink:
             smallest = diff.shrink(smallest)
         lines.append("")
         lines.append(f"MISMATCH {name}: {len(group)} case(s); minimal:")
         lines.append(describe(smallest))
     return "\n".join(lines), not classes
-
-
-def size(o: Outcome) -> int:
-    return len(json.dumps([o.case.chain, o.case.event], ensure_ascii=True)) + 1000 * len(o.case.chain)
 
 
 def default_binary() -> Path:
