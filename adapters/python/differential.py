@@ -36,7 +36,7 @@ Usage (from the repository root, with the adapter's virtualenv):
 
     adapters/python/.venv/bin/python adapters/python/differential.py \\
         [--cases N] [--seed S] [--seams steering,rewrite,routing,result] \\
-        [--bin PATH] [--scripted PATH] [--batch N] [--json]
+        [--bin PATH] [--scripted PATH] [--batch N] [--no-directed] [--no-shrink]
 
 ``--cases`` is per seam (default 250). It prints, per seam, how many cases
 agreed and how many did not, then each distinct mismatch with a minimal
@@ -175,7 +175,8 @@ OUT_OF_PALETTE = [
     "send_email\n",
 ]
 
-#: Strings that look empty, are whitespace of some kind, or are odd.
+#: Strings that look empty, are whitespace of some kind, or are odd. All
+#: short: INTENTIONAL_DIFFERENCES["return-size-limits"].
 ODD_STRINGS = [
     "",
     " ",
@@ -514,6 +515,18 @@ def directed_cases() -> list[Case]:
             sql,
             {"raw_args": '{"id": 18446744073709551616, "b": 1, "a": 2}'},
         ),
+        rewrite(
+            "an integer beyond 128 bits through a guard",
+            "run_query",
+            {"id": 10**39},
+            {"tool_name": "run_query"},
+        ),
+        rewrite(
+            "args nested as deep as the adapter sends",
+            "run_query",
+            nested(MAX_DEPTH),
+            {"append_trail": "g1"},
+        ),
         rewrite("args that are not an object", "run_query", sql, {"raw_args": "[1, 2]"}),
     ]
     result_event = {
@@ -525,7 +538,18 @@ def directed_cases() -> list[Case]:
         "is_error": False,
     }
     cases.append(Case("result", [wrap("result", {"log": True})], result_event, "big integer in a result"))
-    return [c for c in cases]
+    deep_event = {**result_event, "result": nested(MAX_DEPTH)}
+    cases.append(Case("result", [wrap("result", {"log": True})], deep_event, "a result nested as deep as the adapter sends"))
+    return cases
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """An object ``depth`` levels deep (itself included), alternating
+    objects and arrays, with a big integer at the bottom."""
+    value: Any = 2**64
+    for level in range(depth - 1):
+        value = [value] if level % 2 else {"d": value}
+    return {"d": value}
 
 
 # ---------------------------------------------------------------------------
@@ -928,6 +952,8 @@ class ToolgateSide:
                 d.mkdir()
                 os.link(master, d / "scripted.wasm")
                 (d / "toolgate.toml").write_text(manifest(case), encoding="utf-8")
+                # No state: the scripts never read it, and symfonic's is
+                # not JSON (INTENTIONAL_DIFFERENCES["state-on-every-seam"]).
                 line = {"seam": case.seam, "event": case.event, "tenant": tenant}
                 trace_lines.append(json.dumps(line, ensure_ascii=False))
             trace = Path(tmp) / "trace.jsonl"
@@ -1139,13 +1165,16 @@ class Differential:
     async def _symfonic(self, cases: list[Case]) -> list[Answer]:
         return [await self.symfonic.run(c) for c in cases]
 
-    def shrink(self, outcome: Outcome, rounds: int = 60, chunk: int = 64) -> Outcome:
+    def shrink(self, outcome: Outcome, rounds: int = 60, chunk: int = 64, budget: float = 120.0) -> Outcome:
         """A smaller case with the same mismatch: guards dropped, the event
         and the scripts simplified. Each round tries the candidates smallest
         first, ``chunk`` at a time, and keeps the smallest that still shows
         the mismatch."""
         best = outcome
+        deadline = time.monotonic() + budget
         for _ in range(rounds):
+            if time.monotonic() > deadline:
+                break
             candidates = sorted(smaller(best.case), key=case_size)
             found = None
             for start in range(0, len(candidates), chunk):
@@ -1299,7 +1328,9 @@ def show(case: Case, a: Answer) -> str:
     return "; ".join(parts)
 
 
-def report(outcomes: list[Outcome], diff: Differential | None, do_shrink: bool = True) -> tuple[str, bool]:
+def report(
+    outcomes: list[Outcome], diff: Differential | None, do_shrink: bool = True, budget: float = 120.0
+) -> tuple[str, bool]:
     """The per-seam counts and each distinct mismatch with a minimal case."""
     lines = []
     agree: Counter[str] = Counter()
@@ -1322,7 +1353,7 @@ def report(outcomes: list[Outcome], diff: Differential | None, do_shrink: bool =
     for name, group in sorted(classes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         smallest = min(group, key=lambda o: case_size(o.case))
         if diff is not None and do_shrink:
-            smallest = diff.shrink(smallest)
+            smallest = diff.shrink(smallest, budget=budget)
         lines.append("")
         lines.append(f"MISMATCH {name}: {len(group)} case(s); minimal:")
         lines.append(describe(smallest))

@@ -47,7 +47,7 @@ def runner() -> differential.Differential:
 
 def check(runner: differential.Differential, cases: list[differential.Case]) -> None:
     outcomes = runner.run(cases)
-    text, ok = differential.report(outcomes, runner)
+    text, ok = differential.report(outcomes, runner, budget=15.0)
     assert ok, f"toolgate and symfonic-core disagree:\n{text}"
 
 
