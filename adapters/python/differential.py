@@ -959,7 +959,6 @@ class ToolgateSide:
             trace = Path(tmp) / "trace.jsonl"
             trace.write_text("\n".join(trace_lines) + "\n", encoding="utf-8")
             env = dict(os.environ, TOOLGATE_LOG="warn,toolgate::sandbox=info", NO_COLOR="1")
-            env.pop("TOOLGATE_CACHE_DIR", None)
             proc = subprocess.run(
                 [str(self.binary), "replay", "--json", "--plugins", str(root), str(trace)],
                 capture_output=True,
@@ -1146,10 +1145,11 @@ class Outcome:
 
 
 class Differential:
-    def __init__(self, binary: Path, scripted: Path, batch: int = 2000) -> None:
+    def __init__(self, binary: Path, scripted: Path, batch: int = 2000, progress: bool = False) -> None:
         self.symfonic = SymfonicSide()
         self.toolgate = ToolgateSide(binary, scripted)
         self.batch = batch
+        self.progress = progress
         self.loop = asyncio.new_event_loop()
         quiet()
 
@@ -1160,6 +1160,8 @@ class Differential:
             tg = self.toolgate.run(chunk)
             sym = self.loop.run_until_complete(self._symfonic(chunk))
             out.extend(Outcome(c, s, t, compare(c, s, t)) for c, s, t in zip(chunk, sym, tg))
+            if self.progress:
+                print(f"  {len(out)}/{len(cases)} cases run", file=sys.stderr, flush=True)
         return out
 
     async def _symfonic(self, cases: list[Case]) -> list[Answer]:
@@ -1406,11 +1408,12 @@ def main(argv: list[str] | None = None) -> int:
     cases = [] if args.no_directed else [c for c in directed_cases() if c.seam in seams]
     cases += generate(seed, args.cases, seams)
     print(f"differential: seed {seed}, {len(cases)} cases ({args.cases} random per seam), "
-          f"toolgate {binary}, scripted {scripted}")
+          f"toolgate {binary}, scripted {scripted}", flush=True)
     start = time.monotonic()
-    diff = Differential(binary, scripted, batch=args.batch)
+    diff = Differential(binary, scripted, batch=args.batch, progress=True)
     outcomes = diff.run(cases)
-    print(f"ran in {time.monotonic() - start:.1f} s")
+    diff.progress = False
+    print(f"ran in {time.monotonic() - start:.1f} s", flush=True)
     text, ok = report(outcomes, diff, do_shrink=not args.no_shrink)
     print(text)
     return 0 if ok else 1
