@@ -886,6 +886,8 @@ def manifest(case: Case) -> str:
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: The field a guard's log line ends with, naming the plugin (tenant/guard).
+LOG_LINE = re.compile(r' plugin="?(?P<plugin>c\d+/g\d+)"?')
 
 
 def unsanitize(text: str) -> str:
@@ -913,7 +915,6 @@ def unsanitize(text: str) -> str:
         out.append(text[i : i + 2])
         i += 2
     return "".join(out)
-LOG_LINE = re.compile(r' plugin="?(?P<plugin>c\d+/g\d+)"?')
 
 
 class ToolgateSide:
@@ -982,9 +983,10 @@ class ToolgateSide:
             seen: dict[int, list[Any]] = {}
             for text in stderr.split("\n"):
                 text = ANSI.sub("", text)
-                m = LOG_LINE.search(text)
-                if not m or " saw " not in text:
+                found = list(LOG_LINE.finditer(text))
+                if not found or " saw " not in text:
                     continue
+                m = found[-1]
                 tenant, guard = m.group("plugin").split("/")
                 message = unsanitize(text[text.index(" saw ") + 5 : m.start()])
                 seen.setdefault(int(tenant[1:]), []).append((guard, message))
