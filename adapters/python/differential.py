@@ -679,6 +679,8 @@ class Answer:
     raw: Any = None
     #: toolgate: why it refused the case (exit 2), else None.
     refused: str | None = None
+    #: toolgate: guards of the case it did not load, with why.
+    not_loaded: list[str] = field(default_factory=list)
 
 
 class SymfonicSide:
@@ -875,11 +877,18 @@ def toml_value(v: Any) -> str:
     raise ValueError(f"TOML cannot hold {v!r}")
 
 
+#: Each guard's wall-clock deadline. Thousands of guards load at once and a
+#: busy machine can push one's load-time probe past the default 200 ms (the
+#: guard is then left out of the chain, reported as "did not load"); the
+#: deadline is not what is under test here.
+TIMEOUT_MS = 10_000
+
+
 def manifest(case: Case) -> str:
     """The tenant manifest of one case: one scripted guard per script."""
     lines = []
     for i, cfg in enumerate(case.chain):
-        lines += ["[[plugin]]", f'name = "g{i + 1}"', 'path = "scripted.wasm"']
+        lines += ["[[plugin]]", f'name = "g{i + 1}"', 'path = "scripted.wasm"', f"timeout_ms = {TIMEOUT_MS}"]
         lines.append(f"config = {toml_value(cfg)}")
         lines.append("")
     return "\n".join(lines)
@@ -981,8 +990,14 @@ class ToolgateSide:
                     record = json.loads(text)
                     by_line[record["line"]] = record
             seen: dict[int, list[Any]] = {}
+            not_loaded: dict[int, list[str]] = {}
             for text in stderr.split("\n"):
                 text = ANSI.sub("", text)
+                if "plugin not loaded" in text:
+                    where = re.search(r"tenants/c(\d+)/", text)
+                    if where:
+                        not_loaded.setdefault(int(where.group(1)), []).append(text.strip())
+                    continue
                 found = list(LOG_LINE.finditer(text))
                 if not found or " saw " not in text:
                     continue
@@ -995,6 +1010,7 @@ class ToolgateSide:
                 if record is None:
                     raise RuntimeError(f"toolgate replay printed nothing for line {n}:\n{stderr[-4000:]}")
                 answers[i] = self._answer(cases[i], record, seen.get(i, []))
+                answers[i].not_loaded = not_loaded.get(i, [])
         return None
 
     @staticmethod
@@ -1095,6 +1111,11 @@ def compare(case: Case, sym: Answer, tg: Answer) -> str | None:
     """None when both sides agree, else the mismatch's class."""
     if tg.refused is not None:
         return f"{case.seam}: toolgate refused the event ({tg.refused.split(':')[0]})"
+    if tg.not_loaded:
+        # A guard toolgate failed to load is left out of the chain (with a
+        # warning); name the cause (say, the load-time probe's deadline).
+        why = re.sub(r".*plugin not loaded: \S+: ", "", tg.not_loaded[0])
+        return f"{case.seam}: toolgate did not load a guard ({why.split(':')[0]})"
     if case.seam == "steering":
         if (sym.outcome is None) != (tg.outcome is None):
             if sym.outcome is None:
@@ -1321,7 +1342,7 @@ def describe(o: Outcome) -> str:
 def show(case: Case, a: Answer) -> str:
     if a.refused is not None:
         return f"refused: {a.refused}"
-    parts = []
+    parts = [f"did not load: {m}" for m in a.not_loaded]
     if case.seam == "steering":
         parts.append("runs the tool" if a.outcome is None else f"skips: {json.dumps(a.outcome, ensure_ascii=True)}")
     elif case.seam == "rewrite":
