@@ -516,6 +516,12 @@ def directed_cases() -> list[Case]:
             {"raw_args": '{"id": 18446744073709551616, "b": 1, "a": 2}'},
         ),
         rewrite(
+            "key order through a guard",
+            "run_query",
+            {"z": 1, "a": 2, "m": {"y": 3, "b": 4}},
+            {"tool_name": "run_query"},
+        ),
+        rewrite(
             "an integer beyond 128 bits through a guard",
             "run_query",
             {"id": 10**39},
