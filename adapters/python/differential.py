@@ -25,7 +25,15 @@ the data passing through them. Compared, per seam:
   integers stay integers, key order is kept);
 - routing: which guards were consulted, in order (see the intentional
   differences below for what is not compared);
-- result: which guards were consulted and what each logging guard saw.
+- result: which guards were consulted and what each logging guard saw
+  (the scripted guard logs the result JSON it was handed; toolgate's log
+  line is read back).
+
+toolgate's side also fails a case when it refuses the event (exit 2: the
+case is reported and the rest replayed without it) or leaves a guard out of
+the chain because it did not load (its warning is reported). Every guard
+keeps the default ``on_error = "skip"``: ``"deny"`` (fail closed) is an
+operator's opt-in with no symfonic counterpart.
 
 Places where toolgate differs from symfonic on purpose are listed in
 ``INTENTIONAL_DIFFERENCES`` and are excluded by those names where the
