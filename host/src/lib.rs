@@ -33,6 +33,7 @@
 mod bindings;
 pub mod cache;
 pub mod chain;
+mod connections;
 pub mod dir;
 pub mod engine;
 pub mod error;

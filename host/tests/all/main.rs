@@ -10,6 +10,7 @@ mod cli;
 mod contract;
 mod examples;
 mod hostile;
+mod http_limits;
 mod manifest;
 mod reload;
 mod server;
