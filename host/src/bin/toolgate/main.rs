@@ -151,11 +151,21 @@ struct CacheArgs {
 impl CacheArgs {
     fn cache(&self) -> toolgate::cache::CompiledCache {
         use toolgate::cache::CompiledCache;
-        match (&self.cache_dir, self.no_cache) {
+        let cache = match (&self.cache_dir, self.no_cache) {
             (_, true) => CompiledCache::disabled(),
             (Some(dir), false) => CompiledCache::at(dir),
             (None, false) => CompiledCache::from_env(),
+        };
+        // A cache others can write is native code they can make us run.
+        if let Err(e) = cache.check_dir() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "toolgate: warning: {e}; compiling every component instead"
+            );
+            return CompiledCache::disabled();
         }
+        cache
     }
 }
 
