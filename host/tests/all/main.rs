@@ -9,6 +9,7 @@ mod chains;
 mod cli;
 mod contract;
 mod examples;
+mod fuzz;
 mod hostile;
 mod http_limits;
 mod manifest;
