@@ -5,23 +5,31 @@
 //! An entry is keyed by SHA-256 over the component's digest and the
 //! engine's [`precompile_compatibility_hash`](wasmtime::Engine::precompile_compatibility_hash)
 //! (wasmtime version, target, and every setting that changes code such as
-//! fuel metering). It is stored as `<key>.cwasm`: the bytes of
-//! [`Component::serialize`] followed by their SHA-256, written to a
-//! temporary file in the same directory and renamed into place, so a reader
-//! never sees half an entry. An entry whose checksum or header does not
-//! match is deleted and rebuilt.
+//! fuel metering). It is stored as `<key>.cwasm`: a header (a format tag,
+//! the SHA-256 of the component it was compiled from, and the engine's
+//! hash), the bytes of [`Component::serialize`], and a SHA-256 of all that,
+//! written to a temporary file in the same directory and renamed into
+//! place, so a reader never sees half an entry. On load the header must
+//! name the very component being loaded and this engine: an entry copied
+//! or renamed under another component's key is refused like a corrupt one
+//! — deleted and rebuilt from the component's own bytes.
 //!
 //! Location: `$TOOLGATE_CACHE_DIR` if set (`off` or empty disables the
 //! cache), else `$XDG_CACHE_HOME/toolgate`, else `$HOME/.cache/toolgate`.
 //! Entries are never evicted; deleting the directory is always safe.
 //!
-//! The cache directory must be writable only by the user toolgate runs as:
-//! its entries are native code that is run as is.
+//! Entries are native code that is run as is, so whoever can write the
+//! cache can run code in toolgate. The checks above catch accidents, not a
+//! writer (who can forge a header); what keeps writers out is the directory
+//! itself: it is created `0700`, and a directory (or entry) that is not
+//! owned by the user toolgate runs as, or that group or others may write,
+//! is not used — every component is compiled instead, with one warning
+//! naming the directory and the fix ([`CompiledCache::check_dir`]).
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -38,6 +46,8 @@ pub struct CompiledCache {
     hits: AtomicU64,
     misses: AtomicU64,
     rebuilt: AtomicU64,
+    /// Whether an unsafe directory was already reported.
+    warned: AtomicBool,
 }
 
 /// Counters of a [`CompiledCache`] since it was created.
@@ -101,6 +111,17 @@ impl CompiledCache {
         }
     }
 
+    /// Whether the cache directory may be used: it must be owned by the
+    /// user toolgate runs as and writable by no one else (Unix). A
+    /// directory that does not exist yet is fine (it is created `0700`).
+    /// `Ok` when the cache is disabled.
+    pub fn check_dir(&self) -> Result<(), Error> {
+        match &self.dir {
+            Some(dir) => check_private(dir, true),
+            None => Ok(()),
+        }
+    }
+
     /// The entry file for component bytes with SHA-256 `digest` (hex).
     pub fn entry_path(&self, engine: &Engine, digest: &str) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
@@ -121,8 +142,16 @@ impl CompiledCache {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return Ok((compile(engine, path, bytes)?, CacheOutcome::Compiled));
         };
+        if let Err(unsafe_dir) = self.check_dir() {
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!("compiled cache not used: {unsafe_dir}");
+            }
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            return Ok((compile(engine, path, bytes)?, CacheOutcome::Compiled));
+        }
         let mut outcome = CacheOutcome::Compiled;
-        match read_entry(engine, &entry) {
+        let header = Header::new(engine, digest);
+        match read_entry(engine, &entry, &header) {
             Ok(Some(component)) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok((component, CacheOutcome::Hit));
@@ -139,7 +168,7 @@ impl CompiledCache {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let component = compile(engine, path, bytes)?;
-        if let Err(e) = write_entry(&component, &entry) {
+        if let Err(e) = write_entry(&component, &entry, &header) {
             tracing::warn!(entry = %entry.display(), "cannot write compiled cache entry: {e}");
         }
         Ok((component, outcome))
@@ -173,15 +202,107 @@ impl Hasher for ShaHasher {
 
 /// The cache key of a component with SHA-256 `digest` under `engine`.
 pub fn key(engine: &Engine, digest: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"toolgate-cwasm-v2\0");
+    h.update(digest.as_bytes());
+    h.update(b"\0");
+    h.update(engine_hash(engine));
+    hex(&h.finalize())
+}
+
+/// SHA-256 of the engine's compatibility hash: equal for engines whose
+/// compiled code is interchangeable.
+fn engine_hash(engine: &Engine) -> [u8; 32] {
     let mut h = ShaHasher(Sha256::new());
-    h.0.update(b"toolgate-cwasm-v1\0");
-    h.0.update(digest.as_bytes());
-    h.0.update(b"\0");
     engine
         .wasmtime()
         .precompile_compatibility_hash()
         .hash(&mut h);
-    hex(&h.0.finalize())
+    h.0.finalize().into()
+}
+
+/// The first bytes of every entry: a format tag, the SHA-256 of the
+/// component the entry was compiled from, and the engine's hash.
+struct Header([u8; HEADER_LEN]);
+
+const TAG: &[u8; 16] = b"toolgate-cwasm2\0";
+const HEADER_LEN: usize = TAG.len() + 32 + 32;
+
+impl Header {
+    fn new(engine: &Engine, digest: &str) -> Header {
+        let mut bytes = [0u8; HEADER_LEN];
+        bytes[..TAG.len()].copy_from_slice(TAG);
+        // The digest is hex; hash it again so the header is fixed-size
+        // whatever form it came in.
+        bytes[TAG.len()..TAG.len() + 32].copy_from_slice(&Sha256::digest(digest.as_bytes()));
+        bytes[TAG.len() + 32..].copy_from_slice(&engine_hash(engine));
+        Header(bytes)
+    }
+
+    /// Why `found` is not this header, if it is not.
+    fn mismatch(&self, found: &[u8]) -> Option<&'static str> {
+        if found.get(..TAG.len()) != Some(&self.0[..TAG.len()]) {
+            Some("not a toolgate cache entry of this format")
+        } else if found.get(TAG.len()..TAG.len() + 32) != Some(&self.0[TAG.len()..TAG.len() + 32]) {
+            Some("compiled from another component (an entry copied under the wrong key)")
+        } else if found.get(TAG.len() + 32..HEADER_LEN) != Some(&self.0[TAG.len() + 32..]) {
+            Some("compiled by an engine with other settings")
+        } else {
+            None
+        }
+    }
+}
+
+/// Refuses `path` unless it is owned by this process's user and writable
+/// by no one else. A missing path is fine when `missing_ok`.
+#[cfg(unix)]
+fn check_private(path: &Path, missing_ok: bool) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if missing_ok && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => {
+            return Err(Error::Read {
+                path: path.into(),
+                source,
+            });
+        }
+    };
+    check_owner_and_mode(path, meta.uid(), meta.mode())
+}
+
+#[cfg(unix)]
+fn check_owner_and_mode(path: &Path, uid: u32, mode: u32) -> Result<(), Error> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let problem = if uid != me {
+        format!("is owned by user {uid}, not by user {me} that toolgate runs as")
+    } else if mode & 0o022 != 0 {
+        format!(
+            "is writable by {} (mode {:o})",
+            match (mode & 0o020 != 0, mode & 0o002 != 0) {
+                (true, true) => "its group and others",
+                (true, false) => "its group",
+                _ => "others",
+            },
+            mode & 0o7777
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::UnsafeCache {
+        path: path.into(),
+        message: format!(
+            "{problem}; its entries are native code toolgate runs as is, so it must be \
+             writable only by toolgate's user (chmod go-w, or choose another \
+             TOOLGATE_CACHE_DIR / --cache-dir)"
+        ),
+    })
+}
+
+#[cfg(not(unix))]
+fn check_private(_: &Path, _: bool) -> Result<(), Error> {
+    Ok(())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -189,24 +310,41 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// `Ok(None)`: no entry. `Err`: an entry that must be deleted.
-fn read_entry(engine: &Engine, entry: &Path) -> Result<Option<Component>, String> {
-    let data = match std::fs::read(entry) {
-        Ok(d) => d,
+fn read_entry(engine: &Engine, entry: &Path, header: &Header) -> Result<Option<Component>, String> {
+    let mut file = match std::fs::File::open(entry) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read: {e}")),
     };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+        if !meta.is_file() {
+            return Err("not a regular file".into());
+        }
+        check_owner_and_mode(entry, meta.uid(), meta.mode()).map_err(|e| e.to_string())?;
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data)
+        .map_err(|e| format!("cannot read: {e}"))?;
     let Some(split) = data.len().checked_sub(32) else {
         return Err("shorter than its checksum".into());
     };
-    let (payload, sum) = data.split_at(split);
-    if Sha256::digest(payload).as_slice() != sum {
+    let (signed, sum) = data.split_at(split);
+    if Sha256::digest(signed).as_slice() != sum {
         return Err("checksum mismatch".into());
     }
+    if let Some(why) = header.mismatch(signed) {
+        return Err(why.into());
+    }
+    let payload = &signed[HEADER_LEN..];
     // SAFETY: `Component::deserialize` runs the native code in `payload`
     // as is, so it must be what `Component::serialize` produced. It is: the
-    // entry's trailing SHA-256 matches, entries are only ever written by
-    // `write_entry` (serialize, checksum, temp file, rename), and the cache
-    // directory is documented as writable only by toolgate's own user.
+    // entry's trailing SHA-256 matches, its header names this component and
+    // this engine, entries are only ever written by `write_entry`
+    // (serialize, checksum, temp file, rename), and the cache directory and
+    // the entry were just checked to be writable only by toolgate's user.
     // wasmtime itself still refuses an entry from another wasmtime version
     // or engine configuration (header and compatibility checks), which the
     // key already rules out.
@@ -215,11 +353,14 @@ fn read_entry(engine: &Engine, entry: &Path) -> Result<Option<Component>, String
         .map_err(|e| format!("{e:#}"))
 }
 
-fn write_entry(component: &Component, entry: &Path) -> std::io::Result<()> {
+fn write_entry(component: &Component, entry: &Path, header: &Header) -> std::io::Result<()> {
     let dir = entry.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    create_private_dir(dir)?;
     let bytes = component.serialize().map_err(std::io::Error::other)?;
-    let sum = Sha256::digest(&bytes);
+    let mut h = Sha256::new();
+    h.update(header.0);
+    h.update(&bytes);
+    let sum = h.finalize();
     let name = entry
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -230,7 +371,12 @@ fn write_entry(component: &Component, entry: &Path) -> std::io::Result<()> {
         std::thread::current().id()
     ));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(&tmp)?;
+        f.write_all(&header.0)?;
         f.write_all(&bytes)?;
         f.write_all(&sum)?;
         f.sync_all()?;
@@ -240,4 +386,21 @@ fn write_entry(component: &Component, entry: &Path) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Creates `dir` (and missing parents); the directory itself `0700`.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match builder.create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
 }

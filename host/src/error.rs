@@ -98,4 +98,13 @@ pub enum Error {
         /// What went wrong (a warm-up call's fault names its seam).
         message: String,
     },
+    /// The compiled cache's directory (or an entry) may be written by
+    /// someone other than toolgate's user: it is not used.
+    #[error("compiled cache {path}: {message}")]
+    UnsafeCache {
+        /// The directory or entry.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
 }

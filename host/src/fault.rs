@@ -25,9 +25,12 @@ pub enum Fault {
     /// Any other wasm trap (out-of-bounds access, division by zero, ...).
     Trap,
     /// The guest called host imports more often, or logged more, than its
-    /// budget allows.
+    /// budget allows, or passed a host import more data in one call than
+    /// the per-crossing data budget (wasmtime's hostcall fuel).
     HostBudget,
-    /// The guest returned a string larger than `max_return_bytes`.
+    /// The guest returned a string larger than `max_return_bytes`, or a
+    /// reply larger than the per-crossing data budget (wasmtime's hostcall
+    /// fuel: refused before it is copied).
     OversizedReturn,
     /// The guest's reply could not be read: a result that fails to lift
     /// (pointer out of bounds, invalid UTF-8, bad variant tag), or another
@@ -82,6 +85,16 @@ impl Fault {
                 return Fault::Capacity;
             }
         }
+        if is_hostcall_data_exhausted(err) {
+            // Raised inside a guest's execution (a wasm backtrace is
+            // attached): lifting a host import's arguments. Otherwise:
+            // lifting the call's reply, after the guest returned.
+            return if err.downcast_ref::<wasmtime::WasmBacktrace>().is_some() {
+                Fault::HostBudget
+            } else {
+                Fault::OversizedReturn
+            };
+        }
         match err.downcast_ref::<Trap>() {
             Some(Trap::OutOfFuel) => Fault::OutOfFuel,
             Some(Trap::Interrupt) => Fault::Deadline,
@@ -92,6 +105,18 @@ impl Fault {
             None => Fault::Instantiate,
         }
     }
+}
+
+/// Whether `err` is wasmtime's hostcall-fuel exhaustion: a guest handing
+/// the host more data in one crossing than the store's hostcall fuel.
+///
+/// wasmtime raises it as a private type (`HostcallFuelExhausted`), so it
+/// cannot be downcast to; it is recognised by that type's name (its
+/// `Debug` form), never by message text. The hostile-guest tests pin it:
+/// should a wasmtime upgrade rename the type, they fail.
+pub(crate) fn is_hostcall_data_exhausted(err: &wasmtime::Error) -> bool {
+    err.chain()
+        .any(|cause| format!("{cause:?}") == "HostcallFuelExhausted")
 }
 
 impl std::fmt::Display for Fault {

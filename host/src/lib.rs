@@ -34,6 +34,7 @@ pub mod bench;
 mod bindings;
 pub mod cache;
 pub mod chain;
+mod connections;
 pub mod dir;
 pub mod engine;
 pub mod error;

@@ -9,9 +9,13 @@
 //! | `guard_outcomes_total` | counter | plugin, seam, outcome, cause | what each call did; `cause` is the fault (`out-of-fuel`, `deadline`, ...) or `none` |
 //! | `guard_fuel` | histogram | plugin, seam | fuel burnt per call, start-up included |
 //! | `guard_latency_seconds` | histogram | plugin, seam | wall-clock time per call, fresh instance included |
-//! | `decisions_total` | counter | seam, verdict | chain answers: `proceed`, `skip`, `rewrite`, `narrow`, `observed` |
+//! | `decisions_total` | counter | seam, verdict | chain answers: `proceed`, `skip`, `rewrite`, `narrow`, `observed`, and `timeout` for a call cut by the request timeout |
 //! | `http_requests_total` | counter | endpoint, status | requests answered, by route and status code |
 //! | `http_request_duration_seconds` | histogram | endpoint | time to answer, by route |
+//! | `http_request_timeouts_total` | counter | endpoint | requests cut by the request timeout (answered 503); a cut seam call also counts in `decisions_total` with verdict `timeout` |
+//! | `http_connections_open` | gauge | | connections open now |
+//! | `http_connections_refused_total` | counter | | connections closed at once because `max_connections` were open |
+//! | `http_connections_timed_out_total` | counter | reason | connections closed by the `header` (read) or `idle` timeout |
 //! | `plugins_loaded` | gauge | chain | plugins in the global chain and each tenant's own |
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
 //! | `plugins_generation` | gauge | | the snapshot generation serving |
@@ -77,6 +81,11 @@ struct EndpointLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ChainLabels {
     chain: String,
 }
@@ -114,6 +123,10 @@ pub struct Metrics {
     decisions: Family<DecisionLabels, Counter>,
     requests: Family<RequestLabels, Counter>,
     request_duration: HistogramFamily<EndpointLabels>,
+    request_timeouts: Family<EndpointLabels, Counter>,
+    connections_open: Gauge,
+    connections_refused: Counter,
+    connections_timed_out: Family<ReasonLabels, Counter>,
     plugins_loaded: Family<ChainLabels, Gauge>,
     load_errors: Gauge,
     generation: Gauge,
@@ -150,6 +163,10 @@ impl Metrics {
             decisions: Family::default(),
             requests: Family::default(),
             request_duration: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+            request_timeouts: Family::default(),
+            connections_open: Gauge::default(),
+            connections_refused: Counter::default(),
+            connections_timed_out: Family::default(),
             plugins_loaded: Family::default(),
             load_errors: Gauge::default(),
             generation: Gauge::default(),
@@ -196,6 +213,26 @@ impl Metrics {
             "http_request_duration_seconds",
             "Time to answer an HTTP request, per endpoint",
             m.request_duration.clone(),
+        );
+        registry.register(
+            "http_request_timeouts",
+            "HTTP requests cut by the request timeout (answered 503), per endpoint",
+            m.request_timeouts.clone(),
+        );
+        registry.register(
+            "http_connections_open",
+            "HTTP connections open now",
+            m.connections_open.clone(),
+        );
+        registry.register(
+            "http_connections_refused",
+            "HTTP connections closed at once because the connection cap was reached",
+            m.connections_refused.clone(),
+        );
+        registry.register(
+            "http_connections_timed_out",
+            "HTTP connections closed by the header-read or idle timeout",
+            m.connections_timed_out.clone(),
         );
         registry.register(
             "plugins_loaded",
@@ -311,6 +348,45 @@ impl Metrics {
                 endpoint: endpoint.to_string(),
             })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a request cut by the request timeout; when it was a call at
+    /// `seam`, the chain's answer is counted as verdict `timeout`.
+    pub fn record_request_timeout(&self, endpoint: &str, seam: Option<Seam>) {
+        self.request_timeouts
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.to_string(),
+            })
+            .inc();
+        if let Some(seam) = seam {
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    seam: seam.as_str(),
+                    verdict: "timeout",
+                })
+                .inc();
+        }
+    }
+
+    /// Records a connection closed at once because the cap was reached.
+    pub fn record_connection_refused(&self) {
+        self.connections_refused.inc();
+    }
+
+    /// Records a connection accepted and served.
+    pub fn connection_opened(&self) {
+        self.connections_open.inc();
+    }
+
+    /// Records a connection closed; `timed_out` names the timeout that
+    /// closed it (`header` or `idle`), if one did.
+    pub fn connection_closed(&self, timed_out: Option<&'static str>) {
+        self.connections_open.dec();
+        if let Some(reason) = timed_out {
+            self.connections_timed_out
+                .get_or_create(&ReasonLabels { reason })
+                .inc();
+        }
     }
 
     /// Sets the plugin gauges from the snapshot serving now.

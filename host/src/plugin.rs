@@ -304,8 +304,10 @@ impl Plugin {
         let mut store = Store::new(self.engine.wasmtime(), sandbox);
         store.limiter(|s| &mut s.limiter);
         store
-            .set_fuel(self.limits.fuel)
+            .fuel_async_yield_interval(Some(FUEL_FLUSH_INTERVAL))
+            .and_then(|()| store.set_fuel(self.limits.fuel))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
+        store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
         arm_deadline(&mut store, self.limits.timeout);
         Ok(store)
     }
@@ -365,6 +367,23 @@ impl Plugin {
         let result = match self.pre.instantiate_async(&mut store).await {
             Err(e) => Err((Fault::classify(&e, false), root_cause(&e))),
             Ok(instance) => match f(&mut store, instance).await {
+                Err(e) if crate::fault::is_hostcall_data_exhausted(&e) => {
+                    let fault = Fault::classify(&e, true);
+                    let budget = crate::sandbox::hostcall_data_budget(&self.limits);
+                    let what = if fault == Fault::HostBudget {
+                        "passed a host import"
+                    } else {
+                        "returned"
+                    };
+                    Err((
+                        fault,
+                        format!(
+                            "{what} more than {budget} bytes in one crossing (refused before \
+                             copying; max_return_bytes is {})",
+                            self.limits.max_return_bytes
+                        ),
+                    ))
+                }
                 Err(e) => Err((Fault::classify(&e, true), root_cause(&e))),
                 Ok(r) => match r.largest_string() {
                     n if n > self.limits.max_return_bytes => Err((
@@ -567,6 +586,18 @@ impl Plugin {
         Ok((store, instance))
     }
 }
+
+/// How much fuel a running guest may burn before its fuel counter is
+/// written back to the store, where the host reads `fuel_used`.
+///
+/// Compiled code keeps the counter in a register and stores it only at
+/// calls, returns and when a slice of fuel runs out; a trap raised in
+/// between (the epoch deadline, a failed `memory.grow`) would otherwise
+/// leave the store holding the count from the guest's last call — a few
+/// hundred units for a loop that spun for its whole deadline. Handing the
+/// fuel out in slices of this size (each slice's end is also a yield to
+/// the executor) bounds that error to one slice.
+const FUEL_FLUSH_INTERVAL: u64 = 1_000_000;
 
 /// Gives a call `timeout` of wall-clock time from now.
 ///

@@ -19,6 +19,21 @@ use crate::limits::{Limiter, Limits};
 #[error("host budget exceeded: {0}")]
 pub struct HostBudgetExceeded(pub &'static str);
 
+/// The most data a guest may hand the host in one crossing — a call's
+/// reply, or one host import's arguments — in bytes: wasmtime's per-crossing
+/// "hostcall fuel", checked before anything is copied. A legitimate reply
+/// is at most two strings of `max_return_bytes` (a rewrite's name and args)
+/// plus list overhead, and a `log` message beyond `log_bytes` is refused
+/// anyway, so a guest can never make the host copy much more than its
+/// limits allow.
+pub(crate) fn hostcall_data_budget(limits: &Limits) -> usize {
+    limits
+        .max_return_bytes
+        .max(limits.log_bytes)
+        .saturating_mul(2)
+        .saturating_add(1 << 20)
+}
+
 /// Store data for one hook call on one guard.
 pub(crate) struct Sandbox {
     wasi: WasiCtx,

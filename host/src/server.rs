@@ -10,15 +10,29 @@
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
 //!
 //! A seam request's body is `{"event": {...}, "state"?: {...}, "tenant"?: "t"}`.
+//! Every POST must say `Content-Type: application/json` (parameters such as
+//! `charset=utf-8` allowed): a web page can make a browser send a
+//! cross-site `text/plain` or form POST without asking, but not a JSON one,
+//! so without a token this is what keeps a page the operator visits from
+//! calling the seams or `/v1/reload`.
+//!
 //! Errors are JSON `{"error": "..."}`: 400 for a body that is not JSON, an
 //! unknown or mistyped field (the message names it), a state that is not
 //! an object or an invalid tenant name; 401 without the bearer token when
 //! one is configured; 404 for an unknown seam or path; 405 for a wrong
-//! method; 413 for a body over the limit; 503 when a request overruns the
-//! request timeout; 500 if a handler panicked (the server keeps serving).
+//! method; 413 for a body over the limit; 415 for a POST that is not
+//! `application/json`; 503 when a request overruns the request timeout
+//! (counted in `http_request_timeouts_total`); 500 if a handler panicked
+//! (the server keeps serving).
 //!
 //! Guard calls run inline in the handler: each is bounded by its plugin's
 //! fuel and deadline, so a request's time is bounded by its chain's.
+//!
+//! Connections ([`serve_with`]): at most [`ServerConfig::max_connections`]
+//! open at once (more are closed at once), a request head must arrive
+//! within [`ServerConfig::header_read_timeout`] of its first byte, and a
+//! connection with nothing in progress is closed after
+//! [`ServerConfig::idle_timeout`] without a byte either way.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -57,6 +71,18 @@ pub struct ServerConfig {
     /// are bounded by their own deadlines; this bounds a whole request
     /// (a long chain, a slow reload). Default: 30 s.
     pub request_timeout: Duration,
+    /// Most connections open at once; a connection accepted beyond it is
+    /// closed at once (never queued). Default: 1024.
+    pub max_connections: usize,
+    /// Longest a request's head (request line and headers) may take to
+    /// arrive, from its first byte; a slower one closes the connection.
+    /// Default: 10 s.
+    pub header_read_timeout: Duration,
+    /// Longest a connection with no request in progress may stay open
+    /// without a byte read or written: a new connection that sends
+    /// nothing, a kept-alive one between requests, a client that stops
+    /// reading its answer. Default: 30 s.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -65,6 +91,9 @@ impl Default for ServerConfig {
             token: None,
             max_body_bytes: 1 << 20,
             request_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -118,6 +147,7 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         .route("/v1/reload", post(reload))
         .route("/metrics", get(metrics_text))
         .route("/v1/{seam}", post(decide))
+        .route_layer(middleware::from_fn(require_json))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
         .route("/healthz", get(healthz))
         .fallback(not_found)
@@ -129,16 +159,38 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         .with_state(app)
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then stops
-/// accepting and waits for requests in flight to finish.
+/// Serves `router` on `listener` with the default connection limits of
+/// [`ServerConfig`] until `shutdown` completes, then stops accepting and
+/// waits for requests in flight to finish. See [`serve_with`].
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, router, &ServerConfig::default(), None, shutdown).await
+}
+
+/// Serves `router` on `listener` until `shutdown` completes, then stops
+/// accepting, lets each connection finish the request it is handling, and
+/// returns once all are closed.
+///
+/// The connection limits of `config` apply (`max_connections`,
+/// `header_read_timeout`, `idle_timeout`); its other fields are the
+/// router's (pass the same config to [`router`]). With `metrics`, open,
+/// refused and timed-out connections are counted there.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    config: &ServerConfig,
+    metrics: Option<Arc<Metrics>>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let limits = crate::connections::ConnectionLimits {
+        max_connections: config.max_connections,
+        header_read_timeout: config.header_read_timeout,
+        idle_timeout: config.idle_timeout,
+    };
+    crate::connections::serve_connections(listener, router, limits, metrics, shutdown).await
 }
 
 /// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM.
@@ -222,17 +274,59 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
-async fn timeout(State(app): State<Shared>, request: Request, next: Next) -> Response {
-    match tokio::time::timeout(app.request_timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
+/// Refuses a POST whose body is not declared `application/json` (415).
+async fn require_json(request: Request, next: Next) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    match request.headers().get(header::CONTENT_TYPE) {
+        Some(value) if is_json(value) => next.run(request).await,
+        Some(value) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!(
-                "request timed out after {} ms",
-                app.request_timeout.as_millis()
+                "POST bodies must be sent with Content-Type: application/json, not {:?}",
+                String::from_utf8_lossy(value.as_bytes())
             ),
         )
         .into_response(),
+        None => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "POST requests must say Content-Type: application/json",
+        )
+        .into_response(),
+    }
+}
+
+/// Whether a `Content-Type` value is `application/json`, with any
+/// parameters (`; charset=utf-8`), case-insensitively.
+fn is_json(value: &HeaderValue) -> bool {
+    let Ok(text) = value.to_str() else {
+        return false;
+    };
+    let essence = text.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+}
+
+async fn timeout(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let (endpoint, seam) = endpoint_of(&request);
+    match tokio::time::timeout(app.request_timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            tracing::warn!(
+                endpoint,
+                "request cut by the request timeout ({} ms)",
+                app.request_timeout.as_millis()
+            );
+            app.metrics.record_request_timeout(&endpoint, seam);
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "request timed out after {} ms",
+                    app.request_timeout.as_millis()
+                ),
+            )
+            .into_response()
+        }
     }
 }
 
@@ -245,21 +339,27 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
 /// seam spelt out) and status.
 async fn count(State(app): State<Shared>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let endpoint = match request.extensions().get::<MatchedPath>() {
-        Some(m) if m.as_str() == "/v1/{seam}" => {
-            let seam = request.uri().path().trim_start_matches("/v1/");
-            match seam.parse::<Seam>() {
-                Ok(seam) => format!("/v1/{seam}"),
-                Err(_) => m.as_str().to_string(),
-            }
-        }
-        Some(m) => m.as_str().to_string(),
-        None => "unmatched".to_string(),
-    };
+    let (endpoint, _) = endpoint_of(&request);
     let response = next.run(request).await;
     app.metrics
         .record_request(&endpoint, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// The endpoint label of a request (its route, with a known seam spelt
+/// out), and the seam it calls, if any.
+fn endpoint_of(request: &Request) -> (String, Option<Seam>) {
+    match request.extensions().get::<MatchedPath>() {
+        Some(m) if m.as_str() == "/v1/{seam}" => {
+            let seam = request.uri().path().trim_start_matches("/v1/");
+            match seam.parse::<Seam>() {
+                Ok(seam) => (format!("/v1/{seam}"), Some(seam)),
+                Err(_) => (m.as_str().to_string(), None),
+            }
+        }
+        Some(m) => (m.as_str().to_string(), None),
+        None => ("unmatched".to_string(), None),
+    }
 }
 
 // ---- handlers ---------------------------------------------------------

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 use toolgate::cache::{CacheStats, CompiledCache};
-use toolgate_tests::{SCRIPTED, SQL_GUARD};
+use toolgate_tests::{NO_EMAIL, SCRIPTED, SQL_GUARD};
 
 use crate::reload::open;
 use crate::*;
@@ -130,6 +130,133 @@ async fn corrupted_entries_are_deleted_and_rebuilt() {
         let again = open(dir.path(), Some(cache.path())).await;
         assert_eq!(again.cache_stats().hits, 1, "{what}");
     }
+}
+
+#[tokio::test]
+async fn an_entry_copied_under_another_components_key_is_rebuilt() {
+    let dir = plugins();
+    std::fs::copy(NO_EMAIL, dir.path().join("no-email.wasm")).expect("copy");
+    let cache = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path(), Some(cache.path())).await);
+    let c = CompiledCache::at(cache.path());
+    let entry_of = |file: &str| {
+        let digest = toolgate::plugin::digest(&std::fs::read(file).expect("read"));
+        c.entry_path(&engine(), &digest).expect("path")
+    };
+    let (sql, no_email) = (entry_of(SQL_GUARD), entry_of(NO_EMAIL));
+    assert!(sql.is_file() && no_email.is_file());
+    // no-email's compiled code under sql-guard's key: checksum intact.
+    std::fs::copy(&no_email, &sql).expect("copy");
+    let reg = open(dir.path(), Some(cache.path())).await;
+    assert_eq!(
+        reg.cache_stats(),
+        CacheStats {
+            hits: 1,
+            misses: 1,
+            rebuilt: 1
+        }
+    );
+    // sql-guard's own code runs (no-email would let the DELETE through).
+    still_guards(&reg).await;
+    // And its entry is its own again.
+    drop(reg);
+    let again = open(dir.path(), Some(cache.path())).await;
+    assert_eq!(again.cache_stats().hits, 2);
+    still_guards(&again).await;
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_cache_others_can_write_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = plugins();
+    let cache = tempfile::tempdir().expect("tempdir");
+    drop(open(dir.path(), Some(cache.path())).await);
+    assert_eq!(entries(cache.path()).len(), 1);
+    for mode in [0o777, 0o775, 0o757] {
+        std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(mode))
+            .expect("chmod");
+        let c = CompiledCache::at(cache.path());
+        let refused = c.check_dir().expect_err("refused").to_string();
+        assert!(refused.contains("writable by"), "{refused}");
+        assert!(
+            refused.contains(&cache.path().display().to_string()),
+            "{refused}"
+        );
+        // The valid entry in it is not loaded: everything is compiled.
+        let reg = open(dir.path(), Some(cache.path())).await;
+        assert_eq!(
+            reg.cache_stats(),
+            CacheStats {
+                hits: 0,
+                misses: 1,
+                rebuilt: 0
+            },
+            "mode {mode:o}"
+        );
+        still_guards(&reg).await;
+    }
+    // An entry others may write is refused too, even in a private directory.
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let entry = entries(cache.path()).remove(0);
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let reg = open(dir.path(), Some(cache.path())).await;
+    assert_eq!(reg.cache_stats().hits, 0);
+    assert_eq!(reg.cache_stats().rebuilt, 1);
+    // Rewritten privately: the next start hits.
+    let mode = std::fs::metadata(&entry)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    assert_eq!(
+        open(dir.path(), Some(cache.path()))
+            .await
+            .cache_stats()
+            .hits,
+        1
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_cache_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = plugins();
+    let parent = tempfile::tempdir().expect("tempdir");
+    let cache = parent.path().join("a/b/toolgate");
+    drop(open(dir.path(), Some(&cache)).await);
+    let mode = std::fs::metadata(&cache)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    assert_eq!(open(dir.path(), Some(&cache)).await.cache_stats().hits, 1);
+}
+
+#[cfg(unix)]
+#[test]
+fn the_binary_warns_about_an_unsafe_cache() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = plugins();
+    let cache = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["list", "--plugins", &dir.path().display().to_string()])
+        .args(["--cache-dir", &cache.path().display().to_string()])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("writable by its group and others"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&cache.path().display().to_string()),
+        "{stderr}"
+    );
+    assert!(entries(cache.path()).is_empty(), "nothing written");
 }
 
 #[tokio::test]

@@ -73,6 +73,40 @@ async fn loop_with_huge_fuel_hits_the_deadline() {
 }
 
 #[tokio::test]
+async fn a_deadline_fault_reports_the_fuel_it_burnt() {
+    // The spinner burns fuel for its whole 50 ms; the counter lives in a
+    // register between calls, and the deadline trap used to leave the
+    // store holding only what was counted at the guest's last call.
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        timeout: Duration::from_millis(50),
+        ..Limits::default()
+    };
+    let entry = contained("loop", limits.clone()).await;
+    assert_fault(&entry, Fault::Deadline);
+    assert!(
+        entry.fuel_used >= 5_000_000 && entry.fuel_used < limits.fuel,
+        "a 50 ms spin reported {} fuel: {entry:?}",
+        entry.fuel_used
+    );
+}
+
+#[tokio::test]
+async fn a_memory_fault_reports_the_fuel_it_burnt() {
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        ..tight()
+    };
+    let entry = contained("alloc", limits.clone()).await;
+    assert_fault(&entry, Fault::Memory);
+    // Filling 32 MiB a byte at a time costs millions of instructions.
+    assert!(
+        entry.fuel_used >= 1_000_000 && entry.fuel_used < limits.fuel,
+        "{entry:?}"
+    );
+}
+
+#[tokio::test]
 async fn memory_bomb_hits_the_memory_cap() {
     let limits = Limits {
         fuel: u64::MAX / 2,
@@ -105,10 +139,72 @@ async fn huge_returned_string_is_refused() {
     };
     let entry = contained("huge", limits).await;
     assert_fault(&entry, Fault::OversizedReturn);
+    // 16 MiB is over the per-crossing data budget (2 × 1 MiB + 1 MiB): it
+    // is refused before the host copies it.
+    let detail = entry.detail.as_deref().unwrap_or("");
+    assert!(
+        detail.contains("returned more than 3145728 bytes"),
+        "{entry:?}"
+    );
+
+    // Just over max_return_bytes but within the budget: copied, then refused.
+    let limits = Limits {
+        memory_bytes: 64 << 20,
+        max_return_bytes: 8 << 20,
+        ..tight()
+    };
+    let entry = contained("huge", limits).await;
+    assert_fault(&entry, Fault::OversizedReturn);
     assert!(
         entry.detail.as_deref().unwrap_or("").contains("16777216"),
         "{entry:?}"
     );
+}
+
+/// Runs `attack` with `args` at the steering seam under `limits`.
+async fn attack_with(
+    attack: &str,
+    args: serde_json::Value,
+    limits: Limits,
+) -> toolgate::GuardTrace {
+    let engine = engine();
+    let bad = plugin_with(
+        &engine,
+        "hostile",
+        HOSTILE,
+        json!({}),
+        limits,
+        OnError::Skip,
+    )
+    .await;
+    let decision = chain(&[&bad])
+        .steering(&steering(attack, args), &no_state())
+        .await;
+    assert_eq!(decision.result, None);
+    decision.trace[0].clone()
+}
+
+#[tokio::test]
+async fn more_data_than_wasmtime_lets_a_guest_hand_over_is_classified() {
+    // 200 MiB is over wasmtime's default hostcall fuel (128 MiB) as well as
+    // toolgate's own budget: a reply that big is an oversized return, a
+    // log message that big a host-budget fault — not `invalid-result`.
+    let limits = Limits {
+        fuel: u64::MAX / 2,
+        memory_bytes: 512 << 20,
+        ..tight()
+    };
+    let reply = attack_with("huge", json!({"mib": 200}), limits.clone()).await;
+    assert_fault(&reply, Fault::OversizedReturn);
+    let log = attack_with("log-huge", json!({"mib": 200}), limits.clone()).await;
+    assert_fault(&log, Fault::HostBudget);
+    assert!(
+        log.detail.as_deref().unwrap_or("").contains("host import"),
+        "{log:?}"
+    );
+    // Within the budget but over the log budget: the log budget says no.
+    let log = attack_with("log-huge", json!({"mib": 1}), limits).await;
+    assert_fault(&log, Fault::HostBudget);
 }
 
 #[tokio::test]

@@ -761,7 +761,7 @@ fn the_binary_warns_when_exposed_without_a_token() {
 
 /// Starts `toolgate serve --plugins dir args...`; returns the child, the
 /// address it printed and everything it printed up to that line.
-fn spawn_serve(dir: &Path, args: &[&str]) -> (std::process::Child, String, String) {
+pub(crate) fn spawn_serve(dir: &Path, args: &[&str]) -> (std::process::Child, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["serve", "--plugins", &dir.display().to_string()])
         .args(args)

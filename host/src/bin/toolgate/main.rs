@@ -122,6 +122,17 @@ struct ServeArgs {
     /// Longest a request may take, in milliseconds (longer: 503).
     #[arg(long, default_value_t = 30_000)]
     request_timeout_ms: u64,
+    /// Most connections open at once; more are closed at once.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Longest a request's head may take to arrive from its first byte, in
+    /// milliseconds (slower: the connection is closed).
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// Longest a connection with no request in progress stays open without
+    /// a byte read or written, in milliseconds (kept-alive connections too).
+    #[arg(long, default_value_t = 30_000)]
+    idle_timeout_ms: u64,
     /// Do not watch the plugin directory (reload only on SIGHUP or POST /v1/reload).
     #[arg(long)]
     no_watch: bool,
@@ -260,11 +271,21 @@ struct CacheArgs {
 impl CacheArgs {
     fn cache(&self) -> toolgate::cache::CompiledCache {
         use toolgate::cache::CompiledCache;
-        match (&self.cache_dir, self.no_cache) {
+        let cache = match (&self.cache_dir, self.no_cache) {
             (_, true) => CompiledCache::disabled(),
             (Some(dir), false) => CompiledCache::at(dir),
             (None, false) => CompiledCache::from_env(),
+        };
+        // A cache others can write is native code they can make us run.
+        if let Err(e) = cache.check_dir() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "toolgate: warning: {e}; compiling every component instead"
+            );
+            return CompiledCache::disabled();
         }
+        cache
     }
 }
 
@@ -723,10 +744,17 @@ async fn serve(args: ServeArgs) -> Result<()> {
     if args.max_body_kib == 0 {
         return Err(bad("--max-body-kib must be at least 1"));
     }
+    if args.max_connections == 0 {
+        return Err(bad("--max-connections must be at least 1"));
+    }
+    let millis = |ms: u64| std::time::Duration::from_millis(ms.max(1));
     let config = ServerConfig {
         max_body_bytes: args.max_body_kib.saturating_mul(1024),
-        request_timeout: std::time::Duration::from_millis(args.request_timeout_ms.max(1)),
+        request_timeout: millis(args.request_timeout_ms),
         token,
+        max_connections: args.max_connections,
+        header_read_timeout: millis(args.header_timeout_ms),
+        idle_timeout: millis(args.idle_timeout_ms),
     };
     let registry = Arc::new(open(&args.plugins, &args.cache, &args.policy).await?);
     let snapshot = registry.snapshot();
@@ -745,7 +773,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
     };
     #[cfg(unix)]
     let hup = toolgate::watch::on_sighup(Arc::clone(&registry))?;
-    let router = server::router(Arc::clone(&registry), Arc::new(Metrics::new()), config);
+    let metrics = Arc::new(Metrics::new());
+    let router = server::router(Arc::clone(&registry), Arc::clone(&metrics), config.clone());
     say!(
         "toolgate: serving {} global plugin(s) and {} tenant(s) from {} on http://{addr}",
         snapshot.global.plugins().len(),
@@ -753,7 +782,14 @@ async fn serve(args: ServeArgs) -> Result<()> {
         args.plugins.display()
     );
     drop(snapshot);
-    server::serve(listener, router, server::shutdown_signal()).await?;
+    server::serve_with(
+        listener,
+        router,
+        &config,
+        Some(metrics),
+        server::shutdown_signal(),
+    )
+    .await?;
     #[cfg(unix)]
     hup.abort();
     say!("toolgate: shut down");

@@ -16,8 +16,9 @@
 //! | `trap` | executes `unreachable` |
 //! | `panic` | panics |
 //! | `empty-skip` | skips with empty content (malformed) |
-//! | `huge` | skips with 16 MiB of `x` |
+//! | `huge` | skips with 16 MiB of `x` (`args.mib` MiB when given) |
 //! | `log-flood` | calls the host's `log` 10 million times, then proceeds |
+//! | `log-huge` | logs one 16 MiB message (`args.mib` MiB when given), then proceeds |
 //! | `stdout-flood` | writes 100 MiB to stdout and to stderr, then proceeds |
 //! | `file` | reads `/etc/passwd`, lists `/`; steers with each outcome |
 //! | `env` | steers with `env: <number of environment variables>` |
@@ -64,12 +65,16 @@ fn attack(name: &str, args: Option<&Value>) -> Verdict {
             content: String::new(),
             is_error: Some(true),
         },
-        "huge" => Verdict::steer("x".repeat(16 << 20)),
+        "huge" => Verdict::steer("x".repeat(mib(args, 16) << 20)),
         "log-flood" => {
             for i in 0..10_000_000u32 {
                 log::write(log::Level::Info, black_box("flood"));
                 black_box(i);
             }
+            Verdict::proceed()
+        }
+        "log-huge" => {
+            log::write(log::Level::Info, &"x".repeat(mib(args, 16) << 20));
             Verdict::proceed()
         }
         "stdout-flood" => {
@@ -116,6 +121,14 @@ fn attack(name: &str, args: Option<&Value>) -> Verdict {
         }
         _ => Verdict::proceed(),
     }
+}
+
+/// `args.mib` when it is a number, else `default`.
+fn mib(args: Option<&Value>, default: usize) -> usize {
+    args.and_then(|a| a.get("mib"))
+        .and_then(Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(default)
 }
 
 /// Spins forever.
