@@ -57,9 +57,11 @@ def rust_plugin(name: str) -> Path:
 
 
 def plugin_dir(target: Path, components: dict[str, Path]) -> Path:
-    """Copies components into ``target`` under the given file names."""
+    """Copies components into ``target`` under the given file names
+    (``tenants/<name>/x.wasm`` makes the tenant's directory)."""
     target.mkdir(parents=True, exist_ok=True)
     for file_name, source in components.items():
+        (target / file_name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target / file_name)
     return target
 
