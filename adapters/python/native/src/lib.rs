@@ -12,12 +12,20 @@
 //! this class with `json.dumps` / `json.loads` and typed async methods.
 //!
 //! Guard calls run on one process-wide multi-threaded Tokio runtime owned by
-//! this module, never on the caller's thread: [`Host::decide`] returns an
-//! asyncio future (pyo3-async-runtimes) that the runtime completes; the GIL
-//! is not held while a guard runs, and the event loop is never blocked.
+//! this module, with the GIL released. [`Host::decide`] first gives a call
+//! one slice on the calling thread (inside the runtime's context): a chain
+//! that finishes within it — a small guard takes tens of microseconds — is
+//! answered at once, with no thread hop. A guest still running at the next
+//! epoch tick (1 ms) yields, and the rest of the call continues on the
+//! runtime while the caller awaits an asyncio future (pyo3-async-runtimes):
+//! the event loop is never held for more than one tick per call. With
+//! `inline=False` every call goes to the runtime from the start.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -106,6 +114,9 @@ fn parse_seam(seam: &str) -> PyResult<Seam> {
 ///   quiet). Calls in flight finish on the chain they began with.
 /// - `max_instances`: guard instances alive at once (the pooling allocator's
 ///   slots); `pooling=False` turns the pooling allocator off.
+/// - `inline`: give each call its first slice (up to one epoch tick, 1 ms)
+///   on the calling thread, GIL released, before handing it to the runtime
+///   (see `decide`). `False`: every call is handed over at once.
 ///
 /// Loading compiles every new component (the cache makes later loads fast);
 /// the GIL is released meanwhile. A directory that does not exist, or a
@@ -116,12 +127,17 @@ struct Host {
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     watch: Mutex<Option<WatchHandle>>,
+    inline: bool,
 }
+
+/// One seam call, boxed so it can start on the caller's thread and move to
+/// the runtime.
+type Call = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
 
 #[pymethods]
 impl Host {
     #[new]
-    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true))]
+    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true))]
     #[allow(
         clippy::too_many_arguments,
         reason = "keyword arguments of the Python constructor"
@@ -135,6 +151,7 @@ impl Host {
         settle_ms: u64,
         max_instances: u32,
         pooling: bool,
+        inline: bool,
     ) -> PyResult<Self> {
         if no_cache && cache_dir.is_some() {
             return Err(PyValueError::new_err(
@@ -190,17 +207,21 @@ impl Host {
             registry,
             metrics: Arc::new(Metrics::new()),
             watch: Mutex::new(handle),
+            inline,
         })
     }
 
-    /// Runs one seam request and returns an awaitable of the answer.
+    /// Runs one seam request; returns the answer, or an awaitable of it.
     ///
     /// `seam` is `"routing"`, `"rewrite"`, `"steering"` or `"result"`;
     /// `request` is the JSON text of `{"event": {...}, "state"?: {...},
-    /// "tenant"?: "..."}`. The awaitable resolves to the JSON text of what
-    /// the Python hook returns, or with `trace=True` of `{"result": ...,
-    /// "trace": [...]}`; it raises `RequestError` for an invalid request.
-    /// Must be called with an asyncio event loop running.
+    /// "tenant"?: "..."}`. The answer is the JSON text of what the Python
+    /// hook returns, or with `trace=True` of `{"result": ..., "trace":
+    /// [...]}`. It is returned as a `str` when the call finished within its
+    /// first slice on this thread (see the module docs), else as an
+    /// awaitable resolving to the `str`; an invalid request raises (or the
+    /// awaitable raises) `RequestError`. Must be called with an asyncio event
+    /// loop running.
     #[pyo3(signature = (seam, request, trace=false))]
     fn decide<'py>(
         &self,
@@ -213,12 +234,28 @@ impl Host {
         let rt = runtime()?;
         let registry = Arc::clone(&self.registry);
         let metrics = Arc::clone(&self.metrics);
-        let call = async move {
+        let mut call: Call = Box::pin(async move {
             let request = DecideRequest::parse(seam, request.as_bytes())?;
             let decision = request.decide(&registry.snapshot()).await;
             metrics.record_decision(seam, &decision);
             Ok::<String, String>(toolgate::request::answer(decision, trace).to_string())
-        };
+        });
+        if self.inline {
+            // The first slice, here, without the GIL: a guest still running
+            // at the next epoch tick yields (`Pending`) and moves on below.
+            let first = py.detach(|| {
+                let _in_runtime = rt.rt.enter();
+                match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(answer) => Some(answer),
+                    Poll::Pending => None,
+                }
+            });
+            match first {
+                Some(Ok(answer)) => return Ok(answer.into_pyobject(py)?.into_any()),
+                Some(Err(message)) => return Err(RequestError::new_err(message)),
+                None => {}
+            }
+        }
         if rt.shared {
             // One task on our runtime; cancelling the asyncio future drops it.
             return pyo3_async_runtimes::tokio::future_into_py(py, async move {

@@ -237,8 +237,10 @@ class EmbeddedTransport:
 
         request = json.dumps(body, separators=(",", ":"), allow_nan=False)
         try:
-            async with asyncio.timeout(timeout):
-                answer = await self.host._native.decide(seam, request, False)
+            answer = self.host._native.decide(seam, request, False)
+            if not isinstance(answer, str):
+                async with asyncio.timeout(timeout):
+                    answer = await answer
         except RequestError as exc:
             raise ConfigurationError(f"request refused: {exc}") from exc
         except TimeoutError as exc:
