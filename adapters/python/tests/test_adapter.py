@@ -585,3 +585,72 @@ def test_install_keeps_role_tools(service: Any) -> None:
     (routing,) = service.seam_requests("routing")
     assert routing["event"]["narrowed_tool_names"] == ["run_query", "send_email"]
     assert t.bound == [["run_query"]]
+
+
+# ---------------------------------------------------------------------------
+# The circuit breaker and the per-call budget (service transport)
+# ---------------------------------------------------------------------------
+
+
+def _steer(handler: ToolgateHandler, call_id: str) -> Any:
+    event = BeforeToolCallEvent(run_id="r", tool_name="list_tables", call_id=call_id, args={})
+    return handler.on_before_tool_call(event, {"run_id": "r"})
+
+
+def test_breaker_opens_then_probes_and_closes(service: Any, caplog: Any) -> None:
+    service.answers["steering"] = lambda b: (500, {"error": "boom"})
+    handler = ToolgateHandler(
+        url=service.url, failure_policy="fail_closed", breaker_threshold=2, breaker_cooldown=0.3
+    )
+    assert handler.breaker is not None
+
+    async def go() -> list[Any]:
+        try:
+            out = [await _steer(handler, f"c{i}") for i in range(5)]
+            assert len(service.seam_requests("steering")) == 2  # then short-circuited
+            assert handler.breaker is not None and handler.breaker.state == "open"
+            await asyncio.sleep(0.35)
+            service.answers["steering"] = lambda b: (200, None)
+            out.append(await _steer(handler, "probe"))  # the probe reaches the service
+            out.append(await _steer(handler, "after"))
+            return out
+        finally:
+            await handler.aclose()
+
+    with caplog.at_level(logging.DEBUG, logger="toolgate_symfonic"):
+        answers = run(go())
+    refused = {"action": "skip", "content": FAIL_CLOSED_MESSAGE, "is_error": True}
+    assert answers == [refused] * 5 + [None, None]
+    assert len(service.seam_requests("steering")) == 4
+    assert handler.breaker.state == "closed" and handler.breaker.opened == 1
+    assert handler.failures == {"steering": 5}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "circuit open" in errors[0], errors
+
+
+def test_one_budget_per_tool_call(service: Any) -> None:
+    service.delay["rewrite"] = 0.5
+    service.delay["steering"] = 2.0
+    handler = ToolgateHandler(url=service.url, timeout=1.0)
+
+    async def go() -> tuple[Any, Any, Any]:
+        try:
+            dispatch = ToolCallDispatchEvent(
+                run_id="r", iteration_index=0, node_name="react", call_id="c1",
+                tool_name="list_tables", args={}, available_tools=("list_tables",),
+            )
+            rewrite = await handler.on_tool_call_dispatch(dispatch, {"run_id": "r"})
+            start = time.monotonic()
+            steer = await _steer(handler, "c1")  # ~0.5 s left of c1's budget
+            waited = time.monotonic() - start
+            service.delay["steering"] = 0.0
+            fresh = await _steer(handler, "c2")  # a new call, a new budget
+            return rewrite, (steer, waited), fresh
+        finally:
+            await handler.aclose()
+
+    rewrite, (steer, waited), fresh = run(go())
+    assert rewrite is None and steer is None and fresh is None
+    # The rest of the budget, not a full timeout of its own.
+    assert 0.1 < waited < 0.8, waited
+    assert handler.failures == {"steering": 1}
