@@ -1,32 +1,33 @@
 #!/usr/bin/env python3
-"""The latency the adapter adds to each symfonic hook.
+"""The latency toolgate adds to each symfonic hook, in-process and over HTTP.
 
-For each of the four hooks it times, in one process and one event loop:
+For each of the four hooks it times, in one process and one event loop, the
+same run, interleaved in rounds so machine noise hits every path alike:
 
-- ``baseline``: the same hook on a plain in-process ``BaseCallbackHandler``
-  (a no-op), i.e. what symfonic pays for any handler;
-- ``adapter``: ``ToolgateHandler``'s hook against a running ``toolgate
-  serve`` (event and state conversion, HTTP on a kept-alive connection, the
-  guard chain, answer checks);
-- ``http``: a bare ``httpx`` POST of a prepared body to the same endpoint
-  (the service and transport alone, without the adapter's own work).
+- ``python``: an in-process ``BaseCallbackHandler`` doing the same checks
+  as the guards, in Python (what a user would write without toolgate);
+- ``embedded``: ``ToolgateHandler(plugins=dir)``: the guards in this process
+  (``toolgate.Host``), a fresh sandboxed instance per guard call;
+- ``host``: ``await Host.decide(...)`` alone (the embedded path without the
+  adapter's event and state conversion);
+- ``http``: ``ToolgateHandler(url=...)`` against ``toolgate serve`` over the
+  same directory, on a kept-alive connection.
 
-"added" is adapter minus baseline at the same percentile.
+The guards are the Rust examples sql-guard (steering), query-limit
+(rewrite), hide-admin-tools (routing) and result-audit (result).
 
     python bench_adapter.py                  # starts toolgate serve itself
-    python bench_adapter.py --url http://127.0.0.1:7878 -n 5000
+    python bench_adapter.py -n 5000
 
-Without ``--url`` it starts ``toolgate serve`` (``TOOLGATE_BIN``, default
-``target/release/toolgate``) over the Rust example guards sql-guard,
-query-limit, hide-admin-tools and result-audit (``TOOLGATE_PLUGINS``,
-default ``build/plugins``), one guard per seam.
+It starts ``toolgate serve`` (``TOOLGATE_BIN``, default
+``target/release/toolgate``) over the components in ``TOOLGATE_PLUGINS``
+(default ``build/plugins``), ``rust/``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -35,7 +36,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 from langchain_core.messages import AIMessage, HumanMessage
 from symfonic.core.callbacks import BaseCallbackHandler
 from symfonic.core.contracts.callbacks import (
@@ -92,7 +92,34 @@ def node_state() -> dict[str, Any]:
     }
 
 
-async def bench(url: str, n: int, warmup: int) -> list[dict[str, Any]]:
+class PythonGuards(BaseCallbackHandler):
+    """The example guards' checks as a plain in-process symfonic handler."""
+
+    async def on_before_tool_call(self, event: Any, state: Any) -> dict[str, Any] | None:
+        if event.tool_name == "run_query":
+            sql = event.args.get("sql")
+            if isinstance(sql, str) and "WHERE" not in sql.upper():
+                return {"action": "skip", "content": "Add a WHERE clause before running this query.",
+                        "is_error": True}
+        return None
+
+    async def on_tool_call_dispatch(self, event: Any, state: Any) -> dict[str, Any] | None:
+        sql = event.args.get("sql") if event.tool_name == "run_query" else None
+        if isinstance(sql, str) and "LIMIT" not in sql.upper():
+            return {"tool_name": event.tool_name,
+                    "args": {**event.args, "sql": sql.rstrip("; ") + " LIMIT 100"}}
+        return None
+
+    async def on_tool_routing_decision(self, event: Any) -> None:
+        self.visible = [n for n in event.narrowed_tool_names if not n.startswith("admin_")]
+
+    async def on_tool_result(self, event: Any) -> None:
+        self.seen = (event.tool_name, len(str(event.result)))
+
+
+async def bench(url: str, plugins: Path, n: int, warmup: int, rounds: int) -> list[dict[str, Any]]:
+    from toolgate import Host
+
     state = node_state()
     args = {"sql": "SELECT * FROM users WHERE id = 7"}
     steering = BeforeToolCallEvent(run_id="bench-run", tool_name="run_query", call_id="c1", args=args)
@@ -108,8 +135,11 @@ async def bench(url: str, n: int, warmup: int) -> list[dict[str, Any]]:
         run_id="bench-run", tool_name="run_query", result="1 row: id=7 name=Ada", call_id="c1",
     )
 
-    baseline = BaseCallbackHandler()
-    handler = ToolgateHandler(url, timeout=10.0)
+    python = PythonGuards()
+    host = Host(plugins, watch=False)
+    # One call id throughout: a budget far beyond the run keeps it unspent.
+    embedded = ToolgateHandler(plugins=host, timeout=1e9)
+    http = ToolgateHandler(url=url, timeout=1e9)
     sub = state_subset(state)
     bodies = {
         "steering": {"event": {"run_id": "bench-run", "tool_name": "run_query", "call_id": "c1",
@@ -127,45 +157,43 @@ async def bench(url: str, n: int, warmup: int) -> list[dict[str, Any]]:
                              "deferred": False, "is_error": False},
                    "state": {**sub, "tool_calls": []}, "tenant": "acme"},
     }
-    hooks: dict[str, tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]] = {
-        "on_before_tool_call (steering)": (
-            lambda: baseline.on_before_tool_call(steering, state),
-            lambda: handler.on_before_tool_call(steering, state),
-        ),
-        "on_tool_call_dispatch (rewrite)": (
-            lambda: baseline.on_tool_call_dispatch(dispatch, state),
-            lambda: handler.on_tool_call_dispatch(dispatch, state),
-        ),
-        "on_tool_routing_decision (routing)": (
-            lambda: baseline.on_tool_routing_decision(routing),
-            lambda: handler.on_tool_routing_decision(routing),
-        ),
-        "on_tool_result (result)": (
-            lambda: baseline.on_tool_result(result),
-            lambda: handler.on_tool_result(result),
-        ),
+
+    def hook(seam: str, h: Any) -> Callable[[], Awaitable[Any]]:
+        if seam == "steering":
+            return lambda: h.on_before_tool_call(steering, state)
+        if seam == "rewrite":
+            return lambda: h.on_tool_call_dispatch(dispatch, state)
+        if seam == "routing":
+            return lambda: h.on_tool_routing_decision(routing)
+        return lambda: h.on_tool_result(result)
+
+    names = {
+        "steering": "on_before_tool_call (steering: sql-guard)",
+        "rewrite": "on_tool_call_dispatch (rewrite: query-limit)",
+        "routing": "on_tool_routing_decision (routing: hide-admin-tools)",
+        "result": "on_tool_result (result: result-audit)",
     }
-    seams = ["steering", "rewrite", "routing", "result"]
     rows = []
-    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=10.0) as raw:
-        for (name, (base_fn, adapter_fn)), seam in zip(hooks.items(), seams, strict=True):
-            content = json.dumps(bodies[seam]).encode()
-
-            async def post(seam: str = seam, content: bytes = content) -> Any:
-                response = await raw.post(
-                    f"/v1/{seam}", content=content, headers={"Content-Type": "application/json"}
-                )
-                response.raise_for_status()
-                return response.json()
-
-            b = await timed(base_fn, n, warmup)
-            a = await timed(adapter_fn, n, warmup)
-            h = await timed(post, n, warmup)
-            rows.append({"hook": name, "baseline": b, "adapter": a, "http": h})
-    failures = dict(handler.failures)
-    await handler.aclose()
-    if failures:
-        raise SystemExit(f"service calls failed during the benchmark: {failures}")
+    for seam in ("steering", "rewrite", "routing", "result"):
+        body = bodies[seam]
+        paths: dict[str, Callable[[], Awaitable[Any]]] = {
+            "python": hook(seam, python),
+            "embedded": hook(seam, embedded),
+            "host": lambda body=body, seam=seam: host.decide(
+                seam, body["event"], state=body["state"], tenant=body.get("tenant")),
+            "http": hook(seam, http),
+        }
+        samples: dict[str, list[float]] = {k: [] for k in paths}
+        for fn in paths.values():
+            await timed(fn, warmup, 0)
+        for _ in range(rounds):
+            for key, fn in paths.items():
+                samples[key].extend(await timed(fn, n // rounds, 0))
+        rows.append({"hook": names[seam], **{k: sorted(v) for k, v in samples.items()}})
+    failures = {"embedded": dict(embedded.failures), "http": dict(http.failures)}
+    await http.aclose()
+    if any(failures.values()):
+        raise SystemExit(f"guard calls failed during the benchmark: {failures}")
     return rows
 
 
@@ -173,36 +201,27 @@ def report(rows: list[dict[str, Any]], n: int) -> None:
     def us(v: float) -> str:
         return f"{v:,.1f}"
 
-    print(f"\nper-hook latency, microseconds, n={n} each (sequential, one event loop)\n")
-    head = ("hook", "baseline p50", "p99", "adapter p50", "p99", "added p50", "p99",
-            "bare HTTP p50", "p99")
+    print(f"\nper-hook latency, microseconds, n={n} per hook and path (sequential, one event loop)\n")
+    paths = ("python", "embedded", "host", "http")
+    head = ["hook"] + [f"{p} p50 / p99" for p in paths]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:
-        b, a, h = row["baseline"], row["adapter"], row["http"]
-        bp50, bp99 = percentile(b, 0.5), percentile(b, 0.99)
-        ap50, ap99 = percentile(a, 0.5), percentile(a, 0.99)
-        print(
-            "| " + " | ".join([
-                row["hook"], us(bp50), us(bp99), us(ap50), us(ap99),
-                us(ap50 - bp50), us(ap99 - bp99),
-                us(percentile(h, 0.5)), us(percentile(h, 0.99)),
-            ]) + " |"
-        )
-    mean_adapter = statistics.fmean(v for row in rows for v in row["adapter"])
-    print(f"\nmean adapter hook call: {us(mean_adapter)} us")
+        cells = [row["hook"]] + [
+            f"{us(percentile(row[p], 0.5))} / {us(percentile(row[p], 0.99))}" for p in paths
+        ]
+        print("| " + " | ".join(cells) + " |")
+    for p in paths:
+        mean = statistics.fmean(v for row in rows for v in row[p])
+        print(f"mean {p} hook call: {us(mean)} us")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", help="a running toolgate serve (default: start one)")
-    parser.add_argument("-n", type=int, default=2000, help="timed calls per hook and path")
-    parser.add_argument("--warmup", type=int, default=200, help="untimed calls first")
+    parser.add_argument("-n", type=int, default=4000, help="timed calls per hook and path")
+    parser.add_argument("--warmup", type=int, default=300, help="untimed calls first")
+    parser.add_argument("--rounds", type=int, default=8, help="interleaved rounds")
     opts = parser.parse_args()
-
-    if opts.url:
-        report(asyncio.run(bench(opts.url, opts.n, opts.warmup)), opts.n)
-        return 0
 
     from toolgate_server import SetupError, ToolgateServer, plugin_dir, rust_plugin
 
@@ -215,8 +234,8 @@ def main() -> int:
             print(f"bench_adapter: {exc}", file=sys.stderr)
             return 2
         try:
-            print(f"toolgate serve at {server.url} with guards: {', '.join(GUARDS)}")
-            report(asyncio.run(bench(server.url, opts.n, opts.warmup)), opts.n)
+            print(f"toolgate serve at {server.url} and toolgate.Host, guards: {', '.join(GUARDS)}")
+            report(asyncio.run(bench(server.url, plugins, opts.n, opts.warmup, opts.rounds)), opts.n)
         finally:
             server.stop()
     return 0

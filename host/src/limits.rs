@@ -28,8 +28,9 @@ pub struct Limits {
     /// Wall-clock deadline for one call, enforced by epoch interruption.
     /// Default: 200 ms. Checked at every epoch tick
     /// (1 ms), when a running guest also yields to the executor; overshoots
-    /// by at most one tick.
-    #[serde(with = "millis")]
+    /// by at most one tick. Serialised as `timeout_ms` (milliseconds), the
+    /// manifest's key.
+    #[serde(rename = "timeout_ms", with = "millis")]
     pub timeout: Duration,
     /// Largest string (content, tool name, args JSON, tool name in a list)
     /// a guard may return, in bytes. Default: 4 MiB. The guest's reply is

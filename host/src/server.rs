@@ -48,15 +48,15 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::chain::Chain;
-use crate::event::{Event, Seam};
+use crate::event::Seam;
 use crate::metrics::{self, Metrics};
-use crate::registry::{Registry, validate_tenant};
+use crate::registry::{Registry, Snapshot};
+use crate::request::{self, DecideRequest};
 
 /// How the service answers. Every field documents its default.
 #[derive(Clone, Debug)]
@@ -406,16 +406,10 @@ async fn decide(
         };
         ApiError::new(status, message)
     })?;
-    let request = DecideRequest::parse(seam, &body)?;
-    let snapshot = app.registry.snapshot();
-    let chain: &Chain = snapshot.chain(request.tenant.as_deref());
-    let decision = chain.decide(&request.event, &request.state).await;
+    let request = DecideRequest::parse(seam, &body).map_err(ApiError::bad_request)?;
+    let decision = request.decide(&app.registry.snapshot()).await;
     app.metrics.record_decision(seam, &decision);
-    let body = if with_trace {
-        json!({"result": decision.result, "trace": decision.trace})
-    } else {
-        decision.result
-    };
+    let body = request::answer(decision, with_trace);
     Ok(axum::Json(body).into_response())
 }
 
@@ -436,111 +430,6 @@ fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {
         }
     }
     Ok(trace)
-}
-
-/// A seam request's body, checked field by field so every error names its
-/// field.
-struct DecideRequest {
-    event: Event,
-    state: Value,
-    tenant: Option<String>,
-}
-
-impl DecideRequest {
-    fn parse(seam: Seam, body: &[u8]) -> Result<DecideRequest, ApiError> {
-        let value: Value = serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("request body is not valid JSON: {e}")))?;
-        let Value::Object(mut fields) = value else {
-            return Err(ApiError::bad_request(
-                "request body must be a JSON object {\"event\": {...}, \"state\"?: {...}, \"tenant\"?: \"...\"}",
-            ));
-        };
-        if let Some(unknown) = fields
-            .keys()
-            .find(|k| !matches!(k.as_str(), "event" | "state" | "tenant"))
-        {
-            return Err(ApiError::bad_request(format!(
-                "unknown field `{unknown}` in request body (expected event, state, tenant)"
-            )));
-        }
-        let event = fields
-            .remove("event")
-            .ok_or_else(|| ApiError::bad_request("missing field `event` in request body"))?;
-        let event = parse_event(seam, event)?;
-        let state = match fields.remove("state") {
-            None | Some(Value::Null) => Value::Object(Map::new()),
-            Some(state @ Value::Object(_)) => state,
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "field `state` must be a JSON object, not {}",
-                    kind(&other)
-                )));
-            }
-        };
-        let tenant = match fields.remove("tenant") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(t)) => {
-                validate_tenant(&t)
-                    .map_err(|e| ApiError::bad_request(format!("field `tenant`: {e}")))?;
-                Some(t)
-            }
-            Some(other) => {
-                return Err(ApiError::bad_request(format!(
-                    "field `tenant` must be a string, not {}",
-                    kind(&other)
-                )));
-            }
-        };
-        Ok(DecideRequest {
-            event,
-            state,
-            tenant,
-        })
-    }
-}
-
-/// Parses `value` as `seam`'s event; the error names the field by its path
-/// (`event.args`, `event.narrowed_tool_names[2]`).
-fn parse_event(seam: Seam, value: Value) -> Result<Event, ApiError> {
-    fn typed<T: DeserializeOwned>(seam: Seam, value: Value) -> Result<T, ApiError> {
-        if !value.is_object() {
-            return Err(ApiError::bad_request(format!(
-                "field `event` must be a JSON object (a {seam} event), not {}",
-                kind(&value)
-            )));
-        }
-        // Through the text, not the `Value`: serde_json's `Value`
-        // deserializer turns an integer whose digits are also a float's
-        // shortest form (10^39) into that float; its text parser keeps it.
-        let text = value.to_string();
-        let mut de = serde_json::Deserializer::from_str(&text);
-        serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            let at = if path == "." {
-                "event".to_string()
-            } else {
-                format!("event.{path}")
-            };
-            ApiError::bad_request(format!("invalid {seam} event: `{at}`: {}", e.into_inner()))
-        })
-    }
-    Ok(match seam {
-        Seam::Routing => Event::Routing(typed(seam, value)?),
-        Seam::Rewrite => Event::Rewrite(typed(seam, value)?),
-        Seam::Steering => Event::Steering(typed(seam, value)?),
-        Seam::Result => Event::Result(typed(seam, value)?),
-    })
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[derive(Serialize)]
@@ -570,22 +459,27 @@ fn describe(chain: &Chain) -> Vec<PluginInfo<'_>> {
         .collect()
 }
 
-async fn plugins(State(app): State<Shared>) -> Response {
-    let snapshot = app.registry.snapshot();
+/// What `GET /v1/plugins` answers for `snapshot`: its generation, the
+/// global chain, each tenant's own chain (name, path, digest, seams,
+/// limits, `on_error` of every plugin) and the load errors.
+pub fn describe_snapshot(snapshot: &Snapshot) -> Value {
     let tenants: Map<String, Value> = snapshot
         .tenants
         .iter()
         .map(|(name, chain)| (name.clone(), json!(describe(chain))))
         .collect();
-    axum::Json(json!({
+    json!({
         "generation": snapshot.generation,
         "global": describe(&snapshot.global),
         "tenants": tenants,
         "errors": snapshot.errors,
         "policy": snapshot.policy,
-        "shares": shares(&snapshot),
-    }))
-    .into_response()
+        "shares": shares(snapshot),
+    })
+}
+
+async fn plugins(State(app): State<Shared>) -> Response {
+    axum::Json(describe_snapshot(&app.registry.snapshot())).into_response()
 }
 
 /// Each account's usage now: `{"global": {...}, "tenants": {name: {...}}}`.
@@ -654,32 +548,6 @@ mod tests {
             exposure_warning(&any, false)
                 .expect("warns")
                 .contains("0.0.0.0:1")
-        );
-    }
-
-    #[test]
-    fn event_errors_name_the_field() {
-        let err = parse_event(
-            Seam::Steering,
-            json!({"run_id": "r", "tool_name": "t", "call_id": "c"}),
-        )
-        .expect_err("missing args");
-        assert!(err.message.contains("args"), "{}", err.message);
-        let err = parse_event(
-            Seam::Steering,
-            json!({"run_id": "r", "tool_name": "t", "call_id": "c", "args": "x"}),
-        )
-        .expect_err("args not an object");
-        assert!(err.message.contains("event.args"), "{}", err.message);
-        let err = parse_event(
-            Seam::Routing,
-            json!({"run_id": "r", "mode": "m", "intent_label": "i", "total_tools": 1, "narrowed_tool_names": ["a", 3]}),
-        )
-        .expect_err("name not a string");
-        assert!(
-            err.message.contains("narrowed_tool_names[1]"),
-            "{}",
-            err.message
         );
     }
 }

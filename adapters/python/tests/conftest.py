@@ -28,3 +28,16 @@ def dead_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _compiled_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One compiled-component cache for the session (not the user's own)."""
+    import os
+
+    saved = os.environ.get("TOOLGATE_CACHE_DIR")
+    if saved is None:
+        os.environ["TOOLGATE_CACHE_DIR"] = str(tmp_path_factory.mktemp("toolgate-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("TOOLGATE_CACHE_DIR", None)

@@ -57,7 +57,7 @@ def skip_answer(content: str, is_error: bool) -> Any:
 
 def test_events_and_state_on_the_wire(service: Any) -> None:
     agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("done")])
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     resp = run(drive(agent, handler, "count the users", scope=scope("acme")))
     assert resp.final_response == "done"
     assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result"]
@@ -115,7 +115,7 @@ def test_events_and_state_on_the_wire(service: Any) -> None:
 
 def test_no_tenant_field_without_a_scope(service: Any) -> None:
     agent, _ = make_agent([call("list_tables", "c1"), say("done")])
-    run(drive(agent, ToolgateHandler(service.url)))
+    run(drive(agent, ToolgateHandler(url=service.url)))
     assert service.requests
     assert all("tenant" not in r["body"] for r in service.requests)
     assert service.requests[1]["body"]["state"]["tenant_id"] is None
@@ -123,7 +123,7 @@ def test_no_tenant_field_without_a_scope(service: Any) -> None:
 
 def test_token_and_fixed_tenant(service: Any) -> None:
     agent, _ = make_agent([call("list_tables", "c1"), say("done")])
-    handler = ToolgateHandler(service.url, token="s3cret", tenant="globex")
+    handler = ToolgateHandler(url=service.url, token="s3cret", tenant="globex")
     run(drive(agent, handler, scope=scope("acme")))
     assert len(service.requests) == 3
     for r in service.requests:
@@ -146,7 +146,7 @@ def test_multi_call_turn_is_judged_per_call(service: Any) -> None:
             say("done"),
         ]
     )
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     run(drive(agent, handler))
     steering = service.seam_requests("steering")
     assert [b["event"]["call_id"] for b in steering] == ["e1", "l1"]
@@ -172,7 +172,7 @@ def test_connections_are_reused(service: Any) -> None:
         say("done"),
     ]
     agent, t = make_agent(script)
-    run(drive(agent, ToolgateHandler(service.url)))
+    run(drive(agent, ToolgateHandler(url=service.url)))
     assert len(t.ran) == 5
     assert len(service.requests) == 15
     assert len(service.client_ports) == 1
@@ -186,7 +186,7 @@ def test_connections_are_reused(service: Any) -> None:
 def test_steer_verdict_becomes_an_error_tool_message(service: Any) -> None:
     service.answers["steering"] = skip_answer("Add a WHERE clause.", True)
     agent, t = make_agent([call("run_query", "c1", sql="DELETE FROM users"), say("ok")])
-    run(drive(agent, ToolgateHandler(service.url)))
+    run(drive(agent, ToolgateHandler(url=service.url)))
     assert t.ran == []
     msg = t.tool_message("c1")
     assert (msg.status, msg.content) == ("error", "Add a WHERE clause.")
@@ -198,7 +198,7 @@ def test_rewrite_verdict_changes_the_dispatched_call(service: Any) -> None:
         {"tool_name": "run_query", "args": {"sql": b["event"]["args"]["sql"] + " LIMIT 5"}},
     )
     agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("ok")])
-    run(drive(agent, ToolgateHandler(service.url)))
+    run(drive(agent, ToolgateHandler(url=service.url)))
     assert t.ran == [("run_query", {"sql": "SELECT 1 WHERE a LIMIT 5"})]
     # Steering sees the rewritten call.
     assert service.seam_requests("steering")[0]["event"]["args"] == {"sql": "SELECT 1 WHERE a LIMIT 5"}
@@ -207,7 +207,7 @@ def test_rewrite_verdict_changes_the_dispatched_call(service: Any) -> None:
 def test_rewrite_to_an_unknown_tool_is_dropped_by_symfonic(service: Any) -> None:
     service.answers["rewrite"] = lambda b: (200, {"tool_name": "format_disk", "args": {}})
     agent, t = make_agent([call("list_tables", "c1"), say("ok")])
-    run(drive(agent, ToolgateHandler(service.url)))
+    run(drive(agent, ToolgateHandler(url=service.url)))
     assert t.ran == [("list_tables", {})]
 
 
@@ -218,7 +218,7 @@ def test_rewrite_to_an_unknown_tool_is_dropped_by_symfonic(service: Any) -> None
 
 def test_unreachable_service_fail_open(dead_url: str, caplog: Any) -> None:
     agent, t = make_agent([call("run_query", "c1", sql="DELETE FROM users"), say("ok")])
-    handler = ToolgateHandler(dead_url, timeout=2.0)
+    handler = ToolgateHandler(url=dead_url, timeout=2.0)
     with caplog.at_level(logging.WARNING, logger="toolgate_symfonic"):
         run(drive(agent, handler))
     assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
@@ -230,7 +230,7 @@ def test_unreachable_service_fail_open(dead_url: str, caplog: Any) -> None:
 
 def test_unreachable_service_fail_closed(dead_url: str) -> None:
     agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("ok")])
-    handler = ToolgateHandler(dead_url, failure_policy="fail_closed")
+    handler = ToolgateHandler(url=dead_url, failure_policy="fail_closed")
     run(drive(agent, handler))
     assert t.ran == []
     msg = t.tool_message("c1")
@@ -242,14 +242,16 @@ def test_unreachable_service_fail_closed(dead_url: str) -> None:
 def test_timeout_is_a_failure(service: Any, policy: str) -> None:
     service.delay["steering"] = 3.0
     agent, t = make_agent([call("list_tables", "c1"), say("ok")])
-    handler = ToolgateHandler(service.url, timeout=0.3, failure_policy=policy)  # type: ignore[arg-type]
+    handler = ToolgateHandler(url=service.url, timeout=0.3, failure_policy=policy)  # type: ignore[arg-type]
     start = time.monotonic()
     run(drive(agent, handler))
     assert time.monotonic() - start < 2.5
-    assert handler.failures == {"steering": 1}
     if policy == "fail_open":
+        # The tool ran; its result hook found the call's budget spent.
+        assert handler.failures == {"steering": 1, "result": 1}
         assert t.ran == [("list_tables", {})]
     else:
+        assert handler.failures == {"steering": 1}
         assert t.ran == []
         assert t.tool_message("c1").content == FAIL_CLOSED_MESSAGE
 
@@ -271,7 +273,7 @@ def test_bad_answers_follow_the_policy(service: Any, answer: tuple[int, Any]) ->
     service.answers["rewrite"] = lambda b: answer
     for policy, ran in (("fail_open", True), ("fail_closed", False)):
         agent, t = make_agent([call("list_tables", "c1"), say("ok")])
-        handler = ToolgateHandler(service.url, failure_policy=policy)  # type: ignore[arg-type]
+        handler = ToolgateHandler(url=service.url, failure_policy=policy)  # type: ignore[arg-type]
         run(drive(agent, handler))
         assert handler.failures["steering"] == 1
         # A failed rewrite never rewrites, whatever the policy.
@@ -280,7 +282,7 @@ def test_bad_answers_follow_the_policy(service: Any, answer: tuple[int, Any]) ->
 
 
 def test_hooks_never_raise_on_odd_input(dead_url: str) -> None:
-    handler = ToolgateHandler(dead_url, failure_policy="fail_closed", timeout=1.0)
+    handler = ToolgateHandler(url=dead_url, failure_policy="fail_closed", timeout=1.0)
 
     async def go() -> list[Any]:
         out = [
@@ -342,7 +344,7 @@ def test_args_mutation_after_the_hook_does_not_leak(service: Any) -> None:
         return 200, None
 
     service.answers["steering"] = answer
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     args = {"sql": "SELECT 1", "opts": {"n": 1}}
 
     async def go() -> None:
@@ -357,15 +359,15 @@ def test_args_mutation_after_the_hook_does_not_leak(service: Any) -> None:
 
 def test_constructor_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match="failure_policy"):
-        ToolgateHandler("http://x", failure_policy="deny")  # type: ignore[arg-type]
+        ToolgateHandler(url="http://x", failure_policy="deny")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="timeout"):
-        ToolgateHandler("http://x", timeout=0)
+        ToolgateHandler(url="http://x", timeout=0)
     with pytest.raises(ValueError, match="max_runs"):
-        ToolgateHandler("http://x", max_runs=0)
+        ToolgateHandler(url="http://x", max_runs=0)
 
 
 def test_runs_are_forgotten_oldest_first(service: Any) -> None:
-    handler = ToolgateHandler(service.url, max_runs=2)
+    handler = ToolgateHandler(url=service.url, max_runs=2)
 
     async def go() -> None:
         for rid in ("r1", "r2", "r3"):
@@ -402,7 +404,7 @@ def test_routing_enforce_through_the_palette_resolver(service: Any) -> None:
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     handler.install(agent)
     run(drive(agent, handler, ROUTED_QUERY, scope=scope("acme")))
 
@@ -440,7 +442,7 @@ def test_routing_observe_hides_only_what_guards_hid(service: Any) -> None:
     agent, t = make_agent(
         [say("done")], tool_routing_mode="observe", trigger_keywords=ROUTING_KEYWORDS
     )
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     handler.install(agent)
     run(drive(agent, handler, ROUTED_QUERY))
     assert service.seam_requests("routing")[0]["event"]["mode"] == "observe"
@@ -452,7 +454,7 @@ def test_routing_without_resolver_is_observed_only(service: Any) -> None:
     agent, t = make_agent(
         [say("done")], tool_routing_mode="enforce", trigger_keywords=ROUTING_KEYWORDS
     )
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     run(drive(agent, handler, ROUTED_QUERY))
     (routing,) = service.seam_requests("routing")
     assert "tools" not in routing["event"] and "query" not in routing["event"]
@@ -465,7 +467,7 @@ def test_routing_guard_cannot_add_tools(service: Any) -> None:
     agent, t = make_agent(
         [say("done")], tool_routing_mode="enforce", trigger_keywords=ROUTING_KEYWORDS
     )
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     handler.install(agent)
     run(drive(agent, handler, ROUTED_QUERY))
     assert t.bound == [["run_query"]]
@@ -474,7 +476,7 @@ def test_routing_guard_cannot_add_tools(service: Any) -> None:
 def test_always_route_consults_when_symfonic_routing_is_off(service: Any) -> None:
     service.answers["routing"] = hide("delete_user", "loop")
     agent, t = make_agent([call("list_tables", "c1"), say("done")])
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     handler.install(agent, always_route=True)
     run(drive(agent, handler, "hello"))
     (routing,) = service.seam_requests("routing")
@@ -486,8 +488,8 @@ def test_always_route_consults_when_symfonic_routing_is_off(service: Any) -> Non
 
 def test_routing_off_and_no_always_route_makes_no_call(service: Any) -> None:
     agent, t = make_agent([say("done")])
-    handler = ToolgateHandler(service.url)
-    handler.install(agent)
+    handler = ToolgateHandler(url=service.url)
+    handler.install(agent, always_route=False)
     run(drive(agent, handler))
     assert service.seam_requests("routing") == []
     assert t.bound == [ALL_TOOLS]
@@ -499,7 +501,7 @@ def test_routing_failure_fail_open_and_fail_closed(dead_url: str) -> None:
         agent, t = make_agent(
             [say("done")], tool_routing_mode="enforce", trigger_keywords=ROUTING_KEYWORDS
         )
-        handler = ToolgateHandler(dead_url, failure_policy=policy)  # type: ignore[arg-type]
+        handler = ToolgateHandler(url=dead_url, failure_policy=policy)  # type: ignore[arg-type]
         handler.install(agent)
         resp = run(drive(agent, handler, ROUTED_QUERY))
         assert resp.final_response == "done"
@@ -517,7 +519,7 @@ def test_hidden_tool_named_anyway_still_runs_by_default(service: Any) -> None:
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     handler.install(agent)
     run(drive(agent, handler, ROUTED_QUERY))
     assert "send_email" not in t.bound[0]
@@ -535,8 +537,9 @@ def test_routing_reaches_only_per_run_callbacks(service: Any) -> None:
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(service.url)
-    handler.install(agent)
+    handler = ToolgateHandler(url=service.url)
+    # always_route=False: rely on symfonic's routing event alone.
+    handler.install(agent, always_route=False)
     agent._deps.get(CallbackManager).add(handler)
 
     async def go() -> None:
@@ -558,7 +561,7 @@ def test_deny_hidden_tools(service: Any) -> None:
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(service.url, deny_hidden_tools=True)
+    handler = ToolgateHandler(url=service.url, deny_hidden_tools=True)
     handler.install(agent)
     run(drive(agent, handler, ROUTED_QUERY))
     assert t.ran == []
@@ -576,9 +579,78 @@ def test_install_keeps_role_tools(service: Any) -> None:
     )
     assert isinstance(agent._config, FrameworkConfig)
     service.answers["routing"] = hide("send_email")
-    handler = ToolgateHandler(service.url)
+    handler = ToolgateHandler(url=service.url)
     handler.install(agent, always_route=True)
     run(drive(agent, handler))
     (routing,) = service.seam_requests("routing")
     assert routing["event"]["narrowed_tool_names"] == ["run_query", "send_email"]
     assert t.bound == [["run_query"]]
+
+
+# ---------------------------------------------------------------------------
+# The circuit breaker and the per-call budget (service transport)
+# ---------------------------------------------------------------------------
+
+
+def _steer(handler: ToolgateHandler, call_id: str) -> Any:
+    event = BeforeToolCallEvent(run_id="r", tool_name="list_tables", call_id=call_id, args={})
+    return handler.on_before_tool_call(event, {"run_id": "r"})
+
+
+def test_breaker_opens_then_probes_and_closes(service: Any, caplog: Any) -> None:
+    service.answers["steering"] = lambda b: (500, {"error": "boom"})
+    handler = ToolgateHandler(
+        url=service.url, failure_policy="fail_closed", breaker_threshold=2, breaker_cooldown=0.3
+    )
+    assert handler.breaker is not None
+
+    async def go() -> list[Any]:
+        try:
+            out = [await _steer(handler, f"c{i}") for i in range(5)]
+            assert len(service.seam_requests("steering")) == 2  # then short-circuited
+            assert handler.breaker is not None and handler.breaker.state == "open"
+            await asyncio.sleep(0.35)
+            service.answers["steering"] = lambda b: (200, None)
+            out.append(await _steer(handler, "probe"))  # the probe reaches the service
+            out.append(await _steer(handler, "after"))
+            return out
+        finally:
+            await handler.aclose()
+
+    with caplog.at_level(logging.DEBUG, logger="toolgate_symfonic"):
+        answers = run(go())
+    refused = {"action": "skip", "content": FAIL_CLOSED_MESSAGE, "is_error": True}
+    assert answers == [refused] * 5 + [None, None]
+    assert len(service.seam_requests("steering")) == 4
+    assert handler.breaker.state == "closed" and handler.breaker.opened == 1
+    assert handler.failures == {"steering": 5}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and "circuit open" in errors[0], errors
+
+
+def test_one_budget_per_tool_call(service: Any) -> None:
+    service.delay["rewrite"] = 0.5
+    service.delay["steering"] = 2.0
+    handler = ToolgateHandler(url=service.url, timeout=1.0)
+
+    async def go() -> tuple[Any, Any, Any]:
+        try:
+            dispatch = ToolCallDispatchEvent(
+                run_id="r", iteration_index=0, node_name="react", call_id="c1",
+                tool_name="list_tables", args={}, available_tools=("list_tables",),
+            )
+            rewrite = await handler.on_tool_call_dispatch(dispatch, {"run_id": "r"})
+            start = time.monotonic()
+            steer = await _steer(handler, "c1")  # ~0.5 s left of c1's budget
+            waited = time.monotonic() - start
+            service.delay["steering"] = 0.0
+            fresh = await _steer(handler, "c2")  # a new call, a new budget
+            return rewrite, (steer, waited), fresh
+        finally:
+            await handler.aclose()
+
+    rewrite, (steer, waited), fresh = run(go())
+    assert rewrite is None and steer is None and fresh is None
+    # The rest of the budget, not a full timeout of its own.
+    assert 0.1 < waited < 0.8, waited
+    assert handler.failures == {"steering": 1}

@@ -1,11 +1,14 @@
-"""End to end: the real symfonic agent, the adapter, a real ``toolgate serve``.
+"""End to end: the real symfonic agent, the adapter, real toolgate guards.
 
-Each test starts ``toolgate serve`` on a free loopback port over a temporary
-plugin directory holding copies of the built example components, drives a real
-``SymfonicAgent`` with a scripted model through real tool calls, and checks
-what the model saw next and which tools actually ran. A missing binary or
-component fails the test (it never passes vacuously); only the hostile-guard
-test is skipped, when ``TOOLGATE_HOSTILE`` is unset.
+Every scenario runs over both transports (``guards`` is parametrised): the
+guards in-process (``ToolgateHandler(plugins=dir)``, a ``toolgate.Host``
+built from this repository) and in a real ``toolgate serve`` started on a
+free loopback port (``ToolgateHandler(url=...)``), over a temporary plugin
+directory holding copies of the built example components. A real
+``SymfonicAgent`` with a scripted model makes real tool calls; the tests
+check what the model was given and which tools actually ran. A missing
+binary or component fails the test (it never passes vacuously); only the
+hostile-guard test is skipped, when ``TOOLGATE_HOSTILE`` is unset.
 """
 
 from __future__ import annotations
@@ -34,28 +37,97 @@ ROUTED_QUERY = "run the query and email the result"
 # guard the adapter gave up on.
 TIMEOUT = 15.0
 
-Serve = Callable[..., ToolgateServer]
+
+class Guards:
+    """One plugin directory, reached in-process or through ``toolgate serve``."""
+
+    def __init__(self, transport: str, plugins: Path, server: ToolgateServer | None) -> None:
+        self.transport = transport
+        self.plugins = plugins
+        self.server = server
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None, "the service transport only"
+        return self.server.url
+
+    def handler(self, **kw: Any) -> ToolgateHandler:
+        """A handler over these guards (keyword arguments are the handler's)."""
+        kw.setdefault("timeout", TIMEOUT)
+        if self.server is not None:
+            return ToolgateHandler(url=self.server.url, **kw)
+        return ToolgateHandler(plugins=self.plugins, watch=False, max_instances=32, **kw)
+
+    def traced(self, seam: str, event: dict[str, Any]) -> dict[str, Any]:
+        """One event through the chain with its trace (``?trace=1`` over HTTP)."""
+        if self.server is not None:
+            response = httpx.post(
+                f"{self.server.url}/v1/{seam}?trace=1",
+                json={"event": event, "state": {}},
+                timeout=30.0,
+                trust_env=False,
+            )
+            assert response.status_code == 200, response.text
+            return dict(response.json())
+        from toolgate import Host
+
+        host = Host(self.plugins, watch=False, max_instances=8)
+        return dict(asyncio.run(host.decide(seam, event, state={}, trace=True)))
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
 
 
-@pytest.fixture
-def serve(tmp_path: Path) -> Iterator[Serve]:
-    """Starts ``toolgate serve`` over the named Rust example components.
+StartGuards = Callable[..., Guards]
 
-    ``serve("sql-guard", "no-email", extra={"00-x.wasm": path})``: components
+
+@pytest.fixture(params=["embedded", "http"])
+def guards(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StartGuards]:
+    """Starts guards over the named Rust example components, per transport.
+
+    ``guards("sql-guard", "no-email", extra={"00-x.wasm": path})``: components
     are copied as ``<name>.wasm`` (the host runs them in file-name order).
     """
-    servers: list[ToolgateServer] = []
+    started: list[Guards] = []
 
     def start(
         *names: str, extra: dict[str, Path] | None = None, args: tuple[str, ...] = ()
-    ) -> ToolgateServer:
+    ) -> Guards:
         problem = None
         try:
             components = {f"{n}.wasm": rust_plugin(n) for n in names}
             components.update(extra or {})
-            index = len(servers)
+            index = len(started)
             plugins = plugin_dir(tmp_path / f"plugins-{index}", components)
-            server = ToolgateServer(plugins, tmp_path / f"toolgate-{index}.log", args)
+            server = None
+            if request.param == "http":
+                server = ToolgateServer(plugins, tmp_path / f"toolgate-{index}.log", args)
+                server.start()
+            g = Guards(request.param, plugins, server)
+            started.append(g)
+            return g
+        except SetupError as exc:
+            problem = str(exc)
+        pytest.fail(problem, pytrace=False)
+
+    yield start
+    for g in started:
+        g.stop()
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., ToolgateServer]]:
+    """Starts ``toolgate serve`` (the tests of the service transport alone)."""
+    servers: list[ToolgateServer] = []
+
+    def start(*names: str, args: tuple[str, ...] = ()) -> ToolgateServer:
+        problem = None
+        try:
+            components = {f"{n}.wasm": rust_plugin(n) for n in names}
+            index = len(servers)
+            plugins = plugin_dir(tmp_path / f"svc-plugins-{index}", components)
+            server = ToolgateServer(plugins, tmp_path / f"svc-{index}.log", args)
             servers.append(server)
             return server.start()
         except SetupError as exc:
@@ -77,23 +149,11 @@ def run_agent(agent: Any, handler: ToolgateHandler, query: str = "q", **kw: Any)
     return asyncio.run(go())
 
 
-def traced(server: ToolgateServer, seam: str, event: dict[str, Any]) -> dict[str, Any]:
-    """One event through ``POST /v1/<seam>?trace=1``."""
-    response = httpx.post(
-        f"{server.url}/v1/{seam}?trace=1",
-        json={"event": event, "state": {}},
-        timeout=30.0,
-        trust_env=False,
-    )
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
 # (a) ----------------------------------------------------------------------
 
 
-def test_steering_guard_corrects_the_model(serve: Serve) -> None:
-    server = serve("sql-guard")
+def test_steering_guard_corrects_the_model(guards: StartGuards) -> None:
+    g = guards("sql-guard")
     agent, t = make_agent(
         [
             call("run_query", "c1", sql="DELETE FROM users"),
@@ -101,7 +161,7 @@ def test_steering_guard_corrects_the_model(serve: Serve) -> None:
             say("deleted user 7"),
         ]
     )
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
+    handler = g.handler()
     resp = run_agent(agent, handler, "delete user 7", scope=scope("acme"))
 
     assert resp.final_response == "deleted user 7"
@@ -121,8 +181,8 @@ def test_steering_guard_corrects_the_model(serve: Serve) -> None:
 # (b) ----------------------------------------------------------------------
 
 
-def test_rewrite_guard_changes_the_dispatched_call(serve: Serve) -> None:
-    server = serve("query-limit", "sql-guard")
+def test_rewrite_guard_changes_the_dispatched_call(guards: StartGuards) -> None:
+    g = guards("query-limit", "sql-guard")
     agent, t = make_agent(
         [
             call("run_query", "c1", sql="SELECT name FROM users WHERE active = 1;"),
@@ -131,7 +191,7 @@ def test_rewrite_guard_changes_the_dispatched_call(serve: Serve) -> None:
             say("done"),
         ]
     )
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
+    handler = g.handler()
     run_agent(agent, handler)
 
     assert t.ran == [
@@ -147,8 +207,8 @@ def test_rewrite_guard_changes_the_dispatched_call(serve: Serve) -> None:
 # (c) ----------------------------------------------------------------------
 
 
-def test_cancel_guard_answers_without_running_the_tool(serve: Serve) -> None:
-    server = serve("no-email", "result-audit")
+def test_cancel_guard_answers_without_running_the_tool(guards: StartGuards) -> None:
+    g = guards("no-email", "result-audit")
     agent, t = make_agent(
         [
             calls(("send_email", "e1", {"to": "ceo@example.com", "body": "hi"}),
@@ -156,7 +216,7 @@ def test_cancel_guard_answers_without_running_the_tool(serve: Serve) -> None:
             say("listed the tables; email is not allowed"),
         ]
     )
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
+    handler = g.handler()
     run_agent(agent, handler)
 
     cancelled = t.tool_message("e1")
@@ -173,9 +233,9 @@ def test_cancel_guard_answers_without_running_the_tool(serve: Serve) -> None:
 # (d) ----------------------------------------------------------------------
 
 
-def test_faulting_guard_is_skipped_and_the_call_proceeds(serve: Serve) -> None:
+def test_faulting_guard_is_skipped_and_the_call_proceeds(guards: StartGuards) -> None:
     # sql-guard, like the seed's handler, faults (panics) on a non-string sql.
-    server = serve("sql-guard")
+    g = guards("sql-guard")
     agent, t = make_agent(
         [
             call("run_query", "c1", sql=42),
@@ -183,7 +243,7 @@ def test_faulting_guard_is_skipped_and_the_call_proceeds(serve: Serve) -> None:
             say("done"),
         ]
     )
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
+    handler = g.handler()
     run_agent(agent, handler)
 
     assert t.ran == [("run_query", {"sql": 42})]
@@ -192,8 +252,8 @@ def test_faulting_guard_is_skipped_and_the_call_proceeds(serve: Serve) -> None:
     assert t.tool_message("c2").content == WHERE_MESSAGE
     assert handler.failures == {}
 
-    answer = traced(
-        server, "steering",
+    answer = g.traced(
+        "steering",
         {"run_id": "r", "tool_name": "run_query", "call_id": "c1", "args": {"sql": 42}},
     )
     assert answer["result"] is None
@@ -202,14 +262,14 @@ def test_faulting_guard_is_skipped_and_the_call_proceeds(serve: Serve) -> None:
     assert entry.get("fault"), entry
 
 
-def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
+def test_hostile_guard_is_stopped_and_the_call_proceeds(guards: StartGuards) -> None:
     hostile = os.environ.get("TOOLGATE_HOSTILE")
     if not hostile:
         pytest.skip("TOOLGATE_HOSTILE is not set (path of the looping guard component)")
     if not Path(hostile).is_file():
         pytest.fail(f"TOOLGATE_HOSTILE={hostile} does not exist", pytrace=False)
     # File-name order: the hostile guard runs first, sql-guard after it.
-    server = serve("sql-guard", extra={"00-hostile.wasm": Path(hostile)})
+    g = guards("sql-guard", extra={"00-hostile.wasm": Path(hostile)})
     agent, t = make_agent(
         [
             call("loop", "l1", n=1),
@@ -217,7 +277,7 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
             say("done"),
         ]
     )
-    handler = ToolgateHandler(server.url, timeout=2 * TIMEOUT)
+    handler = g.handler(timeout=2 * TIMEOUT)
     start = time.monotonic()
     run_agent(agent, handler)
     elapsed = time.monotonic() - start
@@ -228,8 +288,8 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
     assert handler.failures == {}
     assert elapsed < 2 * TIMEOUT
 
-    answer = traced(
-        server, "steering",
+    answer = g.traced(
+        "steering",
         {"run_id": "r", "tool_name": "loop", "call_id": "l1", "args": {"n": 1}},
     )
     assert answer["result"] is None
@@ -240,26 +300,26 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(serve: Serve) -> None:
 # (e) ----------------------------------------------------------------------
 
 
-def test_service_stopped_fail_open_and_fail_closed(serve: Serve) -> None:
+def test_service_stopped_fail_open_and_fail_closed(serve: Callable[..., ToolgateServer]) -> None:
     server = serve("sql-guard")
     script = [call("run_query", "c1", sql="DELETE FROM users"), say("done")]
 
     # While the service runs, the guard steers.
     agent, t = make_agent(script)
-    run_agent(agent, ToolgateHandler(server.url, timeout=TIMEOUT))
+    run_agent(agent, ToolgateHandler(url=server.url, timeout=TIMEOUT))
     assert t.ran == [] and t.tool_message("c1").content == WHERE_MESSAGE
 
     server.stop()
 
     agent, t = make_agent(script)
-    handler = ToolgateHandler(server.url, failure_policy="fail_open", timeout=2.0)
+    handler = ToolgateHandler(url=server.url, failure_policy="fail_open", timeout=2.0)
     run_agent(agent, handler)
     assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
     assert t.tool_message("c1").status == "success"
     assert handler.failures["steering"] == 1
 
     agent, t = make_agent(script)
-    handler = ToolgateHandler(server.url, failure_policy="fail_closed", timeout=2.0)
+    handler = ToolgateHandler(url=server.url, failure_policy="fail_closed", timeout=2.0)
     run_agent(agent, handler)
     assert t.ran == []
     refused = t.tool_message("c1")
@@ -270,8 +330,8 @@ def test_service_stopped_fail_open_and_fail_closed(serve: Serve) -> None:
 # (f) ----------------------------------------------------------------------
 
 
-def test_routing_guard_narrows_the_palette(serve: Serve) -> None:
-    server = serve("hide-admin-tools")
+def test_routing_guard_narrows_the_palette(guards: StartGuards) -> None:
+    g = guards("hide-admin-tools")
 
     # enforce: symfonic drops delete_user (no keyword in the query), the
     # guard hides admin_purge; the model sees the rest on every turn.
@@ -280,7 +340,7 @@ def test_routing_guard_narrows_the_palette(serve: Serve) -> None:
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
+    handler = g.handler()
     handler.install(agent)
     run_agent(agent, handler, ROUTED_QUERY, scope=scope("acme"))
     assert t.bound == [["run_query", "send_email", "list_tables", "loop"]] * 2
@@ -291,27 +351,45 @@ def test_routing_guard_narrows_the_palette(serve: Serve) -> None:
     agent, t = make_agent(
         [say("done")], tool_routing_mode="observe", trigger_keywords=ROUTING_KEYWORDS
     )
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
+    handler = g.handler()
     handler.install(agent)
     run_agent(agent, handler, ROUTED_QUERY)
     assert t.bound[0] == ["run_query", "send_email", "delete_user", "list_tables", "loop"]
 
-    # symfonic's routing off: always_route consults the guards anyway.
-    agent, t = make_agent([say("done")])
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT)
-    handler.install(agent, always_route=True)
+    # symfonic's routing off (its default): install() consults the guards
+    # anyway, and their narrowing holds on every turn.
+    agent, t = make_agent([call("list_tables", "l1"), say("done")])
+    handler = g.handler()
+    handler.install(agent)
     run_agent(agent, handler, "hello")
-    assert t.bound[0] == ["run_query", "send_email", "delete_user", "list_tables", "loop"]
+    assert t.bound == [["run_query", "send_email", "delete_user", "list_tables", "loop"]] * 2
+    assert handler.calls["routing"] == 1
 
 
-def test_hidden_tool_named_anyway_is_refused_when_asked(serve: Serve) -> None:
-    server = serve("hide-admin-tools", "sql-guard")
+def test_routing_guards_without_install_are_reported(
+    guards: StartGuards, caplog: pytest.LogCaptureFixture
+) -> None:
+    g = guards("hide-admin-tools")
+    agent, t = make_agent([call("list_tables", "l1"), say("done")])
+    handler = g.handler()
+    with caplog.at_level("ERROR", logger="toolgate_symfonic"):
+        run_agent(agent, handler, "hello")
+    # Not installed: the model got every tool. In-process the handler knows
+    # routing guards are loaded and says so, once.
+    assert "admin_purge" in t.bound[0]
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    if g.transport == "embedded":
+        assert len(errors) == 1 and "handler.install(agent)" in errors[0], errors
+
+
+def test_hidden_tool_named_anyway_is_refused_when_asked(guards: StartGuards) -> None:
+    g = guards("hide-admin-tools", "sql-guard")
     agent, t = make_agent(
         [call("admin_purge", "a1", table="users"), say("done")],
         tool_routing_mode="enforce",
         trigger_keywords=ROUTING_KEYWORDS,
     )
-    handler = ToolgateHandler(server.url, timeout=TIMEOUT, deny_hidden_tools=True)
+    handler = g.handler(deny_hidden_tools=True)
     handler.install(agent)
     run_agent(agent, handler, ROUTED_QUERY)
     assert t.ran == []
@@ -319,7 +397,7 @@ def test_hidden_tool_named_anyway_is_refused_when_asked(serve: Serve) -> None:
     assert "admin_purge" in t.tool_message("a1").content
 
 
-def test_service_lists_the_plugins(serve: Serve) -> None:
+def test_service_lists_the_plugins(serve: Callable[..., ToolgateServer]) -> None:
     server = serve("sql-guard", "query-limit", "hide-admin-tools", "no-email", "result-audit")
     response = httpx.get(f"{server.url}/v1/plugins", timeout=10.0, trust_env=False)
     assert response.status_code == 200
@@ -328,40 +406,178 @@ def test_service_lists_the_plugins(serve: Serve) -> None:
         assert name in text
 
 
-def test_readme_example_runs(serve: Serve, tmp_path: Path) -> None:
+def test_readme_example_runs(guards: StartGuards, tmp_path: Path) -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
     (example,) = [b for b in blocks if "asyncio.run(main())" in b]
+    (printed,) = re.findall(r"It prints:\n\n```\n(.*?)```", readme, re.S)
     script = tmp_path / "example.py"
     script.write_text(example)
-    server = serve("sql-guard")
+    g = guards("sql-guard", "hide-admin-tools")
+    env = {k: v for k, v in os.environ.items() if k not in ("TOOLGATE_URL", "GUARDS")}
+    if g.transport == "http":
+        env["TOOLGATE_URL"] = g.url
+    else:
+        env["GUARDS"] = str(g.plugins)
     proc = subprocess.run(
-        [sys.executable, str(script)],
-        env={**os.environ, "TOOLGATE_URL": server.url},
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [
-        "tool ran: DELETE FROM users WHERE id = 7",
-        "Deleted user 7.",
-    ], proc.stdout + proc.stderr
+    # What the model was given on every turn: admin_purge never.
+    assert proc.stdout.splitlines() == printed.splitlines(), proc.stdout + proc.stderr
+    assert "model sees: run_query" in printed and "admin_purge" not in printed
 
 
-def test_bearer_token(serve: Serve, tmp_path: Path) -> None:
+def test_bearer_token(serve: Callable[..., ToolgateServer], tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("correct-horse\n")
     server = serve("sql-guard", args=("--token-file", str(token_file)))
     script = [call("run_query", "c1", sql="DELETE FROM users"), say("done")]
 
     agent, t = make_agent(script)
-    handler = ToolgateHandler(server.url, token="correct-horse", timeout=TIMEOUT)
+    handler = ToolgateHandler(url=server.url, token="correct-horse", timeout=TIMEOUT)
     run_agent(agent, handler)
     assert t.ran == [] and t.tool_message("c1").content == WHERE_MESSAGE
     assert handler.failures == {}
 
     # A wrong token is a failure (401), resolved by the policy.
     agent, t = make_agent(script)
-    handler = ToolgateHandler(server.url, token="wrong", timeout=TIMEOUT)
+    handler = ToolgateHandler(url=server.url, token="wrong", timeout=TIMEOUT)
     run_agent(agent, handler)
     assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
     assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
+
+
+# Tenants, refused requests ------------------------------------------------
+
+
+def test_tenant_id_with_a_colon_reaches_its_guards(guards: StartGuards) -> None:
+    # symfonic accepts any tenant id; `acme:eu` lives in tenants/__acme_3Aeu.
+    from toolgate_symfonic import tenant_dir
+
+    assert tenant_dir("acme:eu") == "__acme_3Aeu"
+    g = guards(extra={"tenants/__acme_3Aeu/sql-guard.wasm": rust_plugin("sql-guard")})
+    script = [call("run_query", "c1", sql="DELETE FROM users"), say("done")]
+
+    agent, t = make_agent(script)
+    handler = g.handler()
+    run_agent(agent, handler, scope=scope("acme:eu"))
+    assert t.ran == [] and t.tool_message("c1").content == WHERE_MESSAGE
+    assert handler.failures == {} and handler.config_errors == {}
+
+    # Another tenant (and no tenant) never reaches acme:eu's guards.
+    for other in (scope("acme"), None):
+        agent, t = make_agent(script)
+        handler = g.handler()
+        run_agent(agent, handler, **({"scope": other} if other else {}))
+        assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
+        assert handler.failures == {}
+
+
+def test_a_refused_request_is_loud(guards: StartGuards, caplog: pytest.LogCaptureFixture) -> None:
+    from symfonic.core.contracts.callbacks import ToolCallDispatchEvent
+
+    from toolgate_symfonic import ConfigurationError
+
+    g = guards("query-limit")
+    handler = g.handler(failure_policy="fail_open")
+    # An iteration index toolgate cannot take (it is unsigned): refused.
+    event = ToolCallDispatchEvent(
+        run_id="r", iteration_index=-1, node_name="react", call_id="c",
+        tool_name="run_query", args={"sql": "SELECT 1"}, available_tools=("run_query",),
+    )
+
+    async def go() -> list[Any]:
+        try:
+            return [await handler.on_tool_call_dispatch(event, {}) for _ in range(3)]
+        finally:
+            await handler.aclose()
+
+    with caplog.at_level("DEBUG", logger="toolgate_symfonic"):
+        answers = asyncio.run(go())
+    assert answers == [None, None, None]
+    assert handler.config_errors == {"rewrite": 3}
+    assert handler.failures == {"rewrite": 3}
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1, errors
+    assert "iteration_index" in errors[0] and "configuration error" in errors[0]
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+    if g.transport == "http":
+        # check() fails loudly on a wrong URL, before any agent runs.
+        wrong = ToolgateHandler(url=g.url + "/wrong-prefix")
+        with pytest.raises(ConfigurationError, match="404"):
+            asyncio.run(wrong.check())
+        asyncio.run(g.handler().check())
+
+
+# The service killed or hung mid-run ---------------------------------------
+
+
+class _OnFirstRun(list):  # type: ignore[type-arg]
+    """A transcript's ``ran`` list that does something when the first tool runs."""
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        super().__init__()
+        self.action = action
+
+    def append(self, item: Any) -> None:
+        super().append(item)
+        if len(self) == 1:
+            self.action()
+
+
+FIVE_CALLS = [
+    call("list_tables", "c1"),
+    call("run_query", "c2", sql="SELECT 1 WHERE a"),
+    call("loop", "c3", n=1),
+    call("delete_user", "c4", user_id="u4"),
+    call("send_email", "c5", to="x@y.z"),
+    say("done"),
+]
+
+
+@pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
+@pytest.mark.parametrize("how", ["killed", "hung"])
+def test_service_lost_mid_run_is_bounded_by_the_breaker(
+    serve: Callable[..., ToolgateServer], policy: str, how: str
+) -> None:
+    import signal
+
+    server = serve("sql-guard")
+    assert server.proc is not None
+    pid = server.proc.pid
+    sig = signal.SIGKILL if how == "killed" else signal.SIGSTOP
+    agent, t = make_agent(FIVE_CALLS)
+    t.ran = _OnFirstRun(lambda: os.kill(pid, sig))
+    timeout, threshold = 1.0, 2
+    handler = ToolgateHandler(
+        url=server.url,
+        timeout=timeout,
+        failure_policy=policy,  # type: ignore[arg-type]
+        breaker_threshold=threshold,
+        breaker_cooldown=60.0,
+    )
+    start = time.monotonic()
+    try:
+        run_agent(agent, handler)
+    finally:
+        if how == "hung":
+            os.kill(pid, signal.SIGCONT)
+    elapsed = time.monotonic() - start
+
+    # Without the breaker and the per-call budget a hung service would cost
+    # every hook its full timeout: 4 calls x 3 hooks x 1 s.
+    assert elapsed < threshold * timeout + 3.0, elapsed
+    assert handler.breaker is not None and handler.breaker.opened == 1
+    assert handler.breaker.state == "open"
+    later = [m.tool_call_id for m in t.tool_messages()][1:]
+    assert later == ["c2", "c3", "c4", "c5"]
+    if policy == "fail_open":
+        assert [name for name, _ in t.ran] == [
+            "list_tables", "run_query", "loop", "delete_user", "send_email",
+        ]
+    else:
+        assert [name for name, _ in t.ran] == ["list_tables"]
+        for call_id in later:
+            assert t.tool_message(call_id).content == FAIL_CLOSED_MESSAGE

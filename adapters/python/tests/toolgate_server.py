@@ -7,6 +7,9 @@ Paths come from the environment, relative to the repository root by default:
   the Rust examples are in its ``rust/`` directory.
 - ``TOOLGATE_HOSTILE``: a component that spins forever on a call to a tool
   named ``loop`` (no default).
+- ``TOOLGATE_GUESTS``: where the test guests of ``tests/guests`` are built
+  (default ``target/wasm-guests/wasm32-wasip2/release``, where
+  ``cargo test --workspace`` builds them).
 """
 
 from __future__ import annotations
@@ -56,10 +59,18 @@ def rust_plugin(name: str) -> Path:
     return path
 
 
+def built_guest(name: str) -> Path | None:
+    """A built test guest (``tests/guests``), e.g. ``scripted``; None if absent."""
+    path = env_path("TOOLGATE_GUESTS", "target/wasm-guests/wasm32-wasip2/release") / f"{name}.wasm"
+    return path if path.is_file() else None
+
+
 def plugin_dir(target: Path, components: dict[str, Path]) -> Path:
-    """Copies components into ``target`` under the given file names."""
+    """Copies components into ``target`` under the given file names
+    (``tenants/<name>/x.wasm`` makes the tenant's directory)."""
     target.mkdir(parents=True, exist_ok=True)
     for file_name, source in components.items():
+        (target / file_name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target / file_name)
     return target
 

@@ -282,7 +282,7 @@ fn list_shows_seams_and_limits() {
         json!(["routing", "rewrite", "steering", "result"])
     );
     assert_eq!(plugins[1]["seams"], json!(["steering"]));
-    assert_eq!(plugins[1]["limits"]["timeout"], 200);
+    assert_eq!(plugins[1]["limits"]["timeout_ms"], 200);
     assert_eq!(plugins[1]["digest"].as_str().expect("digest").len(), 64);
     assert!(
         out["errors"][0]

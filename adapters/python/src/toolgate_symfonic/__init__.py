@@ -1,16 +1,17 @@
-"""toolgate for symfonic: consult a ``toolgate serve`` guard service from an agent.
+"""toolgate for symfonic: sandboxed WebAssembly guards on an agent's tool calls.
 
 >>> from toolgate_symfonic import ToolgateHandler
->>> handler = ToolgateHandler("http://127.0.0.1:7878")        # doctest: +SKIP
+>>> handler = ToolgateHandler(plugins="guards/")   # in-process  # doctest: +SKIP
+>>> handler = ToolgateHandler(url="http://127.0.0.1:7878")   # or a service  # doctest: +SKIP
 >>> handler.install(agent)          # routing guards narrow the palette  # doctest: +SKIP
 >>> await agent.run(query, callbacks=[handler])              # doctest: +SKIP
 """
 
-from ._wire import STATE_KEYS, json_safe, state_subset
+from ._transport import CircuitBreaker, ConfigurationError, ServiceError
+from ._wire import STATE_KEYS, json_safe, state_subset, tenant_dir
 from .handler import (
     FAIL_CLOSED_MESSAGE,
     FailurePolicy,
-    ServiceError,
     ToolgateHandler,
 )
 from .palette import ToolgatePaletteResolver
@@ -18,12 +19,15 @@ from .palette import ToolgatePaletteResolver
 __all__ = [
     "FAIL_CLOSED_MESSAGE",
     "STATE_KEYS",
+    "CircuitBreaker",
+    "ConfigurationError",
     "FailurePolicy",
     "ServiceError",
     "ToolgateHandler",
     "ToolgatePaletteResolver",
     "json_safe",
     "state_subset",
+    "tenant_dir",
 ]
 
 __version__ = "0.1.0"

@@ -9,7 +9,9 @@ JSON-safe copy.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,3 +98,36 @@ def state_subset(state: Any) -> dict[str, Any]:
     out["allowed_tool_names"] = None if allowed is None else [str(n) for n in allowed]
     out["tool_calls"] = _current_tool_calls(state)
     return out
+
+
+# The host's rule for a tenant directory name (``validate_tenant``):
+# 1-64 characters of [A-Za-z0-9_.-], not starting with a dot.
+_PLAIN_TENANT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
+_KEPT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
+
+
+def tenant_dir(tenant_id: str) -> str:
+    """The tenant directory name (under ``tenants/``) for a symfonic tenant id.
+
+    symfonic accepts any non-empty string as a tenant id (``acme:eu``,
+    ``org/team``, ``Zürich``); toolgate's tenant directories are plain names.
+    The mapping is injective and its result is always a plain name, a single
+    path component that cannot escape ``tenants/``:
+
+    1. An id that already is a valid directory name (1-64 characters of
+       ``[A-Za-z0-9_.-]``, not starting with ``.``) and does not start with
+       ``__`` is used as is: ``acme`` -> ``acme``.
+    2. Any other id becomes ``__`` followed by the id with every byte of its
+       UTF-8 encoding outside ``[A-Za-z0-9.-]`` written as ``_XX`` (two
+       uppercase hex digits): ``acme:eu`` -> ``__acme_3Aeu``,
+       ``org/team`` -> ``__org_2Fteam``, ``__x`` -> ``___5F_5Fx``.
+    3. If that is longer than 64 characters: ``___x`` followed by the first
+       56 hex digits of the SHA-256 of the id's UTF-8 bytes.
+    """
+    if _PLAIN_TENANT.fullmatch(tenant_id) and not tenant_id.startswith("__"):
+        return tenant_id
+    raw = tenant_id.encode("utf-8", "surrogatepass")
+    encoded = "__" + "".join(chr(b) if b in _KEPT else f"_{b:02X}" for b in raw)
+    if len(encoded) <= 64:
+        return encoded
+    return "___x" + hashlib.sha256(raw).hexdigest()[:56]

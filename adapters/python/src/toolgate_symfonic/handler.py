@@ -1,21 +1,25 @@
-"""``ToolgateHandler``: symfonic's four tool seams, forwarded to ``toolgate serve``.
+"""``ToolgateHandler``: symfonic's four tool seams, answered by toolgate guards.
 
-Each hook turns symfonic's event into the JSON event of the toolgate HTTP API,
-posts it with a JSON-safe subset of the hook's ``state`` to
-``POST {base_url}/v1/{seam}``, and returns what the service answers, which is
-exactly what the symfonic hook must return.
+The guards run either in this process (``ToolgateHandler(plugins="dir")``: a
+``toolgate.Host`` over a plugin directory, the default) or in a
+``toolgate serve`` service (``ToolgateHandler(url="http://...")``). Each hook
+turns symfonic's event into toolgate's JSON event, sends it with a JSON-safe
+subset of the hook's ``state`` and the run's tenant, and returns the answer,
+which is exactly what the symfonic hook must return. Both transports take the
+same request and give the same answer: one handler, one set of semantics.
 
-The handler owns its failures. A transport error, a timeout, an HTTP error or
-an answer that does not fit the contract is logged (logger
-``toolgate_symfonic``), counted in :attr:`ToolgateHandler.failures`, and
-resolved by the handler's failure policy; no hook ever raises.
+The handler owns its failures. A transport error, a timeout, an open circuit
+breaker, a refused request or an answer that does not fit the contract is
+logged (logger ``toolgate_symfonic``), counted in
+:attr:`ToolgateHandler.failures`, and resolved by the handler's failure
+policy; no hook ever raises.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
+import os
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,9 +34,19 @@ from symfonic.core.contracts.callbacks import (
     ToolRoutingDecisionEvent,
 )
 
-from ._wire import json_safe, state_subset
+from ._transport import (
+    CircuitBreaker,
+    ConfigurationError,
+    EmbeddedTransport,
+    HttpTransport,
+    ServiceError,
+    open_host,
+)
+from ._wire import json_safe, state_subset, tenant_dir
 
 if TYPE_CHECKING:
+    from toolgate import Host
+
     from .palette import ToolgatePaletteResolver
 
 logger = logging.getLogger("toolgate_symfonic")
@@ -42,9 +56,9 @@ logger = logging.getLogger("toolgate_symfonic")
 #: had answered. ``fail_closed`` refuses instead.
 FailurePolicy = Literal["fail_open", "fail_closed"]
 
-#: What the model sees when a call is refused because the guard service
-#: failed under ``fail_closed``. Fixed, and labelled as coming from toolgate,
-#: so it is never mistaken for a guard's own verdict.
+#: What the model sees when a call is refused because the guards could not
+#: be consulted under ``fail_closed``. Fixed, and labelled as coming from
+#: toolgate, so it is never mistaken for a guard's own verdict.
 FAIL_CLOSED_MESSAGE = (
     "[toolgate] The tool-call guard service is unavailable, so this call was "
     "not run (fail-closed policy). The call itself may be fine; it could not "
@@ -54,13 +68,13 @@ FAIL_CLOSED_MESSAGE = (
 #: Seam names, as in the HTTP paths.
 Seam = Literal["steering", "rewrite", "routing", "result"]
 
-
-class ServiceError(Exception):
-    """The guard service could not give a usable answer.
-
-    Raised inside the handler only; the hooks turn it into the failure
-    policy's outcome and never let it out.
-    """
+__all__ = [
+    "FAIL_CLOSED_MESSAGE",
+    "ConfigurationError",
+    "FailurePolicy",
+    "ServiceError",
+    "ToolgateHandler",
+]
 
 
 @dataclass
@@ -87,50 +101,65 @@ class _Run:
 
 
 class ToolgateHandler(BaseCallbackHandler):
-    """A symfonic callback handler that consults a ``toolgate serve`` service.
+    """A symfonic callback handler whose hooks are answered by toolgate guards.
 
-    Register it per run (``agent.run(query, callbacks=[handler])``); to let
-    routing guards narrow the tools the model sees, also install its palette
-    resolver on the agent once (:meth:`install`).
+    ``ToolgateHandler(plugins="guards/")`` runs the guards in this process
+    (a :class:`toolgate.Host`; pass a ``Host`` to share one between
+    handlers); ``ToolgateHandler(url="http://127.0.0.1:7878")`` asks a
+    ``toolgate serve`` service. Register it per run
+    (``agent.run(query, callbacks=[handler])``) and install it on the agent
+    once (:meth:`install`) so routing guards narrow the tools the model sees.
 
     Args:
-        base_url: Where ``toolgate serve`` listens, e.g.
-            ``"http://127.0.0.1:7878"``.
-        token: Sent as ``Authorization: Bearer <token>`` when set.
+        plugins: A plugin directory, or a ``toolgate.Host``. Exactly one of
+            ``plugins`` and ``url``.
+        url: Where ``toolgate serve`` listens.
+        token: Sent as ``Authorization: Bearer <token>`` (``url`` only).
         tenant: The tenant whose policies apply. ``None`` (the default) uses
             the ``tenant_id`` of symfonic's state (the run's
-            ``TenantScope``); with neither, only the global chain runs.
-        timeout: Total seconds one service call may take (connect, send,
-            wait, read), default 3.0. Past it the call counts as failed.
+            ``TenantScope``); with neither, only the global chain runs. Any
+            symfonic tenant id is accepted; it names the directory
+            ``tenants/<tenant_dir(id)>`` (see :func:`tenant_dir`).
+        timeout: The seconds the guards may add to one tool call, all its
+            hooks together (rewrite, steering, result; a routing
+            consultation gets its own), default 3.0. A hook that finds the
+            budget spent fails at once.
         failure_policy: ``"fail_open"`` (default) or ``"fail_closed"``; see
-            the module README for what each seam does on failure.
+            ``docs/failures.md`` for what each seam does on failure.
         deny_hidden_tools: When true, a call to a tool that a routing guard
             hid this run is refused by the adapter itself (steered with an
-            error message) without asking the service. Off by default:
-            hiding a tool only keeps it out of the model's palette, and a
-            model can still name it.
+            error message) without asking the guards.
         max_runs: How many runs' routing verdicts and states to remember
             (oldest forgotten first), default 1024.
-        client: An ``httpx.AsyncClient`` to use instead of the handler's own
-            (its base URL, headers and limits are then yours to set; the
-            handler's ``timeout`` still bounds every call).
-        trust_env: Passed to the handler's own client: whether proxy
-            environment variables apply. Off by default, so a loopback
-            service is never sent through a proxy.
+        breaker_threshold: ``url`` only: consecutive failures that open the
+            circuit breaker, default 3.
+        breaker_cooldown: ``url`` only: seconds the open circuit fails calls
+            at once before letting a probe through, default 5.0.
+        client: ``url`` only: an ``httpx.AsyncClient`` to use instead of
+            the handler's own.
+        trust_env: ``url`` only: whether the handler's own client honours
+            proxy environment variables (off).
+        host_options: ``plugins`` as a directory only: keyword arguments of
+            ``toolgate.Host`` (``cache_dir``, ``watch``, ``max_instances``,
+            ...).
     """
 
     def __init__(
         self,
-        base_url: str,
+        plugins: str | os.PathLike[str] | Host | None = None,
         *,
+        url: str | None = None,
         token: str | None = None,
         tenant: str | None = None,
         timeout: float = 3.0,
         failure_policy: FailurePolicy = "fail_open",
         deny_hidden_tools: bool = False,
         max_runs: int = 1024,
+        breaker_threshold: int = 3,
+        breaker_cooldown: float = 5.0,
         client: httpx.AsyncClient | None = None,
         trust_env: bool = False,
+        **host_options: Any,
     ) -> None:
         if failure_policy not in ("fail_open", "fail_closed"):
             raise ValueError(
@@ -140,33 +169,89 @@ class ToolgateHandler(BaseCallbackHandler):
             raise ValueError(f"timeout must be positive, got {timeout!r}")
         if max_runs < 1:
             raise ValueError(f"max_runs must be at least 1, got {max_runs!r}")
-        self.base_url = base_url.rstrip("/")
+        if breaker_threshold < 1:
+            raise ValueError(f"breaker_threshold must be at least 1, got {breaker_threshold!r}")
+        if not breaker_cooldown >= 0:
+            raise ValueError(f"breaker_cooldown must be >= 0, got {breaker_cooldown!r}")
+        if isinstance(plugins, str) and plugins.startswith(("http://", "https://")):
+            raise ValueError(
+                f"{plugins!r} is a URL: pass it as ToolgateHandler(url=...) to use a "
+                "toolgate service, or pass a plugin directory to run the guards in-process"
+            )
+        if (plugins is None) == (url is None):
+            raise ValueError(
+                "pass exactly one of plugins (a plugin directory or a toolgate.Host, "
+                "in-process) and url (a toolgate serve service)"
+            )
         self.tenant = tenant
         self.timeout = float(timeout)
         self.failure_policy: FailurePolicy = failure_policy
         self.deny_hidden_tools = deny_hidden_tools
         self.max_runs = max_runs
-        self._token = token
-        self._trust_env = trust_env
-        self._external_client = client
-        self._client: httpx.AsyncClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._transport: HttpTransport | EmbeddedTransport
+        #: The circuit breaker of the HTTP transport (``None`` in-process).
+        self.breaker: CircuitBreaker | None = None
+        if url is not None:
+            if host_options:
+                raise TypeError(f"unexpected arguments for url=: {sorted(host_options)}")
+            self.breaker = CircuitBreaker(breaker_threshold, float(breaker_cooldown))
+            self._transport = HttpTransport(
+                url,
+                token=token,
+                client=client,
+                trust_env=trust_env,
+                breaker=self.breaker,
+                policy=failure_policy,
+            )
+        else:
+            if token is not None or client is not None:
+                raise TypeError("token and client apply to url= only")
+            from toolgate import Host
+
+            host = plugins if isinstance(plugins, Host) else open_host(plugins, **host_options)  # type: ignore[arg-type]
+            self._transport = EmbeddedTransport(host)
         self._runs: OrderedDict[str, _Run] = OrderedDict()
+        #: Seconds spent waiting on the guards, per tool call id.
+        self._spent: OrderedDict[str, float] = OrderedDict()
         self._resolver_installed = False
-        #: Service calls made, per seam.
+        self._logged_config_errors: set[str] = set()
+        self._routing_warned = False
+        #: Calls made to the guards, per seam.
         self.calls: Counter[str] = Counter()
-        #: Service calls that failed (and were resolved by the policy), per seam.
+        #: Calls that failed (and were resolved by the policy), per seam.
         self.failures: Counter[str] = Counter()
+        #: Failures that were refused requests (a configuration error), per seam.
+        self.config_errors: Counter[str] = Counter()
+
+    @property
+    def base_url(self) -> str | None:
+        """The service's URL (``None`` in-process)."""
+        return self._transport.url if isinstance(self._transport, HttpTransport) else None
+
+    @property
+    def host(self) -> Host | None:
+        """The in-process ``toolgate.Host`` (``None`` over HTTP)."""
+        return self._transport.host if isinstance(self._transport, EmbeddedTransport) else None
+
+    @property
+    def transport(self) -> str:
+        """``"embedded"`` or ``"http"``."""
+        return "embedded" if isinstance(self._transport, EmbeddedTransport) else "http"
 
     def __repr__(self) -> str:
-        return f"ToolgateHandler({self.base_url!r}, failure_policy={self.failure_policy!r})"
+        where = (
+            f"url={self.base_url!r}"
+            if self.base_url is not None
+            else f"plugins={str(self._transport)[len('plugins '):]!r}"
+        )
+        return f"ToolgateHandler({where}, failure_policy={self.failure_policy!r})"
 
     # ------------------------------------------------------------------
     # Wiring
     # ------------------------------------------------------------------
 
     def palette_resolver(
-        self, inner: Any | None = None, *, always_route: bool = False
+        self, inner: Any | None = None, *, always_route: bool = True
     ) -> ToolgatePaletteResolver:
         """A ``ToolPaletteResolver`` that applies this handler's routing verdicts.
 
@@ -181,14 +266,25 @@ class ToolgateHandler(BaseCallbackHandler):
         self._resolver_installed = True
         return ToolgatePaletteResolver(self, inner=inner, always_route=always_route)
 
-    def install(self, agent: Any, *, always_route: bool = False) -> ToolgatePaletteResolver:
+    def install(self, agent: Any, *, always_route: bool = True) -> ToolgatePaletteResolver:
         """Registers this handler's palette resolver on a ``SymfonicAgent``.
+
+        From then on routing guards narrow the tools bound to the model on
+        every turn of every run, whatever symfonic's ``tool_routing_mode``:
+        the guards are consulted once per run (on its first model turn) and
+        their verdict applies to every turn. With ``always_route=False`` they
+        are consulted only on runs for which symfonic fired its own routing
+        event (``tool_routing_mode`` "observe" or "enforce" and its narrower
+        dropped a tool).
 
         Wraps the resolver the agent registered at construction (so
         ``FrameworkConfig.role_tools`` keeps working) and replaces it in the
         agent's capability registry, the place symfonic documents for a
         custom ``ToolPaletteResolver`` (``agent._deps``). Call it once per
         agent, after constructing it. Returns the installed resolver.
+
+        Raises:
+            TypeError: the agent has no capability registry.
         """
         from symfonic.core.tool_palette_resolver import ToolPaletteResolver
 
@@ -203,11 +299,19 @@ class ToolgateHandler(BaseCallbackHandler):
         deps.register(ToolPaletteResolver, resolver)
         return resolver
 
+    async def check(self) -> None:
+        """Raises :class:`ConfigurationError` unless the guards can be asked.
+
+        Over HTTP: ``GET /v1/plugins`` must answer 200 with this handler's
+        URL and token. In-process: every file of the plugin directory must
+        have loaded. Call it once at start-up to fail loudly instead of
+        resolving every hook by the failure policy.
+        """
+        await self._transport.check()
+
     async def aclose(self) -> None:
         """Closes the handler's own HTTP client (an injected one is left open)."""
-        client, self._client, self._client_loop = self._client, None, None
-        if client is not None:
-            await client.aclose()
+        await self._transport.aclose()
 
     async def __aenter__(self) -> ToolgateHandler:
         return self
@@ -246,7 +350,9 @@ class ToolgateHandler(BaseCallbackHandler):
                 "call_id": str(event.call_id),
                 "args": json_safe(event.args if event.args is not None else {}),
             }
-            value = await self._call("steering", wire_event, sub, run.tenant)
+            value = await self._call(
+                "steering", wire_event, sub, run.tenant, str(event.call_id)
+            )
             return _steering_verdict(value)
         except Exception as exc:  # noqa: BLE001 - a hook never raises
             return self._failed("steering", exc, getattr(event, "call_id", None))
@@ -261,6 +367,7 @@ class ToolgateHandler(BaseCallbackHandler):
             # whatever is there belongs to an earlier turn.
             sub["tool_calls"] = []
             run = self._remember(sub, event.run_id)
+            self._check_routing_installed(run.tenant)
             wire_event = {
                 "run_id": str(event.run_id),
                 "iteration_index": int(event.iteration_index),
@@ -270,7 +377,9 @@ class ToolgateHandler(BaseCallbackHandler):
                 "args": json_safe(event.args if event.args is not None else {}),
                 "available_tools": [str(n) for n in event.available_tools],
             }
-            value = await self._call("rewrite", wire_event, sub, run.tenant)
+            value = await self._call(
+                "rewrite", wire_event, sub, run.tenant, str(event.call_id)
+            )
             return _rewrite_verdict(value)
         except Exception as exc:  # noqa: BLE001 - a hook never raises
             return self._failed("rewrite", exc, getattr(event, "call_id", None))
@@ -280,9 +389,9 @@ class ToolgateHandler(BaseCallbackHandler):
 
         symfonic's hook is observe-only (its return value is ignored), so the
         guards' narrowing is applied by the palette resolver
-        (:meth:`install`), which consults the service on the run's first
+        (:meth:`install`), which consults the guards on the run's first
         model turn with the tools' descriptions, the query and the run's
-        tenant. Without an installed resolver the service is consulted here,
+        tenant. Without an installed resolver the guards are consulted here,
         for the guards' benefit only: the verdict is kept
         (:meth:`visible_tools`) but cannot change what the model sees.
         """
@@ -322,7 +431,7 @@ class ToolgateHandler(BaseCallbackHandler):
                 "deferred": bool(event.deferred),
                 "is_error": bool(event.is_error),
             }
-            await self._call("result", wire_event, sub, tenant)
+            await self._call("result", wire_event, sub, tenant, str(event.call_id))
         except Exception as exc:  # noqa: BLE001 - a hook never raises
             self._failed("result", exc, getattr(event, "call_id", None))
         return None
@@ -394,58 +503,59 @@ class ToolgateHandler(BaseCallbackHandler):
         run.tenant = self.tenant if self.tenant is not None else sub.get("tenant_id")
         return run
 
-    def _http(self) -> httpx.AsyncClient:
-        """The HTTP client for the running event loop (connections are reused)."""
-        if self._external_client is not None:
-            return self._external_client
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop or self._client.is_closed:
-            # A client's pooled connections belong to the loop that opened
-            # them; a handler reused under a new loop gets a new client.
-            headers = {"Accept": "application/json"}
-            if self._token:
-                headers["Authorization"] = f"Bearer {self._token}"
-            self._client = httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=headers,
-                timeout=httpx.Timeout(self.timeout),
-                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
-                trust_env=self._trust_env,
-            )
-            self._client_loop = loop
-        return self._client
-
     async def _call(
         self,
         seam: Seam,
         event: dict[str, Any],
         state: dict[str, Any],
         tenant: str | None,
+        call_id: str | None = None,
     ) -> Any:
-        """POSTs one event; returns the decoded answer or raises ServiceError."""
+        """Asks the guards; returns the answer or raises ServiceError.
+
+        ``call_id``: the tool call the hook belongs to; its hooks share one
+        budget of ``timeout`` seconds.
+        """
         self.calls[seam] += 1
         body: dict[str, Any] = {"event": event, "state": state}
         if tenant is not None:
-            body["tenant"] = str(tenant)
-        content = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
-        path = f"/v1/{seam}"
-        if self._external_client is not None:
-            path = f"{self.base_url}{path}"
-        try:
-            async with asyncio.timeout(self.timeout):
-                response = await self._http().post(
-                    path, content=content, headers={"Content-Type": "application/json"}
+            body["tenant"] = tenant_dir(str(tenant))
+        budget = self.timeout
+        if call_id is not None:
+            budget -= self._spent.get(call_id, 0.0)
+            if budget <= 0:
+                raise ServiceError(
+                    f"the call's budget of {self.timeout:g}s is spent (earlier hooks of this call)"
                 )
-        except TimeoutError as exc:
-            raise ServiceError(f"no answer within {self.timeout:g}s") from exc
-        except httpx.HTTPError as exc:
-            raise ServiceError(f"{type(exc).__name__}: {exc or 'transport error'}") from exc
-        if response.status_code != 200:
-            raise ServiceError(f"HTTP {response.status_code}: {response.text[:300]!r}")
+        start = time.monotonic()
         try:
-            return response.json()
-        except ValueError as exc:
-            raise ServiceError(f"answer is not JSON: {response.text[:300]!r}") from exc
+            return await self._transport.call(seam, body, budget)
+        finally:
+            if call_id is not None:
+                self._spend(call_id, time.monotonic() - start)
+
+    def _spend(self, call_id: str, seconds: float) -> None:
+        self._spent[call_id] = self._spent.get(call_id, 0.0) + seconds
+        self._spent.move_to_end(call_id)
+        while len(self._spent) > 4 * self.max_runs:
+            self._spent.popitem(last=False)
+
+    def _check_routing_installed(self, tenant: str | None) -> None:
+        """Logs at ERROR, once, when routing guards are loaded but can never
+        narrow the palette because no resolver is installed."""
+        if self._resolver_installed or self._routing_warned:
+            return
+        transport = self._transport
+        if isinstance(transport, EmbeddedTransport):
+            key = None if tenant is None else tenant_dir(str(tenant))
+            if transport.routing_guards(key):
+                self._routing_warned = True
+                logger.error(
+                    "toolgate: routing guards are loaded in %s but this handler is not "
+                    "installed on the agent, so they cannot hide any tool: call "
+                    "handler.install(agent) once after constructing the agent",
+                    transport,
+                )
 
     def _failed(self, seam: Seam, exc: BaseException, call_id: Any) -> dict[str, Any] | None:
         """Logs and counts a failed call; returns the policy's outcome."""
@@ -464,15 +574,35 @@ class ToolgateHandler(BaseCallbackHandler):
         else:
             outcome = "result not observed"
         cause = str(exc) if isinstance(exc, ServiceError) else f"{type(exc).__name__}: {exc}"
-        logger.warning(
-            "toolgate: %s call to %s failed (%s)%s; %s: %s",
-            seam,
-            self.base_url,
-            cause,
-            f" for call {call_id}" if call_id else "",
-            self.failure_policy,
-            outcome,
-        )
+        if isinstance(exc, ConfigurationError):
+            self.config_errors[seam] += 1
+            if cause not in self._logged_config_errors:
+                self._logged_config_errors.add(cause)
+                logger.error(
+                    "toolgate: %s refused a %s request (%s): a configuration error, so no "
+                    "guard is consulted until it is fixed; every such call is resolved by "
+                    "%s (%s). Counted in handler.config_errors; logged once per reason.",
+                    self._transport,
+                    seam,
+                    cause,
+                    self.failure_policy,
+                    outcome,
+                )
+            else:
+                logger.debug("toolgate: %s request refused again (%s)", seam, cause)
+        elif isinstance(exc, ServiceError) and cause.startswith("circuit open"):
+            # The opening was logged at ERROR by the breaker.
+            logger.debug("toolgate: %s call short-circuited (%s); %s", seam, cause, outcome)
+        else:
+            logger.warning(
+                "toolgate: %s call to %s failed (%s)%s; %s: %s",
+                seam,
+                self._transport,
+                cause,
+                f" for call {call_id}" if call_id else "",
+                self.failure_policy,
+                outcome,
+            )
         if seam == "steering" and closed:
             return {"action": "skip", "content": FAIL_CLOSED_MESSAGE, "is_error": True}
         return None

@@ -45,9 +45,9 @@ class ToolgatePaletteResolver:
         inner: The resolver this one wraps (symfonic's own, which applies
             ``FrameworkConfig.role_tools``), consulted first.
         always_route: Also consult the routing seam on runs for which
-            symfonic fired no routing event (routing "off", or its narrower
-            kept every tool). The event is then built from the palette:
-            ``mode`` is ``"off"`` when symfonic fired nothing, ``intent_label``
+            symfonic fired no routing event (routing "off", the default, or
+            its narrower kept every tool); default true. The event is then
+            built from the palette: ``mode`` is ``"off"``, ``intent_label``
             ``""``, and every palette tool is offered.
     """
 
@@ -56,7 +56,7 @@ class ToolgatePaletteResolver:
         handler: ToolgateHandler,
         inner: Any | None = None,
         *,
-        always_route: bool = False,
+        always_route: bool = True,
     ) -> None:
         self.handler = handler
         self.inner = inner

@@ -1,0 +1,359 @@
+//! `toolgate._native`: the toolgate host embedded in a Python process.
+//!
+//! A [`Host`] loads a plugin directory with the `toolgate` library (the same
+//! [`Registry`], chains, limits, manifests, tenants, compiled cache and hot
+//! reload as `toolgate serve`) and answers seam requests in-process.
+//!
+//! JSON crosses the boundary as text: a request is the body `toolgate serve`
+//! takes (`{"event", "state"?, "tenant"?}`) and the answer is the body it
+//! returns, both parsed and written by the workspace's `serde_json`
+//! (arbitrary precision, key order kept), so integers of any size and the key
+//! order of `args` survive. The Python package (`toolgate/__init__.py`) wraps
+//! this class with `json.dumps` / `json.loads` and typed async methods.
+//!
+//! Guard calls run on one process-wide multi-threaded Tokio runtime owned by
+//! this module, with the GIL released. [`Host::decide`] first gives a call
+//! one slice on the calling thread (inside the runtime's context): a chain
+//! that finishes within it — a small guard takes tens of microseconds — is
+//! answered at once, with no thread hop. A guest still running at the next
+//! epoch tick (1 ms) yields, and the rest of the call continues on the
+//! runtime while the caller awaits an asyncio future (pyo3-async-runtimes):
+//! the event loop is never held for more than one tick per call. With
+//! `inline=False` every call goes to the runtime from the start.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use toolgate::cache::CompiledCache;
+use toolgate::metrics::Metrics;
+use toolgate::watch::WatchHandle;
+use toolgate::{DecideRequest, Engine, EngineConfig, Registry, RegistryOptions, Seam};
+
+pyo3::create_exception!(
+    _native,
+    ToolgateError,
+    pyo3::exceptions::PyException,
+    "Something toolgate could not do: load a plugin directory, reload it, start its runtime."
+);
+pyo3::create_exception!(
+    _native,
+    RequestError,
+    ToolgateError,
+    "A seam request toolgate refuses as invalid (what `toolgate serve` answers with 400): \
+     a missing or mistyped event field, a state that is not an object, an invalid tenant name. \
+     The message names the field."
+);
+
+/// The process-wide runtime every host's guard calls and watchers run on,
+/// and whether pyo3-async-runtimes drives its futures on it too.
+struct Runtime {
+    rt: &'static tokio::runtime::Runtime,
+    shared: bool,
+}
+
+/// The process-wide runtime (started on first use).
+fn runtime() -> PyResult<&'static Runtime> {
+    static RUNTIME: OnceLock<Result<Runtime, String>> = OnceLock::new();
+    let rt = RUNTIME.get_or_init(|| {
+        let workers = std::env::var("TOOLGATE_WORKER_THREADS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("toolgate")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the toolgate runtime: {e}"))?;
+        let rt: &'static tokio::runtime::Runtime = Box::leak(Box::new(rt));
+        // pyo3-async-runtimes completes asyncio futures from this runtime.
+        // If another extension set its runtime first, ours still runs the
+        // guard calls: `decide` then spawns onto it explicitly.
+        let shared = pyo3_async_runtimes::tokio::init_with_runtime(rt).is_ok();
+        Ok(Runtime { rt, shared })
+    });
+    rt.as_ref().map_err(|e| ToolgateError::new_err(e.clone()))
+}
+
+/// Sends the library's log (guard faults, load errors, reloads) to standard
+/// error, filtered by `$TOOLGATE_LOG` (default `warn`), unless the process
+/// already installed a subscriber.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn parse_seam(seam: &str) -> PyResult<Seam> {
+    seam.parse::<Seam>().map_err(PyValueError::new_err)
+}
+
+/// A plugin directory loaded in this process: the global chain and each
+/// tenant's, with hot reload.
+///
+/// `Host(plugins, *, cache_dir=None, no_cache=False, watch=True,
+/// settle_ms=250, max_instances=256, pooling=True)`:
+///
+/// - `plugins`: the plugin directory (its `*.wasm`, `toolgate.toml` and
+///   `tenants/`), as for `toolgate serve --plugins`.
+/// - `cache_dir`: where compiled components are cached. Default:
+///   `$TOOLGATE_CACHE_DIR`, else `$XDG_CACHE_HOME/toolgate`, else
+///   `~/.cache/toolgate`. `no_cache=True` compiles every component and
+///   writes nothing.
+/// - `watch`: reload when the directory changes (after `settle_ms` of
+///   quiet). Calls in flight finish on the chain they began with.
+/// - `max_instances`: guard instances alive at once (the pooling allocator's
+///   slots); `pooling=False` turns the pooling allocator off.
+/// - `inline`: give each call its first slice (up to one epoch tick, 1 ms)
+///   on the calling thread, GIL released, before handing it to the runtime
+///   (see `decide`). `False`: every call is handed over at once.
+///
+/// Loading compiles every new component (the cache makes later loads fast);
+/// the GIL is released meanwhile. A directory that does not exist, or a
+/// manifest that fails to parse, raises `ToolgateError`; a component that
+/// fails to load is reported in `plugins()["errors"]` and skipped.
+#[pyclass(module = "toolgate._native", frozen)]
+struct Host {
+    registry: Arc<Registry>,
+    metrics: Arc<Metrics>,
+    watch: Mutex<Option<WatchHandle>>,
+    inline: bool,
+}
+
+/// One seam call, boxed so it can start on the caller's thread and move to
+/// the runtime.
+type Call = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+
+#[pymethods]
+impl Host {
+    #[new]
+    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true))]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "keyword arguments of the Python constructor"
+    )]
+    fn new(
+        py: Python<'_>,
+        plugins: PathBuf,
+        cache_dir: Option<PathBuf>,
+        no_cache: bool,
+        watch: bool,
+        settle_ms: u64,
+        max_instances: u32,
+        pooling: bool,
+        inline: bool,
+    ) -> PyResult<Self> {
+        if no_cache && cache_dir.is_some() {
+            return Err(PyValueError::new_err(
+                "pass cache_dir or no_cache=True, not both",
+            ));
+        }
+        if max_instances == 0 {
+            return Err(PyValueError::new_err("max_instances must be at least 1"));
+        }
+        let rt = runtime()?;
+        let cache = match (cache_dir, no_cache) {
+            (_, true) => CompiledCache::disabled(),
+            (Some(dir), false) => CompiledCache::at(dir),
+            (None, false) => CompiledCache::from_env(),
+        };
+        let options = RegistryOptions {
+            cache,
+            settle: Duration::from_millis(settle_ms),
+        };
+        let config = EngineConfig {
+            max_instances,
+            pooling,
+            ..EngineConfig::default()
+        };
+        let registry = py.detach(|| {
+            rt.rt.block_on(async move {
+                let engine = Engine::new(config)?;
+                Registry::open_with(engine, plugins, options).await
+            })
+        });
+        let registry = Arc::new(registry.map_err(|e| ToolgateError::new_err(e.to_string()))?);
+        let manifest_error = registry
+            .snapshot()
+            .errors
+            .iter()
+            .find(|e| e.path.file_name() == Some(toolgate::manifest::FILE_NAME.as_ref()))
+            .map(|e| e.message.clone());
+        if let Some(message) = manifest_error {
+            // A broken manifest would silently run fewer guards.
+            return Err(ToolgateError::new_err(message));
+        }
+        let handle = if watch {
+            let _in_runtime = rt.rt.enter();
+            Some(
+                Arc::clone(&registry)
+                    .watch()
+                    .map_err(|e| ToolgateError::new_err(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Ok(Host {
+            registry,
+            metrics: Arc::new(Metrics::new()),
+            watch: Mutex::new(handle),
+            inline,
+        })
+    }
+
+    /// Runs one seam request; returns the answer, or an awaitable of it.
+    ///
+    /// `seam` is `"routing"`, `"rewrite"`, `"steering"` or `"result"`;
+    /// `request` is the JSON text of `{"event": {...}, "state"?: {...},
+    /// "tenant"?: "..."}`. The answer is the JSON text of what the Python
+    /// hook returns, or with `trace=True` of `{"result": ..., "trace":
+    /// [...]}`. It is returned as a `str` when the call finished within its
+    /// first slice on this thread (see the module docs), else as an
+    /// awaitable resolving to the `str`; an invalid request raises (or the
+    /// awaitable raises) `RequestError`. Must be called with an asyncio event
+    /// loop running.
+    #[pyo3(signature = (seam, request, trace=false))]
+    fn decide<'py>(
+        &self,
+        py: Python<'py>,
+        seam: &str,
+        request: String,
+        trace: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let seam = parse_seam(seam)?;
+        let rt = runtime()?;
+        let registry = Arc::clone(&self.registry);
+        let metrics = Arc::clone(&self.metrics);
+        let mut call: Call = Box::pin(async move {
+            let request = DecideRequest::parse(seam, request.as_bytes())?;
+            let decision = request.decide(&registry.snapshot()).await;
+            metrics.record_decision(seam, &decision);
+            Ok::<String, String>(toolgate::request::answer(decision, trace).to_string())
+        });
+        if self.inline {
+            // The first slice, here, without the GIL: a guest still running
+            // at the next epoch tick yields (`Pending`) and moves on below.
+            let first = py.detach(|| {
+                let _in_runtime = rt.rt.enter();
+                match call.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(answer) => Some(answer),
+                    Poll::Pending => None,
+                }
+            });
+            match first {
+                Some(Ok(answer)) => return Ok(answer.into_pyobject(py)?.into_any()),
+                Some(Err(message)) => return Err(RequestError::new_err(message)),
+                None => {}
+            }
+        }
+        if rt.shared {
+            // One task on our runtime; cancelling the asyncio future drops it.
+            return pyo3_async_runtimes::tokio::future_into_py(py, async move {
+                call.await.map_err(RequestError::new_err)
+            });
+        }
+        let task = rt.rt.spawn(call);
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            match task.await {
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(message)) => Err(RequestError::new_err(message)),
+                Err(e) => Err(ToolgateError::new_err(format!("guard call failed: {e}"))),
+            }
+        })
+    }
+
+    /// Re-reads the plugin directory now and swaps in the new chains;
+    /// returns the reload report as JSON text (`generation`, `loaded`,
+    /// `removed`, `errors`, `compiled`, `cache_hits`). Blocks the calling
+    /// thread (not the runtime) until done; the GIL is released.
+    fn reload(&self, py: Python<'_>) -> PyResult<String> {
+        let rt = runtime()?;
+        let registry = Arc::clone(&self.registry);
+        let report = py
+            .detach(|| rt.rt.block_on(async move { registry.reload().await }))
+            .map_err(|e| ToolgateError::new_err(e.to_string()))?;
+        serde_json::to_string(&report).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
+    /// What is loaded, as JSON text: the same document as `toolgate
+    /// serve`'s `GET /v1/plugins` (`generation`, `global`, `tenants`,
+    /// `errors`).
+    fn plugins(&self) -> String {
+        toolgate::server::describe_snapshot(&self.registry.snapshot()).to_string()
+    }
+
+    /// The seams at least one plugin of the chain for `tenant` subscribes
+    /// to (`tenant=None`: the global chain).
+    #[pyo3(signature = (tenant=None))]
+    fn seams(&self, tenant: Option<&str>) -> Vec<&'static str> {
+        let snapshot = self.registry.snapshot();
+        let chain = snapshot.chain(tenant);
+        Seam::ALL
+            .into_iter()
+            .filter(|s| chain.plugins().iter().any(|p| p.subscribes(*s)))
+            .map(Seam::as_str)
+            .collect()
+    }
+
+    /// This host's metrics in the OpenMetrics text format: the series of
+    /// `toolgate serve`'s `GET /metrics` except the HTTP ones.
+    fn metrics(&self) -> String {
+        self.metrics.observe_snapshot(&self.registry.snapshot());
+        self.metrics.encode()
+    }
+
+    /// The snapshot generation serving now (incremented by every reload
+    /// that changed something).
+    #[getter]
+    fn generation(&self) -> u64 {
+        self.registry.snapshot().generation
+    }
+
+    /// The plugin directory.
+    #[getter]
+    fn root(&self) -> PathBuf {
+        self.registry.root().to_path_buf()
+    }
+
+    /// Whether the directory is being watched.
+    #[getter]
+    fn watching(&self) -> bool {
+        self.watch.lock().map(|w| w.is_some()).unwrap_or(false)
+    }
+
+    /// Stops watching the directory. Calls keep working on the chains
+    /// loaded last.
+    fn close(&self) {
+        if let Ok(mut w) = self.watch.lock() {
+            w.take();
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Host({:?}, generation={})",
+            self.registry.root().display(),
+            self.registry.snapshot().generation
+        )
+    }
+}
+
+/// The module: `Host`, `ToolgateError`, `RequestError`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    init_logging();
+    m.add_class::<Host>()?;
+    m.add("ToolgateError", m.py().get_type::<ToolgateError>())?;
+    m.add("RequestError", m.py().get_type::<RequestError>())?;
+    Ok(())
+}

@@ -1,0 +1,226 @@
+"""toolgate in-process: sandboxed WebAssembly tool-call guards, no service to run.
+
+>>> from toolgate import Host
+>>> host = Host("plugins/")                                  # doctest: +SKIP
+>>> await host.steering({"run_id": "r", "tool_name": "run_query",
+...                      "call_id": "c1", "args": {"sql": "DELETE FROM users"}})  # doctest: +SKIP
+{'action': 'skip', 'content': 'Add a WHERE clause before running this query.', 'is_error': True}
+
+:class:`Host` loads a plugin directory with the toolgate library itself (the
+Rust crate behind ``toolgate serve``, compiled into the extension module
+``toolgate._native``): the same chains, limits, manifests, tenants, compiled
+cache and hot reload. Each seam method takes the event and state as Python
+values, sends them to the host as JSON text (integers of any size and key
+order survive both ways) and returns exactly what the symfonic hook returns.
+Guard calls run without the GIL: a call gets its first slice on the calling
+thread (a small guard finishes there in microseconds); one still running at
+the next 1 ms epoch tick continues on the host's own Tokio runtime while the
+coroutine awaits it, so the event loop is never held longer than that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ._native import Host as _NativeHost
+from ._native import RequestError, ToolgateError
+
+# The extension names its exceptions after itself; they are this package's.
+for _exc in (RequestError, ToolgateError):
+    _exc.__module__ = __name__
+
+__all__ = ["Host", "RequestError", "ToolgateError", "SEAMS"]
+
+#: The four seams, in the order symfonic fires them.
+SEAMS: tuple[str, ...] = ("routing", "rewrite", "steering", "result")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+class Host:
+    """A plugin directory loaded in this process, with hot reload.
+
+    Args:
+        plugins: The plugin directory (``*.wasm``, an optional
+            ``toolgate.toml``, ``tenants/<name>/``), as for
+            ``toolgate serve --plugins``.
+        cache_dir: Where compiled components are cached. Default:
+            ``$TOOLGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/toolgate``, else
+            ``~/.cache/toolgate``.
+        no_cache: Compile every component; read and write no cache.
+        watch: Reload when the directory changes (default true). Calls in
+            flight finish on the chain they began with.
+        settle_ms: How long the directory must be quiet before a reload.
+        max_instances: Guard instances alive at once across all plugins
+            (a call finding none free faults with ``capacity``).
+        pooling: Use wasmtime's pooling allocator (fast fresh instances).
+        inline: Give each call its first slice on the calling thread (the
+            GIL released; a guest still running at the next 1 ms epoch tick
+            yields and the call continues on the host's runtime while the
+            coroutine awaits it). Small guards then answer with no thread
+            hop. ``False``: every call goes to the runtime at once.
+
+    Raises:
+        ToolgateError: The directory does not exist, or its manifest does not
+            parse. A component that fails to load is skipped and reported in
+            :meth:`plugins` (``"errors"``) and on standard error.
+
+    The library logs (guard faults, reloads, load errors) go to standard
+    error, filtered by ``$TOOLGATE_LOG`` (default ``warn``).
+    """
+
+    def __init__(
+        self,
+        plugins: str | os.PathLike[str],
+        *,
+        cache_dir: str | os.PathLike[str] | None = None,
+        no_cache: bool = False,
+        watch: bool = True,
+        settle_ms: int = 250,
+        max_instances: int = 256,
+        pooling: bool = True,
+        inline: bool = True,
+    ) -> None:
+        self._native = _NativeHost(
+            os.fspath(plugins),
+            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            no_cache=no_cache,
+            watch=watch,
+            settle_ms=settle_ms,
+            max_instances=max_instances,
+            pooling=pooling,
+            inline=inline,
+        )
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+    # ------------------------------------------------------------------
+    # The four seams
+    # ------------------------------------------------------------------
+
+    async def decide(
+        self,
+        seam: str,
+        event: Mapping[str, Any],
+        *,
+        state: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        trace: bool = False,
+    ) -> Any:
+        """Runs ``event`` through the chain of ``seam`` for ``tenant``.
+
+        Returns what the symfonic hook returns (see the seam methods), or
+        with ``trace=True`` ``{"result": ..., "trace": [...]}``: one entry
+        per guard consulted (``plugin``, ``outcome``, ``fault``, ``detail``,
+        ``fuel_used``, ``micros``).
+
+        Raises:
+            RequestError: The request is invalid (a missing or mistyped
+                event field, a tenant name that is not a valid directory
+                name); the message names the field.
+            ValueError: ``seam`` is not one of :data:`SEAMS`, or a value is
+                not JSON (a non-finite float).
+        """
+        body: dict[str, Any] = {"event": event}
+        if state is not None:
+            body["state"] = state
+        if tenant is not None:
+            body["tenant"] = tenant
+        answer = self._native.decide(seam, _dumps(body), trace)
+        if not isinstance(answer, str):
+            answer = await answer
+        return json.loads(answer)
+
+    async def routing(
+        self,
+        event: Mapping[str, Any],
+        *,
+        state: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        trace: bool = False,
+    ) -> Any:
+        """``on_tool_routing_decision``: the tool names left visible (a list)."""
+        return await self.decide("routing", event, state=state, tenant=tenant, trace=trace)
+
+    async def rewrite(
+        self,
+        event: Mapping[str, Any],
+        *,
+        state: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        trace: bool = False,
+    ) -> Any:
+        """``on_tool_call_dispatch``: ``None`` or ``{"tool_name", "args"}``."""
+        return await self.decide("rewrite", event, state=state, tenant=tenant, trace=trace)
+
+    async def steering(
+        self,
+        event: Mapping[str, Any],
+        *,
+        state: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        trace: bool = False,
+    ) -> Any:
+        """``on_before_tool_call``: ``None`` or ``{"action": "skip", "content", "is_error"}``."""
+        return await self.decide("steering", event, state=state, tenant=tenant, trace=trace)
+
+    async def result(
+        self,
+        event: Mapping[str, Any],
+        *,
+        state: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        trace: bool = False,
+    ) -> Any:
+        """``on_tool_result``: ``None`` (guards only observe)."""
+        return await self.decide("result", event, state=state, tenant=tenant, trace=trace)
+
+    # ------------------------------------------------------------------
+    # What is loaded
+    # ------------------------------------------------------------------
+
+    def plugins(self) -> dict[str, Any]:
+        """What is loaded: ``toolgate serve``'s ``GET /v1/plugins`` document
+        (``generation``, ``global``, ``tenants``, ``errors``); limits carry
+        their units (``timeout_ms``, ``memory_bytes``, ...)."""
+        return json.loads(self._native.plugins())
+
+    def seams(self, tenant: str | None = None) -> list[str]:
+        """The seams some plugin of ``tenant``'s chain subscribes to."""
+        return list(self._native.seams(tenant))
+
+    def reload(self) -> dict[str, Any]:
+        """Re-reads the directory now (blocking; the GIL is released) and
+        returns the reload report (``generation``, ``loaded``, ``removed``,
+        ``errors``, ``compiled``, ``cache_hits``)."""
+        return json.loads(self._native.reload())
+
+    def metrics(self) -> str:
+        """The host's metrics, OpenMetrics text (``toolgate serve``'s
+        ``/metrics`` series without the HTTP ones)."""
+        return str(self._native.metrics())
+
+    @property
+    def generation(self) -> int:
+        """The plugin snapshot generation serving now."""
+        return int(self._native.generation)
+
+    @property
+    def root(self) -> str:
+        """The plugin directory."""
+        return os.fspath(self._native.root)
+
+    @property
+    def watching(self) -> bool:
+        """Whether the directory is watched for changes."""
+        return bool(self._native.watching)
+
+    def close(self) -> None:
+        """Stops watching the directory; calls keep working."""
+        self._native.close()

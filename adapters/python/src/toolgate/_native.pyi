@@ -1,0 +1,35 @@
+"""Type stubs of the extension module ``toolgate._native`` (Rust, PyO3)."""
+
+from collections.abc import Awaitable
+
+class ToolgateError(Exception):
+    """Something toolgate could not do: load or reload a plugin directory."""
+
+class RequestError(ToolgateError):
+    """A seam request refused as invalid; the message names the field."""
+
+class Host:
+    def __init__(
+        self,
+        plugins: str,
+        *,
+        cache_dir: str | None = ...,
+        no_cache: bool = ...,
+        watch: bool = ...,
+        settle_ms: int = ...,
+        max_instances: int = ...,
+        pooling: bool = ...,
+        inline: bool = ...,
+    ) -> None: ...
+    def decide(self, seam: str, request: str, trace: bool = ...) -> str | Awaitable[str]: ...
+    def reload(self) -> str: ...
+    def plugins(self) -> str: ...
+    def seams(self, tenant: str | None = ...) -> list[str]: ...
+    def metrics(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def watching(self) -> bool: ...
+    def close(self) -> None: ...

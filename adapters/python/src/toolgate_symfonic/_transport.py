@@ -1,0 +1,273 @@
+"""How the handler reaches the guards: in-process (``toolgate.Host``) or over HTTP.
+
+Both transports take the same request body (``{"event", "state", "tenant"?}``)
+and return the same answer (what the symfonic hook returns), so the handler
+has one set of semantics over either. Each raises:
+
+- :class:`ConfigurationError` when the request is refused as invalid (the
+  service's 4xx; the embedded host's ``RequestError``): retrying cannot help,
+  someone has to fix a setting;
+- :class:`ServiceError` for everything else that leaves no usable answer
+  (connection refused, a timeout, a 5xx, an open circuit breaker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+if TYPE_CHECKING:
+    from toolgate import Host
+
+logger = logging.getLogger("toolgate_symfonic")
+
+
+class ServiceError(Exception):
+    """The guards could not give a usable answer.
+
+    Raised inside the handler only; the hooks turn it into the failure
+    policy's outcome and never let it out.
+    """
+
+
+class ConfigurationError(ServiceError):
+    """A request was refused as invalid: a wrong URL, token, or request.
+
+    The handler resolves it by its failure policy like any failure, but logs
+    it at ERROR (once per distinct reason) and counts it in
+    ``handler.config_errors``: until it is fixed, no guard is consulted.
+    :meth:`ToolgateHandler.check` raises it.
+    """
+
+
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+
+class CircuitBreaker:
+    """Stops waiting on a service that keeps failing.
+
+    After ``threshold`` consecutive failures the circuit opens: for
+    ``cooldown`` seconds every call fails at once (the failure policy applies
+    without waiting for a timeout). Then one call is let through as a probe:
+    its success closes the circuit, its failure opens it for another
+    cool-down.
+    """
+
+    def __init__(self, threshold: int, cooldown: float) -> None:
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self.consecutive = 0
+        self.open_until: float | None = None
+        self._probing = False
+        #: How many times the circuit opened.
+        self.opened = 0
+
+    @property
+    def state(self) -> str:
+        """``"closed"``, ``"open"`` or ``"half-open"`` (a probe may go)."""
+        if self.open_until is None:
+            return "closed"
+        return "open" if time.monotonic() < self.open_until or self._probing else "half-open"
+
+    def before_call(self) -> None:
+        """Raises ServiceError while the circuit is open."""
+        if self.open_until is None:
+            return
+        now = time.monotonic()
+        if now < self.open_until or self._probing:
+            wait = max(0.0, self.open_until - now)
+            raise ServiceError(
+                f"circuit open after {self.consecutive} consecutive failures "
+                f"(next probe in {wait:.1f}s)"
+            )
+        self._probing = True
+
+    def success(self) -> None:
+        """Records an answer: closes the circuit."""
+        if self.open_until is not None:
+            logger.warning("toolgate: service answered again; circuit closed")
+        self.consecutive = 0
+        self.open_until = None
+        self._probing = False
+
+    def failure(self, target: str, cause: str, policy: str) -> None:
+        """Records a failure; opens the circuit at the threshold."""
+        self.consecutive += 1
+        probing, self._probing = self._probing, False
+        if probing or self.consecutive >= self.threshold:
+            self.open_until = time.monotonic() + self.cooldown
+            self.opened += 1
+            logger.error(
+                "toolgate: %s failed %d times in a row (last: %s); circuit open for %gs: "
+                "every guard call is resolved by %s at once until a probe succeeds",
+                target,
+                self.consecutive,
+                cause,
+                self.cooldown,
+                policy,
+            )
+
+
+class HttpTransport:
+    """``POST {url}/v1/{seam}`` to a ``toolgate serve`` service."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None,
+        client: httpx.AsyncClient | None,
+        trust_env: bool,
+        breaker: CircuitBreaker,
+        policy: str,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.breaker = breaker
+        self._policy = policy
+        self._token = token
+        self._trust_env = trust_env
+        self._external_client = client
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def __str__(self) -> str:
+        return self.url
+
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client for the running event loop (connections are reused)."""
+        if self._external_client is not None:
+            return self._external_client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop or self._client.is_closed:
+            # A client's pooled connections belong to the loop that opened
+            # them; a handler reused under a new loop gets a new client.
+            headers = {"Accept": "application/json"}
+            if self._token:
+                headers["Authorization"] = f"Bearer {self._token}"
+            self._client = httpx.AsyncClient(
+                base_url=self.url,
+                headers=headers,
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+                trust_env=self._trust_env,
+            )
+            self._client_loop = loop
+        return self._client
+
+    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Any:
+        """Posts one request; returns the decoded answer."""
+        self.breaker.before_call()
+        path = f"/v1/{seam}"
+        if self._external_client is not None:
+            path = f"{self.url}{path}"
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._http().post(
+                    path,
+                    content=_dumps(body),
+                    headers={"Content-Type": "application/json"},
+                    timeout=httpx.Timeout(timeout),
+                )
+        except TimeoutError as exc:
+            self._failure(f"no answer within {timeout:g}s")
+            raise ServiceError(f"no answer within {timeout:g}s") from exc
+        except httpx.HTTPError as exc:
+            cause = f"{type(exc).__name__}: {exc or 'transport error'}"
+            self._failure(cause)
+            raise ServiceError(cause) from exc
+        status = response.status_code
+        if 400 <= status < 500 and status not in (408, 429):
+            # The service is up and answered: it refuses the request itself.
+            self.breaker.success()
+            raise ConfigurationError(f"HTTP {status}: {response.text[:300]!r}")
+        if status != 200:
+            cause = f"HTTP {status}: {response.text[:300]!r}"
+            self._failure(cause)
+            raise ServiceError(cause)
+        self.breaker.success()
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise ServiceError(f"answer is not JSON: {response.text[:300]!r}") from exc
+
+    def _failure(self, cause: str) -> None:
+        self.breaker.failure(self.url, cause, self._policy)
+
+    async def check(self) -> None:
+        """Raises ConfigurationError unless the service answers with this
+        handler's URL and token."""
+        try:
+            response = await self._http().get(
+                f"{self.url}/v1/plugins" if self._external_client else "/v1/plugins",
+                timeout=httpx.Timeout(10.0),
+            )
+        except httpx.HTTPError as exc:
+            raise ConfigurationError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise ConfigurationError(
+                f"{self.url}/v1/plugins answered HTTP {response.status_code}: "
+                f"{response.text[:300]!r}"
+            )
+
+    async def aclose(self) -> None:
+        """Closes the transport's own HTTP client (an injected one stays open)."""
+        client, self._client, self._client_loop = self._client, None, None
+        if client is not None:
+            await client.aclose()
+
+
+class EmbeddedTransport:
+    """The guards in this process: a ``toolgate.Host``."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def __str__(self) -> str:
+        return f"plugins {self.host.root}"
+
+    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Any:
+        """Runs one request through the host's chain; returns the answer."""
+        from toolgate import RequestError, ToolgateError
+
+        request = json.dumps(body, separators=(",", ":"), allow_nan=False)
+        try:
+            answer = self.host._native.decide(seam, request, False)
+            if not isinstance(answer, str):
+                async with asyncio.timeout(timeout):
+                    answer = await answer
+        except RequestError as exc:
+            raise ConfigurationError(f"request refused: {exc}") from exc
+        except TimeoutError as exc:
+            raise ServiceError(f"no answer within {timeout:g}s") from exc
+        except ToolgateError as exc:
+            raise ServiceError(str(exc)) from exc
+        return json.loads(answer)
+
+    def routing_guards(self, tenant: str | None) -> bool:
+        """Whether some plugin of ``tenant``'s chain subscribes to routing."""
+        return "routing" in self.host.seams(tenant)
+
+    async def check(self) -> None:
+        """Raises ConfigurationError when the directory had load errors."""
+        errors = self.host.plugins().get("errors") or []
+        if errors:
+            raise ConfigurationError(
+                f"{len(errors)} file(s) in {self.host.root} failed to load: "
+                + "; ".join(str(e.get("message", e)) for e in errors)
+            )
+
+    async def aclose(self) -> None:
+        """Nothing to close per event loop (the host outlives it)."""
+
+
+def open_host(plugins: str | os.PathLike[str], **options: Any) -> Host:
+    """A ``toolgate.Host`` over ``plugins`` (imported only when needed)."""
+    from toolgate import Host
+
+    return Host(plugins, **options)

@@ -1,0 +1,238 @@
+"""``toolgate.Host``: the toolgate host in this process (the PyO3 module).
+
+Real components (the Rust example guards, built by ``scripts/build-plugins``)
+in temporary plugin directories; no mocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from toolgate_server import plugin_dir, rust_plugin, built_guest
+
+from toolgate import Host, RequestError, ToolgateError
+
+WHERE_MESSAGE = "Add a WHERE clause before running this query."
+
+
+def steering_event(sql: Any, tool: str = "run_query") -> dict[str, Any]:
+    return {"run_id": "r", "tool_name": tool, "call_id": "c1", "args": {"sql": sql}}
+
+
+def host_over(tmp_path: Path, components: dict[str, Path], **kw: Any) -> Host:
+    kw.setdefault("watch", False)
+    kw.setdefault("max_instances", 16)
+    return Host(plugin_dir(tmp_path / "plugins", components), **kw)
+
+
+def test_steering_and_its_trace(tmp_path: Path) -> None:
+    host = host_over(tmp_path, {"sql-guard.wasm": rust_plugin("sql-guard")})
+
+    async def go() -> tuple[Any, Any, Any]:
+        return (
+            await host.steering(steering_event("DELETE FROM users")),
+            await host.steering(steering_event("DELETE FROM users WHERE id = 7"), state={"a": 1}),
+            await host.decide("steering", steering_event("DROP TABLE x"), trace=True),
+        )
+
+    skip, proceed, traced = asyncio.run(go())
+    assert skip == {"action": "skip", "content": WHERE_MESSAGE, "is_error": True}
+    assert proceed is None
+    assert traced["result"] == skip
+    (entry,) = traced["trace"]
+    assert entry["plugin"] == "sql-guard" and entry["outcome"] == "skip"
+    assert entry["fuel_used"] > 0 and entry["micros"] >= 0
+    assert host.seams() == ["steering"]
+    assert host.plugins()["global"][0]["limits"]["timeout_ms"] == 200
+
+
+def test_big_integers_and_key_order_survive(tmp_path: Path) -> None:
+    # The scripted test guest answers the rewrite seam with the JSON text of
+    # its configuration verbatim: what the host parses is what Python gets.
+    scripted = built_guest("scripted")
+    if scripted is None:
+        pytest.skip("the scripted test guest is not built (cargo test --workspace builds it)")
+    big = 18446744073709551616123
+    raw = f'{{"zeta":{big},"sql":"SELECT 1","alpha":[1,-{big},2.5]}}'
+    plugins = plugin_dir(tmp_path / "plugins", {"scripted.wasm": scripted})
+    (plugins / "toolgate.toml").write_text(
+        '[[plugin]]\npath = "scripted.wasm"\n[plugin.config.rewrite]\n'
+        f"raw_args = '{raw}'\n"
+    )
+    host = Host(plugins, watch=False, max_instances=8)
+    event = {
+        "run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "c1",
+        "tool_name": "run_query", "args": {"b": big, "a": 1}, "available_tools": ["run_query"],
+    }
+    answer = asyncio.run(host.rewrite(event))
+    assert answer == {
+        "tool_name": "run_query",
+        "args": {"zeta": big, "sql": "SELECT 1", "alpha": [1, -big, 2.5]},
+    }
+    assert list(answer["args"]) == ["zeta", "sql", "alpha"]
+    assert isinstance(answer["args"]["zeta"], int)
+
+
+def test_routing_and_result(tmp_path: Path) -> None:
+    host = host_over(
+        tmp_path,
+        {
+            "hide-admin-tools.wasm": rust_plugin("hide-admin-tools"),
+            "result-audit.wasm": rust_plugin("result-audit"),
+        },
+    )
+    routing = {
+        "run_id": "r", "mode": "off", "intent_label": "", "total_tools": 3,
+        "narrowed_tool_names": ["run_query", "admin_purge", "list_tables"],
+    }
+    result = {"run_id": "r", "tool_name": "run_query", "result": "ok", "call_id": "c1"}
+
+    async def go() -> tuple[Any, Any]:
+        return await host.routing(routing), await host.result(result, trace=True)
+
+    visible, observed = asyncio.run(go())
+    assert visible == ["run_query", "list_tables"]
+    assert observed["result"] is None
+    assert [e["outcome"] for e in observed["trace"]] == ["observed"]
+
+
+def test_tenants_run_their_own_guards(tmp_path: Path) -> None:
+    host = host_over(tmp_path, {"tenants/acme/sql-guard.wasm": rust_plugin("sql-guard")})
+
+    async def go() -> list[Any]:
+        event = steering_event("DELETE FROM users")
+        return [
+            await host.steering(event, tenant="acme"),
+            await host.steering(event, tenant="globex"),
+            await host.steering(event),
+        ]
+
+    acme, other, none = asyncio.run(go())
+    assert acme is not None and acme["content"] == WHERE_MESSAGE
+    assert other is None and none is None
+    assert list(host.plugins()["tenants"]) == ["acme"]
+
+
+def test_invalid_requests_raise_request_error(tmp_path: Path) -> None:
+    host = host_over(tmp_path, {"sql-guard.wasm": rust_plugin("sql-guard")})
+
+    async def refused(seam: str, event: Any, **kw: Any) -> str:
+        with pytest.raises(RequestError) as info:
+            await host.decide(seam, event, **kw)
+        return str(info.value)
+
+    async def go() -> list[str]:
+        return [
+            await refused("steering", {"run_id": "r", "tool_name": "t", "call_id": "c"}),
+            await refused("steering", steering_event("x"), tenant="../etc"),
+            await refused("steering", {**steering_event("x"), "args": "not an object"}),
+        ]
+
+    missing, tenant, args = asyncio.run(go())
+    assert "args" in missing
+    assert "tenant" in tenant
+    assert "event.args" in args
+    assert issubclass(RequestError, ToolgateError)
+    assert RequestError.__module__ == "toolgate"
+    with pytest.raises(ValueError, match="unknown seam"):
+        asyncio.run(host.decide("nope", steering_event("x")))
+
+
+def test_a_missing_directory_or_broken_manifest_raises(tmp_path: Path) -> None:
+    with pytest.raises(ToolgateError, match="not a directory"):
+        Host(tmp_path / "absent", watch=False)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "toolgate.toml").write_text("[[plugin]]\nnope = 1\n")
+    with pytest.raises(ToolgateError, match="toolgate.toml"):
+        Host(broken, watch=False)
+
+
+def test_hot_reload(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    host = Host(plugins, watch=True, settle_ms=50, max_instances=16)
+    assert host.watching and host.generation == 1
+    event = steering_event("DELETE FROM users")
+    assert asyncio.run(host.steering(event)) is None
+    # The atomic-rename convention: write a dotfile, rename it into place.
+    shutil.copyfile(rust_plugin("sql-guard"), plugins / ".sql-guard.wasm")
+    os.rename(plugins / ".sql-guard.wasm", plugins / "sql-guard.wasm")
+    deadline = time.monotonic() + 30
+    while host.generation == 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host.generation == 2
+    assert asyncio.run(host.steering(event)) is not None
+    (plugins / "sql-guard.wasm").unlink()
+    host.close()
+    assert not host.watching
+    report = host.reload()
+    assert report["generation"] == 3 and report["removed"]
+    assert asyncio.run(host.steering(event)) is None
+
+
+def test_metrics(tmp_path: Path) -> None:
+    host = host_over(tmp_path, {"sql-guard.wasm": rust_plugin("sql-guard")})
+    asyncio.run(host.steering(steering_event("DELETE FROM users")))
+    text = host.metrics()
+    assert 'toolgate_guard_calls_total{plugin="sql-guard",seam="steering"} 1' in text
+    assert 'toolgate_decisions_total{seam="steering",verdict="skip"} 1' in text
+    assert "toolgate_plugins_generation 1" in text
+
+
+def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
+    hostile = os.environ.get("TOOLGATE_HOSTILE")
+    if not hostile:
+        pytest.skip("TOOLGATE_HOSTILE is not set (path of the looping guard component)")
+    # The hostile guard spins on a `loop` call until its 200 ms deadline.
+    host = host_over(tmp_path, {"hostile.wasm": Path(hostile)})
+    counted = 0
+    stop = threading.Event()
+
+    def count() -> None:  # pure Python: runs only while nobody holds the GIL
+        nonlocal counted
+        while not stop.is_set():
+            counted += 1
+
+    async def go() -> tuple[int, float, list[Any]]:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.001)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        start = time.monotonic()
+        answers = await asyncio.gather(
+            *(host.steering({**steering_event(None, tool="loop"), "call_id": f"l{i}"})
+              for i in range(4))
+        )
+        elapsed = time.monotonic() - start
+        ticker.cancel()
+        return ticks, elapsed, answers
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    try:
+        before = counted
+        ticks, elapsed, answers = asyncio.run(go())
+        during = counted - before
+    finally:
+        stop.set()
+        thread.join()
+    assert answers == [None] * 4  # faulted (deadline) and skipped
+    assert elapsed >= 0.15
+    # The loop kept running (a blocked loop would not tick at all while the
+    # calls ran; the counting thread shares the GIL with it, 5 ms slices)
+    # and so did a Python thread (it would stall if a call held the GIL).
+    assert ticks >= 5, (ticks, elapsed)
+    assert during > 1000, during
