@@ -67,6 +67,7 @@ async fn open(dir: &Path, cache: CompiledCache) -> Arc<Registry> {
     let options = RegistryOptions {
         cache,
         settle: SETTLE,
+        ..Default::default()
     };
     Arc::new(
         Registry::open_with(engine(), dir, options)

@@ -33,11 +33,13 @@
 mod bindings;
 pub mod cache;
 pub mod chain;
+pub mod compile;
 pub mod dir;
 pub mod engine;
 pub mod error;
 pub mod event;
 pub mod fault;
+pub mod files;
 pub mod limits;
 pub mod manifest;
 pub mod metrics;

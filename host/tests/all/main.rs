@@ -14,6 +14,7 @@ mod manifest;
 mod reload;
 mod server;
 mod snapshot;
+mod tenant_files;
 
 use std::sync::Arc;
 use std::time::Duration;
