@@ -25,6 +25,15 @@
 //! through the on-disk [`CompiledCache`] first. A file that fails to load
 //! keeps its previous version serving; a manifest that fails to parse keeps
 //! the directory's whole previous chain serving.
+//!
+//! Tenants are not trusted. Files are read by the rules of [`crate::files`]
+//! (regular files inside their own directory, no symlinks in a tenant's,
+//! size-capped, on blocking threads); compiles wait in a bounded queue and
+//! are bounded in time and memory ([`crate::compile`]); a plugin that
+//! failed is not compiled or probed again while its bytes and settings are
+//! unchanged; the load probe's deadline is capped. Each directory loads
+//! under its own lock and is swapped in when done, so one tenant's slow
+//! load holds up no other's. The caps are [`LoadLimits`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
