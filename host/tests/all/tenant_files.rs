@@ -520,3 +520,104 @@ fn measure_core_compile() {
         start.elapsed()
     );
 }
+
+/// `toolgate serve` with a watched directory: one tenant's manifest is a
+/// FIFO from the start (the server still starts), another's turns into a
+/// symlink at `/dev/zero` while it runs. The server keeps answering, an
+/// explicit reload answers promptly with both refusals, and the good
+/// tenant's guard keeps steering.
+#[test]
+fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let (dir, tenants) = tree();
+    mkfifo(&tenants.join("evil").join("toolgate.toml"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--plugins", &dir.path().display().to_string()])
+        .args(["--listen", "127.0.0.1:0", "--no-cache"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolgate serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Keep reading: the server logs the refusals.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(at) = line.find(" on http://") {
+                let _ = tx.send(line[at + " on http://".len()..].trim().to_string());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("address printed");
+    let base = format!("http://{addr}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client");
+    let steer_good = || {
+        rt.block_on(async {
+            let body = json!({
+                "event": {"run_id": "r", "tool_name": "run_query", "call_id": "c",
+                          "args": {"sql": DELETE}},
+                "tenant": "good",
+            });
+            let r = client
+                .post(format!("{base}/v1/steering"))
+                .json(&body)
+                .send()
+                .await
+                .expect("steering answers");
+            assert!(r.status().is_success(), "{}", r.status());
+            r.json::<serde_json::Value>().await.expect("JSON")
+        })
+    };
+    assert!(!steer_good().is_null(), "the good tenant's guard steers");
+
+    // Broken before the start (a FIFO would hang a reader) or after.
+    let zero = tenants.join("zero");
+    std::fs::create_dir_all(&zero).expect("mkdir");
+    symlink("/dev/zero", zero.join("toolgate.toml")).expect("symlink");
+    // Let the watcher's reload run into them.
+    std::thread::sleep(Duration::from_millis(800));
+    let healthy = rt.block_on(async {
+        client
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .map(|r| r.status().is_success())
+    });
+    assert!(matches!(healthy, Ok(true)), "healthz: {healthy:?}");
+    let start = Instant::now();
+    let report: serde_json::Value = rt.block_on(async {
+        client
+            .post(format!("{base}/v1/reload"))
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("reload answers")
+            .json()
+            .await
+            .expect("JSON")
+    });
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+    let errors = report["errors"].to_string();
+    assert!(errors.contains("evil/toolgate.toml"), "{report}");
+    assert!(errors.contains("zero/toolgate.toml"), "{report}");
+    assert!(
+        !steer_good().is_null(),
+        "the good tenant's guard still steers"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -420,16 +420,33 @@ fn read_json(path: &Path, what: &str) -> Result<Value> {
     })
 }
 
+/// Opens a plugin directory (global and tenant chains) for one command,
+/// refusing any manifest that fails.
+async fn open(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<toolgate::Registry> {
+    open_for(dir, cache, load, false).await
+}
+
 /// Opens a plugin directory (global and tenant chains) for one command.
 /// Plugins that fail are warned about; a manifest that fails is an error,
 /// so a broken manifest never silently runs fewer guards.
-async fn open(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<toolgate::Registry> {
+///
+/// `serve` passes `global_only`: a tenant's broken manifest must not stop
+/// the server from starting (tenants are not trusted); it is warned about
+/// and that tenant runs the global chain only.
+async fn open_for(
+    dir: &Path,
+    cache: &CacheArgs,
+    load: &LoadArgs,
+    global_only: bool,
+) -> Result<toolgate::Registry> {
     let registry = open_registry(dir, cache, load).await?;
     let snapshot = registry.snapshot();
+    let global_manifest = dir.join(toolgate::manifest::FILE_NAME);
     let manifest_errors: Vec<&toolgate::registry::LoadIssue> = snapshot
         .errors
         .iter()
         .filter(|e| e.path.file_name() == Some(toolgate::manifest::FILE_NAME.as_ref()))
+        .filter(|e| !global_only || e.path == global_manifest)
         .collect();
     if let Some(first) = manifest_errors.first() {
         return Err(bad(first.message.clone()));
@@ -725,7 +742,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         request_timeout: std::time::Duration::from_millis(args.request_timeout_ms.max(1)),
         token,
     };
-    let registry = Arc::new(open(&args.plugins, &args.cache, &args.load).await?);
+    let registry = Arc::new(open_for(&args.plugins, &args.cache, &args.load, true).await?);
     let snapshot = registry.snapshot();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
