@@ -430,6 +430,19 @@ impl Registry {
         Ok(report)
     }
 
+    /// Forgets every remembered load failure: the next reload tries each
+    /// failed plugin again (say, after a compile ran out of time on a busy
+    /// machine). Without this, a failed plugin is tried again only when its
+    /// bytes or settings change.
+    pub fn forget_failures(&self) {
+        self.publish(|scopes, _| {
+            for s in scopes.values_mut() {
+                s.failed.clear();
+            }
+            false
+        });
+    }
+
     fn scope_lock(&self, key: &ScopeKey) -> Arc<ScopeLock> {
         let mut scopes = self
             .scopes

@@ -470,6 +470,11 @@ async fn failed_plugin_is_not_recompiled_while_unchanged() {
         assert_eq!(r.errors.len(), 1);
         assert_eq!(r.errors[0].message, first[0].message);
     }
+    // Asked to forget: tried (compiled) again.
+    reg.forget_failures();
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(r.compiled.len(), 1, "tried again: {r:?}");
+    assert_eq!(r.errors.len(), 1);
     // New settings (a manifest): tried again (re-linked from the component
     // compiled before, or compiled; either way it fails again, reported).
     std::fs::write(
