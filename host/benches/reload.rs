@@ -67,7 +67,7 @@ async fn open(dir: &Path, cache: CompiledCache) -> Arc<Registry> {
     let options = RegistryOptions {
         cache,
         settle: SETTLE,
-        policy: toolgate::Policy::default(),
+        ..Default::default()
     };
     Arc::new(
         Registry::open_with(engine(), dir, options)

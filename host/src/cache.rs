@@ -138,41 +138,87 @@ impl CompiledCache {
         bytes: &[u8],
         digest: &str,
     ) -> Result<(Component, CacheOutcome), Error> {
+        self.load_or_compile_with(engine, digest, || compile(engine, path, bytes))
+    }
+
+    /// Like [`CompiledCache::load_or_compile`], compiling with `compile`
+    /// on a miss (a bounded compile, say).
+    pub fn load_or_compile_with(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        compile: impl FnOnce() -> Result<Component, Error>,
+    ) -> Result<(Component, CacheOutcome), Error> {
+        let outcome = match self.lookup(engine, digest) {
+            Lookup::Hit(component) => return Ok((component, CacheOutcome::Hit)),
+            Lookup::Miss => CacheOutcome::Compiled,
+            Lookup::Rebuilt => CacheOutcome::Rebuilt,
+        };
+        let component = compile()?;
+        self.store(engine, digest, &component);
+        Ok((component, outcome))
+    }
+
+    /// The cached compiled form of the component with SHA-256 `digest`, if
+    /// a valid entry exists. An unusable entry is deleted
+    /// ([`Lookup::Rebuilt`]: compile and [`CompiledCache::store`] again).
+    /// Counts a hit or a miss. Blocking.
+    pub fn lookup(&self, engine: &Engine, digest: &str) -> Lookup {
         let Some(entry) = self.entry_path(engine, digest) else {
             self.misses.fetch_add(1, Ordering::Relaxed);
-            return Ok((compile(engine, path, bytes)?, CacheOutcome::Compiled));
+            return Lookup::Miss;
         };
         if let Err(unsafe_dir) = self.check_dir() {
             if !self.warned.swap(true, Ordering::Relaxed) {
                 tracing::warn!("compiled cache not used: {unsafe_dir}");
             }
             self.misses.fetch_add(1, Ordering::Relaxed);
-            return Ok((compile(engine, path, bytes)?, CacheOutcome::Compiled));
+            return Lookup::Miss;
         }
-        let mut outcome = CacheOutcome::Compiled;
         let header = Header::new(engine, digest);
-        match read_entry(engine, &entry, &header) {
+        let found = match read_entry(engine, &entry, &header) {
             Ok(Some(component)) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok((component, CacheOutcome::Hit));
+                return Lookup::Hit(component);
             }
-            Ok(None) => {}
+            Ok(None) => Lookup::Miss,
             Err(why) => {
                 tracing::warn!(entry = %entry.display(), "compiled cache entry unusable, rebuilding: {why}");
                 if let Err(e) = std::fs::remove_file(&entry) {
                     tracing::warn!(entry = %entry.display(), "cannot delete cache entry: {e}");
                 }
                 self.rebuilt.fetch_add(1, Ordering::Relaxed);
-                outcome = CacheOutcome::Rebuilt;
+                Lookup::Rebuilt
             }
-        }
+        };
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let component = compile(engine, path, bytes)?;
-        if let Err(e) = write_entry(&component, &entry, &header) {
+        found
+    }
+
+    /// Stores `component` (compiled from the bytes with SHA-256 `digest`);
+    /// a failure to write is logged, never fatal; a directory others can
+    /// write is never written to. Blocking.
+    pub fn store(&self, engine: &Engine, digest: &str, component: &Component) {
+        let Some(entry) = self.entry_path(engine, digest) else {
+            return;
+        };
+        if self.check_dir().is_err() {
+            return;
+        }
+        if let Err(e) = write_entry(component, &entry, &Header::new(engine, digest)) {
             tracing::warn!(entry = %entry.display(), "cannot write compiled cache entry: {e}");
         }
-        Ok((component, outcome))
     }
+}
+
+/// What [`CompiledCache::lookup`] found.
+pub enum Lookup {
+    /// A valid entry.
+    Hit(Component),
+    /// No entry (or the cache is disabled).
+    Miss,
+    /// An unusable entry, now deleted.
+    Rebuilt,
 }
 
 fn default_dir() -> Option<PathBuf> {

@@ -95,7 +95,7 @@ impl Engine {
     }
 }
 
-fn wasmtime_config(config: &EngineConfig) -> Config {
+pub(crate) fn wasmtime_config(config: &EngineConfig) -> Config {
     let mut c = Config::new();
     c.consume_fuel(true)
         .epoch_interruption(true)

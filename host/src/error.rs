@@ -90,6 +90,34 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A plugin file that is missing, not a regular file, or not inside its
+    /// own directory (a symlink in a tenant's directory, a FIFO, a device,
+    /// a directory). One message for all: it never tells whether some host
+    /// path exists.
+    #[error(
+        "{path}: not loaded: missing or not a regular file inside its directory (symlinks are \
+         not followed in a tenant's directory; FIFOs, devices and directories are refused)"
+    )]
+    Refused {
+        /// The file, as the directory names it.
+        path: PathBuf,
+    },
+    /// A plugin file larger than its cap.
+    #[error("{path}: not loaded: larger than the limit of {limit} bytes")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// A compile that went past the operator's time or memory bound.
+    #[error("{path}: compile refused: {message}")]
+    CompileBound {
+        /// The component.
+        path: PathBuf,
+        /// Which bound, and its value.
+        message: String,
+    },
     /// A guard could not be pre-initialised into a snapshot.
     #[error("{path}: cannot snapshot: {message}")]
     Snapshot {

@@ -40,6 +40,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Spanned;
 
+use crate::files::{self, Opened, PluginDir, Symlinks};
 use crate::limits::Limits;
 use crate::plugin::{OnError, PluginSpec};
 use crate::policy::Policy;
@@ -47,6 +48,9 @@ use crate::registry::validate_tenant;
 
 /// The manifest's file name.
 pub const FILE_NAME: &str = "toolgate.toml";
+
+/// Default cap on a manifest's size (1 MiB); larger is refused unread.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// Largest `timeout_ms` a manifest may set (10 minutes).
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -76,6 +80,21 @@ impl fmt::Display for ManifestError {
 }
 
 impl std::error::Error for ManifestError {}
+
+impl ManifestError {
+    /// A manifest that could not be read (not a regular file inside its
+    /// directory, too large, an I/O error): line 1, no key.
+    pub fn unreadable(path: &Path, error: &crate::error::Error) -> Self {
+        let shown = error.to_string();
+        let prefix = format!("{}: ", path.display());
+        ManifestError {
+            path: path.to_path_buf(),
+            line: 1,
+            key: None,
+            message: shown.strip_prefix(&prefix).unwrap_or(&shown).to_string(),
+        }
+    }
+}
 
 /// Where a manifest lives, which decides what it may say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,20 +248,39 @@ impl Manifest {
         max_memory_bytes: usize,
         policy: &Policy,
     ) -> Result<Option<Manifest>, ManifestError> {
-        let path = dir.join(FILE_NAME);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => {
-                return Err(ManifestError {
-                    path,
-                    line: 1,
-                    key: None,
-                    message: format!("cannot read: {e}"),
-                });
-            }
+        let symlinks = match scope {
+            Scope::Global => Symlinks::Follow,
+            Scope::Tenant => Symlinks::Refuse,
         };
-        Manifest::parse_with(&path, &text, scope, max_memory_bytes, policy).map(Some)
+        let path = dir.join(FILE_NAME);
+        match files::read_in(dir, Path::new(FILE_NAME), symlinks, MAX_MANIFEST_BYTES) {
+            Ok(None) => Ok(None),
+            Ok(Some(bytes)) => {
+                Manifest::parse_bytes(&path, &bytes, scope, max_memory_bytes, policy).map(Some)
+            }
+            Err(e) => Err(ManifestError::unreadable(&path, &e)),
+        }
+    }
+
+    /// Parses manifest `bytes` read from `path`: like
+    /// [`Manifest::parse_with`], after checking they are UTF-8.
+    pub fn parse_bytes(
+        path: &Path,
+        bytes: &[u8],
+        scope: Scope,
+        max_memory_bytes: usize,
+        policy: &Policy,
+    ) -> Result<Manifest, ManifestError> {
+        let text = std::str::from_utf8(bytes).map_err(|e| ManifestError {
+            path: path.to_path_buf(),
+            line: line_of(
+                &String::from_utf8_lossy(&bytes[..e.valid_up_to()]),
+                usize::MAX,
+            ),
+            key: None,
+            message: format!("is not UTF-8 text: {e}"),
+        })?;
+        Manifest::parse_with(path, text, scope, max_memory_bytes, policy)
     }
 
     /// Parses and checks manifest `text` read from `path` (component paths
@@ -269,7 +307,18 @@ impl Manifest {
         max_memory_bytes: usize,
         policy: &Policy,
     ) -> Result<Manifest, ManifestError> {
-        let dir = path.parent().unwrap_or(Path::new("."));
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let symlinks = match scope {
+            Scope::Global => Symlinks::Follow,
+            Scope::Tenant => Symlinks::Refuse,
+        };
+        let opened = match PluginDir::open(dir, symlinks) {
+            Opened::Dir(d) => Some(d),
+            Opened::Missing | Opened::Refused(_) => None,
+        };
         let at = |span: Range<usize>, key: Option<String>, message: String| ManifestError {
             path: path.to_path_buf(),
             line: line_of(text, span.start),
@@ -354,11 +403,17 @@ impl Manifest {
                 ));
             }
             let file = dir.join(rel_path);
-            if !file.is_file() {
+            // One message whether the file is missing, a symlink, a FIFO or
+            // a device: it never tells whether a host path exists.
+            if opened.as_ref().is_none_or(|d| d.check(rel_path).is_err()) {
                 return Err(at(
                     p.path.span(),
                     key("path"),
-                    format!("component file {} does not exist", file.display()),
+                    format!(
+                        "component file {} is missing or not a regular file inside the \
+                         manifest's directory (symlinks are not followed in a tenant's directory)",
+                        file.display()
+                    ),
                 ));
             }
             let (name, name_span) = match &p.name {

@@ -135,6 +135,20 @@ impl Plugin {
         component: Component,
         digest: String,
     ) -> Result<Plugin, Error> {
+        Plugin::from_component_probed(engine, spec, component, digest, None).await
+    }
+
+    /// Like [`Plugin::from_component`], with the load probe's deadline
+    /// capped at `probe_timeout` (when given): a start function that spins
+    /// costs a reload at most that long, whatever the plugin's own
+    /// `timeout` says.
+    pub async fn from_component_probed(
+        engine: &Engine,
+        spec: PluginSpec,
+        component: Component,
+        digest: String,
+        probe_timeout: Option<Duration>,
+    ) -> Result<Plugin, Error> {
         let path = spec.path;
         if spec.limits.memory_bytes > engine.config().max_memory_bytes {
             return Err(Error::Limits {
@@ -187,14 +201,17 @@ impl Plugin {
                 },
             });
         }
-        plugin.probe().await?;
+        plugin.probe(probe_timeout).await?;
         Ok(plugin)
     }
 
-    async fn probe(&self) -> Result<(), Error> {
+    async fn probe(&self, cap: Option<Duration>) -> Result<(), Error> {
         let path = &self.path;
         {
             let mut store = self.store()?;
+            if let Some(cap) = cap {
+                arm_deadline(&mut store, self.limits.timeout.min(cap));
+            }
             let instance =
                 self.pre
                     .instantiate_async(&mut store)
@@ -641,14 +658,7 @@ pub fn digest(bytes: &[u8]) -> String {
 /// Compiles component bytes, telling a core module or a non-wasm file apart
 /// from a component that fails to validate.
 pub fn compile(engine: &Engine, path: &Path, bytes: &[u8]) -> Result<Component, Error> {
-    const MAGIC: &[u8] = b"\0asm";
-    match bytes.get(..8) {
-        Some(h) if h.starts_with(MAGIC) && h[4..8] == [1, 0, 0, 0] => {
-            return Err(Error::CoreModule { path: path.into() });
-        }
-        Some(h) if h.starts_with(MAGIC) => {}
-        _ => return Err(Error::NotWasm { path: path.into() }),
-    }
+    crate::compile::check_header(path, bytes)?;
     Component::from_binary(engine.wasmtime(), bytes).map_err(|e| Error::Compile {
         path: path.into(),
         message: format!("{e:#}"),

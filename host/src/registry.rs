@@ -25,22 +25,34 @@
 //! through the on-disk [`CompiledCache`] first. A file that fails to load
 //! keeps its previous version serving; a manifest that fails to parse keeps
 //! the directory's whole previous chain serving.
+//!
+//! Tenants are not trusted. Files are read by the rules of [`crate::files`]
+//! (regular files inside their own directory, no symlinks in a tenant's,
+//! size-capped, on blocking threads); compiles wait in a bounded queue and
+//! are bounded in time and memory ([`crate::compile`]); a plugin that
+//! failed is not compiled or probed again while its bytes and settings are
+//! unchanged; the load probe's deadline is capped. Each directory loads
+//! under its own lock and is swapped in when done, so one tenant's slow
+//! load holds up no other's. The caps are [`LoadLimits`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use futures_util::future::join_all;
 use serde::Serialize;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Semaphore};
 use wasmtime::component::Component;
 
-use crate::cache::{CacheOutcome, CacheStats, CompiledCache};
+use crate::cache::{CacheOutcome, CacheStats, CompiledCache, Lookup};
 use crate::chain::Chain;
-use crate::dir;
+use crate::compile::{CompileBounds, Compiler};
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::files::{Opened, PluginDir, Symlinks};
 use crate::manifest::{self, Manifest, Scope};
 use crate::plugin::{Plugin, PluginSpec};
 use crate::policy::Policy;
@@ -82,8 +94,10 @@ pub struct Snapshot {
     pub errors: Vec<LoadIssue>,
     /// Every global plugin in order, with its tenant restriction.
     pub global_plugins: Vec<LoadedPlugin>,
-    /// Each tenant's own plugins (by tenant), for reuse on reload.
-    tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>>,
+    /// What each directory loaded, for reuse on reload.
+    scopes: BTreeMap<ScopeKey, ScopeState>,
+    /// Entries of `tenants/` that are not tenants (bad names, symlinks).
+    listing_errors: Vec<LoadIssue>,
     /// Global chain followed by each tenant's own, precomputed.
     combined: BTreeMap<String, Chain>,
     /// The operator's policy in force (ceilings, shares, quarantine).
@@ -131,6 +145,43 @@ pub fn validate_tenant(name: &str) -> Result<(), String> {
     }
 }
 
+/// What loading a directory may cost: the caps on files, compiles and the
+/// load probe. Operator settings; every default is safe for untrusted
+/// tenants.
+#[derive(Clone, Debug)]
+pub struct LoadLimits {
+    /// Largest manifest read, in bytes; larger is refused unread.
+    /// Default: 1 MiB ([`manifest::MAX_MANIFEST_BYTES`]).
+    pub max_manifest_bytes: u64,
+    /// Largest component read (and so compiled), in bytes; larger is
+    /// refused unread. Default: 64 MiB.
+    pub max_component_bytes: u64,
+    /// How components are compiled. Default: [`Compiler::InProcess`];
+    /// `toolgate` uses [`Compiler::Subprocess`], which also bounds memory.
+    pub compiler: Compiler,
+    /// The time and memory bound of one compile. Default: 120 s, 2 GiB.
+    pub compile: CompileBounds,
+    /// Compiles that may run at once, all directories together (a
+    /// directory never runs more than one). Default: 2.
+    pub compile_jobs: usize,
+    /// The most the load probe (one instantiation of a new plugin) may
+    /// take, whatever the plugin's own `timeout`. Default: 1 s.
+    pub probe_timeout: Duration,
+}
+
+impl Default for LoadLimits {
+    fn default() -> Self {
+        LoadLimits {
+            max_manifest_bytes: manifest::MAX_MANIFEST_BYTES,
+            max_component_bytes: 64 << 20,
+            compiler: Compiler::default(),
+            compile: CompileBounds::default(),
+            compile_jobs: 2,
+            probe_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
 /// How a [`Registry`] keeps compiled code and watches its directory.
 #[derive(Debug)]
 pub struct RegistryOptions {
@@ -143,6 +194,9 @@ pub struct RegistryOptions {
     /// does not set them (it overrides them key by key). Default:
     /// [`Policy::default`].
     pub policy: Policy,
+    /// Caps on files, compiles and the load probe. Default:
+    /// [`LoadLimits::default`].
+    pub load: LoadLimits,
 }
 
 impl Default for RegistryOptions {
@@ -151,7 +205,45 @@ impl Default for RegistryOptions {
             cache: CompiledCache::from_env(),
             settle: Duration::from_millis(250),
             policy: Policy::default(),
+            load: LoadLimits::default(),
         }
+    }
+}
+
+/// One directory of plugins: the global one or a tenant's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum ScopeKey {
+    Global,
+    Tenant(String),
+}
+
+/// What one directory has loaded.
+#[derive(Clone, Debug, Default)]
+struct ScopeState {
+    plugins: Vec<LoadedPlugin>,
+    errors: Vec<LoadIssue>,
+    /// Plugins that failed to load, by fingerprint (bytes and settings):
+    /// not compiled or probed again until one of them changes.
+    failed: Vec<(String, LoadIssue)>,
+    /// The global directory's manifest's policy (ceilings, shares,
+    /// quarantine), when it sets one.
+    policy: Option<Policy>,
+}
+
+/// Serialises the loads of one directory; at most one more waits.
+#[derive(Default)]
+struct ScopeLock {
+    running: Mutex<()>,
+    queued: AtomicBool,
+}
+
+/// Clears a [`ScopeLock`]'s `queued` flag when the waiter gets the lock or
+/// gives up (its future dropped).
+struct Queued<'a>(&'a AtomicBool);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
@@ -160,11 +252,18 @@ pub struct Registry {
     engine: Engine,
     root: PathBuf,
     current: ArcSwap<Snapshot>,
-    reloading: Mutex<()>,
+    /// Serialises swapping in a new snapshot (never held across I/O).
+    publishing: std::sync::Mutex<()>,
+    /// One lock per directory: a directory's load never waits for
+    /// another's (a slow compile in one tenant stalls no other).
+    scopes: std::sync::Mutex<HashMap<ScopeKey, Arc<ScopeLock>>>,
     cache: Arc<CompiledCache>,
     settle: Duration,
     /// The policy of the options; the global manifest may override it.
     policy: Policy,
+    load: LoadLimits,
+    /// The compile queue: FIFO, `compile_jobs` at a time.
+    compile_slots: Arc<Semaphore>,
     /// Components compiled by this registry, by digest: a plugin whose
     /// settings change is re-linked, not recompiled.
     compiled: std::sync::Mutex<HashMap<String, Component>>,
@@ -185,6 +284,45 @@ pub struct ReloadReport {
     pub compiled: Vec<PathBuf>,
     /// Components loaded from the on-disk cache.
     pub cache_hits: Vec<PathBuf>,
+}
+
+impl ReloadReport {
+    fn absorb(&mut self, other: ReloadReport) {
+        self.loaded.extend(other.loaded);
+        self.removed.extend(other.removed);
+        self.compiled.extend(other.compiled);
+        self.cache_hits.extend(other.cache_hits);
+    }
+}
+
+/// What a directory's manifest (or listing) says to load.
+enum Plan {
+    /// The directory is gone.
+    Gone,
+    /// The directory is not a directory, or (a tenant's) is a symlink.
+    Refused(LoadIssue),
+    /// The directory (or its manifest) cannot be used: keep the previous
+    /// plugins, report why.
+    Failed(LoadIssue),
+    /// Load these, reading files through `dir`.
+    Load {
+        dir: Arc<PluginDir>,
+        entries: Vec<manifest::Entry>,
+        /// The policy the global manifest sets (`None` for a tenant, or
+        /// without a manifest).
+        policy: Option<Policy>,
+    },
+}
+
+fn issue(path: &Path, e: &impl std::fmt::Display) -> LoadIssue {
+    LoadIssue {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+fn join_error(e: tokio::task::JoinError) -> Error {
+    Error::Engine(format!("load task failed: {e}"))
 }
 
 impl Registry {
@@ -217,10 +355,13 @@ impl Registry {
             engine,
             root,
             current: ArcSwap::from_pointee(Snapshot::default()),
-            reloading: Mutex::new(()),
+            publishing: Default::default(),
+            scopes: Default::default(),
             cache: Arc::new(options.cache),
             settle: options.settle,
             policy: options.policy,
+            compile_slots: Arc::new(Semaphore::new(options.load.compile_jobs.max(1))),
+            load: options.load,
             compiled: Default::default(),
         };
         registry.reload().await?;
@@ -252,6 +393,11 @@ impl Registry {
         self.settle
     }
 
+    /// The caps on files, compiles and the load probe.
+    pub fn load_limits(&self) -> &LoadLimits {
+        &self.load
+    }
+
     /// Watches the directory and reloads on change (see [`crate::watch`]).
     /// Must be called inside a Tokio runtime; dropping the handle stops it.
     pub fn watch(self: Arc<Self>) -> Result<crate::watch::WatchHandle, Error> {
@@ -267,126 +413,45 @@ impl Registry {
 
     /// Re-reads the directory and swaps in the new chains. A component whose
     /// bytes did not change is reused as is (never recompiled); one that
-    /// fails to load keeps its previous version serving and is reported.
+    /// fails to load keeps its previous version serving and is reported,
+    /// and is not tried again while its bytes and settings stay the same.
+    ///
+    /// The global directory and each tenant's load concurrently, each
+    /// swapped in as soon as it is done: a slow compile in one tenant holds
+    /// up no other. A directory another reload is loading is waited for
+    /// (and then re-read); when a reload is already waiting for it, this one
+    /// leaves it to that one.
     pub async fn reload(&self) -> Result<ReloadReport, Error> {
-        let _one_at_a_time = self.reloading.lock().await;
-        let old = self.snapshot();
-        let mut report = ReloadReport::default();
-        let mut errors = Vec::new();
-        // The root must stay readable; everything below it is per file.
-        std::fs::read_dir(&self.root).map_err(|source| Error::Read {
-            path: self.root.clone(),
-            source,
-        })?;
-        // The policy: the global manifest's, else (it failed) the one
-        // serving, else the options'.
-        let fallback = if old.generation == 0 {
-            self.policy.clone()
-        } else {
-            old.policy.clone()
-        };
-        let (global_plugins, policy) = self
-            .load_scope(
-                &self.root,
-                Scope::Global,
-                None,
-                &fallback,
-                &old.global_plugins,
-                &mut report,
-                &mut errors,
-            )
+        let root = self.root.clone();
+        let (listed, listing_errors) = tokio::task::spawn_blocking(move || list_tenants(&root))
+            .await
+            .map_err(join_error)??;
+        // Tenants listed now, and tenants loaded before (gone ones are
+        // removed by their own load, under their lock).
+        let mut names: BTreeSet<String> = listed.into_iter().collect();
+        names.extend(self.snapshot().scopes.keys().filter_map(|k| match k {
+            ScopeKey::Tenant(t) => Some(t.clone()),
+            ScopeKey::Global => None,
+        }));
+        let tenants: Vec<ScopeKey> = names.into_iter().map(ScopeKey::Tenant).collect();
+        // The global directory first: its manifest sets the policy (the
+        // ceilings) every tenant's manifest is read under. The tenant
+        // listing's errors are published with it.
+        let mut report = self
+            .reload_scope(&ScopeKey::Global, Some(listing_errors))
             .await;
-        let policy = policy.unwrap_or(fallback);
-        let pool = self
-            .engine
-            .config()
-            .pooling
-            .then_some(self.engine.config().max_instances);
-        let mut admitted: u32 = 0;
-        let mut tenant_plugins = BTreeMap::new();
-        let tenants_dir = self.root.join("tenants");
-        if tenants_dir.is_dir() {
-            let mut names: Vec<(String, PathBuf)> = match std::fs::read_dir(&tenants_dir) {
-                Ok(entries) => entries
-                    .filter_map(|e| e.ok())
-                    .filter(|e| e.path().is_dir())
-                    .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
-                    .collect(),
-                Err(e) => {
-                    errors.push(LoadIssue {
-                        path: tenants_dir.clone(),
-                        message: format!("cannot read: {e}"),
-                    });
-                    Vec::new()
-                }
-            };
-            names.sort();
-            for (name, path) in names {
-                if let Err(message) = validate_tenant(&name) {
-                    // Hidden directories (say an editor's) are not tenants.
-                    if !name.starts_with('.') {
-                        errors.push(LoadIssue { path, message });
-                    }
-                    continue;
-                }
-                // Shares are reservations: a tenant whose share does not
-                // fit in the pool and the memory budget is not loaded.
-                if let Err(e) = policy.shares.plan(pool, admitted + 1, &name) {
-                    errors.push(LoadIssue {
-                        path,
-                        message: e.to_string(),
-                    });
-                    continue;
-                }
-                admitted += 1;
-                let previous = old.tenant_plugins.get(&name).map_or(&[][..], Vec::as_slice);
-                let (own, _) = self
-                    .load_scope(
-                        &path,
-                        Scope::Tenant,
-                        Some(&name),
-                        &policy,
-                        previous,
-                        &mut report,
-                        &mut errors,
-                    )
-                    .await;
-                tenant_plugins.insert(name, own);
-            }
+        for r in join_all(tenants.iter().map(|k| self.reload_scope(k, None))).await {
+            report.absorb(r);
         }
-        for (name, own) in &old.tenant_plugins {
-            if !tenant_plugins.contains_key(name) {
-                report
-                    .removed
-                    .extend(own.iter().map(|p| p.plugin.path().to_path_buf()));
-            }
-        }
-        self.forget_unused(&global_plugins, &tenant_plugins);
-        let changed = !report.loaded.is_empty() || !report.removed.is_empty();
-        let generation = old.generation + u64::from(changed || old.generation == 0);
-        for p in global_plugins
-            .iter()
-            .chain(tenant_plugins.values().flatten())
-        {
-            p.plugin.set_quarantine(policy.quarantine.clone());
-        }
-        let accounts = Accounts::plan(&policy, &old.accounts, tenant_plugins.keys());
-        let snapshot = Snapshot::build(
-            generation,
-            global_plugins,
-            tenant_plugins,
-            errors.clone(),
-            policy,
-            accounts,
-        );
-        report.generation = generation;
-        report.errors = errors;
+        let snapshot = self.snapshot();
+        report.generation = snapshot.generation;
+        report.errors = snapshot.errors.clone();
         for e in &report.errors {
             tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message);
         }
-        if changed {
+        if !report.loaded.is_empty() || !report.removed.is_empty() {
             tracing::info!(
-                generation,
+                generation = report.generation,
                 loaded = ?report.loaded,
                 removed = ?report.removed,
                 compiled = report.compiled.len(),
@@ -394,76 +459,168 @@ impl Registry {
                 "plugin set reloaded"
             );
         }
-        self.current.store(Arc::new(snapshot));
         Ok(report)
     }
 
-    /// Loads one directory (the root, or `tenant`'s) under `policy`. A
-    /// manifest that fails keeps `previous` serving whole. Returns the
-    /// plugins and, for a global manifest, the policy it sets.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one private helper of reload, called twice"
-    )]
+    /// Forgets every remembered load failure: the next reload tries each
+    /// failed plugin again (say, after a compile ran out of time on a busy
+    /// machine). Without this, a failed plugin is tried again only when its
+    /// bytes or settings change.
+    pub fn forget_failures(&self) {
+        self.publish(|scopes, _| {
+            for s in scopes.values_mut() {
+                s.failed.clear();
+            }
+            false
+        });
+    }
+
+    /// The policy the global manifest sets, else the options'.
+    fn policy_in_force(&self) -> Policy {
+        self.snapshot()
+            .scopes
+            .get(&ScopeKey::Global)
+            .and_then(|s| s.policy.clone())
+            .unwrap_or_else(|| self.policy.clone())
+    }
+
+    fn scope_lock(&self, key: &ScopeKey) -> Arc<ScopeLock> {
+        let mut scopes = self
+            .scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(scopes.entry(key.clone()).or_default())
+    }
+
+    /// Loads one directory under its lock and swaps the result in.
+    async fn reload_scope(&self, key: &ScopeKey, listing: Option<Vec<LoadIssue>>) -> ReloadReport {
+        let lock = self.scope_lock(key);
+        if lock.queued.swap(true, Ordering::SeqCst) {
+            // A reload is already waiting to load this directory; it reads
+            // the files after the one running now, so it sees our change.
+            return ReloadReport::default();
+        }
+        let waiting = Queued(&lock.queued);
+        let _running = lock.running.lock().await;
+        drop(waiting);
+        let previous = self.snapshot().scopes.get(key).cloned();
+        let mut report = ReloadReport::default();
+        let state = self.load_scope(key, previous.as_ref(), &mut report).await;
+        if let (None, Some(p)) = (&state, &previous) {
+            report
+                .removed
+                .extend(p.plugins.iter().map(|p| p.plugin.path().to_path_buf()));
+        }
+        let changed = !report.loaded.is_empty() || !report.removed.is_empty();
+        self.publish(|scopes, listed| {
+            if let Some(l) = listing {
+                *listed = l;
+            }
+            match state {
+                Some(s) => {
+                    scopes.insert(key.clone(), s);
+                }
+                None => {
+                    scopes.remove(key);
+                }
+            }
+            changed
+        });
+        report
+    }
+
+    /// Swaps in a snapshot with `edit` applied to the current one's
+    /// directories and listing errors; `edit` says whether the plugin set
+    /// changed (a new generation).
+    fn publish(
+        &self,
+        edit: impl FnOnce(&mut BTreeMap<ScopeKey, ScopeState>, &mut Vec<LoadIssue>) -> bool,
+    ) {
+        let _one = self
+            .publishing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let old = self.snapshot();
+        let mut scopes = old.scopes.clone();
+        let mut listing = old.listing_errors.clone();
+        let changed = edit(&mut scopes, &mut listing);
+        let generation = old.generation + u64::from(changed || old.generation == 0);
+        let pool = self
+            .engine
+            .config()
+            .pooling
+            .then_some(self.engine.config().max_instances);
+        let snapshot = Snapshot::build(
+            generation,
+            scopes,
+            listing,
+            &self.policy,
+            &old.accounts,
+            pool,
+        );
+        self.forget_unused(&snapshot);
+        self.current.store(Arc::new(snapshot));
+    }
+
+    /// Loads one directory (the root, or a tenant's). `None`: the tenant's
+    /// directory is gone (or is no longer a directory). A manifest that
+    /// fails keeps `previous` serving whole.
     async fn load_scope(
         &self,
-        dir: &Path,
-        scope: Scope,
-        tenant: Option<&str>,
-        policy: &Policy,
-        previous: &[LoadedPlugin],
+        key: &ScopeKey,
+        previous: Option<&ScopeState>,
         report: &mut ReloadReport,
-        errors: &mut Vec<LoadIssue>,
-    ) -> (Vec<LoadedPlugin>, Option<Policy>) {
-        let max_memory = self.engine.config().max_memory_bytes;
-        let mut set_policy = None;
-        let entries = match Manifest::load_with(dir, scope, max_memory, policy) {
-            Err(e) => {
-                errors.push(LoadIssue {
-                    path: e.path.clone(),
-                    message: e.to_string(),
-                });
-                return (previous.to_vec(), None);
+    ) -> Option<ScopeState> {
+        let empty = ScopeState::default();
+        let previous = previous.unwrap_or(&empty);
+        let (dir, scope, tenant, symlinks) = match key {
+            ScopeKey::Global => (self.root.clone(), Scope::Global, None, Symlinks::Follow),
+            ScopeKey::Tenant(t) => (
+                self.root.join("tenants").join(t),
+                Scope::Tenant,
+                Some(t.as_str()),
+                Symlinks::Refuse,
+            ),
+        };
+        let (max_manifest, max_memory) = (
+            self.load.max_manifest_bytes,
+            self.engine.config().max_memory_bytes,
+        );
+        // The policy in force: the global manifest's (when a tenant loads,
+        // the global directory has loaded first), else the options'.
+        let policy = self.policy_in_force();
+        let plan = {
+            let (dir, policy) = (dir.clone(), policy.clone());
+            tokio::task::spawn_blocking(move || {
+                plan_scope(&dir, scope, symlinks, max_manifest, max_memory, &policy)
+            })
+            .await
+        };
+        let keep_previous = |why: LoadIssue| ScopeState {
+            plugins: previous.plugins.clone(),
+            errors: vec![why],
+            failed: previous.failed.clone(),
+            policy: previous.policy.clone(),
+        };
+        let (pdir, entries, set_policy) = match plan {
+            Err(e) => return Some(keep_previous(issue(&dir, &join_error(e)))),
+            // The tenant listing reports a tenant directory turned symlink.
+            Ok(Plan::Gone | Plan::Refused(_)) if tenant.is_some() => return None,
+            Ok(Plan::Gone) => {
+                let gone = Error::Refused { path: dir.clone() };
+                return Some(keep_previous(issue(&dir, &gone)));
             }
-            Ok(Some(m)) => {
-                if scope == Scope::Global {
-                    set_policy = Some(m.policy);
-                }
-                m.plugins
-            }
-            Ok(None) => match dir::components(dir) {
-                Ok(files) => files
-                    .into_iter()
-                    // Dotfiles are uploads in progress (the atomic-rename
-                    // convention), never plugins.
-                    .filter(|p| {
-                        p.file_name()
-                            .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
-                    })
-                    .map(|path| {
-                        let mut spec = PluginSpec::new(path);
-                        if scope == Scope::Tenant {
-                            spec.limits = spec.limits.clamped_to(&policy.ceilings);
-                        }
-                        manifest::Entry {
-                            spec,
-                            tenants: None,
-                        }
-                    })
-                    .collect(),
-                Err(e) => {
-                    errors.push(LoadIssue {
-                        path: dir.to_path_buf(),
-                        message: e.to_string(),
-                    });
-                    return (previous.to_vec(), None);
-                }
-            },
+            Ok(Plan::Failed(why) | Plan::Refused(why)) => return Some(keep_previous(why)),
+            Ok(Plan::Load {
+                dir,
+                entries,
+                policy: set,
+            }) => (dir, entries, set),
         };
         // The memory shares a plugin's calls are charged to must hold one
         // instance of it: a tenant's (a global plugin runs for tenants
         // too), and the global one.
-        let shares = &set_policy.as_ref().unwrap_or(policy).shares;
+        let shares = &set_policy.as_ref().unwrap_or(&policy).shares;
         let fits_mib = match scope {
             Scope::Global => shares.global_memory_mib.min(shares.tenant_memory_mib),
             Scope::Tenant => shares.tenant_memory_mib,
@@ -480,40 +637,62 @@ impl Registry {
                 })
                 .collect(),
         };
-        let mut loaded = Vec::new();
+        let mut state = ScopeState {
+            policy: set_policy.clone(),
+            ..ScopeState::default()
+        };
         for entry in entries {
             // The previous plugin of this name (manifest) or file (no
             // manifest; the name is the file's stem): what keeps serving if
             // the new version fails.
-            let old = previous.iter().find(|p| p.plugin.name() == entry.spec.name);
+            let old = previous
+                .plugins
+                .iter()
+                .find(|p| p.plugin.name() == entry.spec.name);
+            let path = entry.spec.path.clone();
             let mib = (entry.spec.limits.memory_bytes as u64).div_ceil(1 << 20);
             if mib > fits_mib {
-                errors.push(LoadIssue {
-                    path: entry.spec.path.clone(),
+                state.errors.push(LoadIssue {
+                    path: path.clone(),
                     message: format!(
                         "{}: memory_mib {mib} does not fit in the memory share its calls are \
                          charged to ({fits_mib} MiB; see [shares])",
-                        entry.spec.path.display()
+                        path.display()
                     ),
                 });
-                loaded.extend(old.cloned());
+                state.plugins.extend(old.cloned());
                 continue;
             }
-            let bytes = match std::fs::read(&entry.spec.path) {
+            let rel = path.strip_prefix(&dir).unwrap_or(&path).to_path_buf();
+            let (reader, cap) = (Arc::clone(&pdir), self.load.max_component_bytes);
+            let read = tokio::task::spawn_blocking(move || reader.read(&rel, cap))
+                .await
+                .map_err(join_error)
+                .and_then(|r| r);
+            let bytes = match read {
                 Ok(b) => b,
                 Err(e) => {
-                    errors.push(LoadIssue {
-                        path: entry.spec.path.clone(),
-                        message: format!("cannot read: {e}"),
-                    });
-                    loaded.extend(old.cloned());
+                    state.errors.push(issue(&path, &e));
+                    state.plugins.extend(old.cloned());
                     continue;
                 }
             };
             let digest = crate::plugin::digest(&bytes);
             let fingerprint = fingerprint(&entry, &digest);
-            if let Some(old) = previous.iter().find(|p| p.fingerprint == fingerprint) {
-                loaded.push(old.clone());
+            if let Some(same) = previous
+                .plugins
+                .iter()
+                .find(|p| p.fingerprint == fingerprint)
+            {
+                state.plugins.push(same.clone());
+                continue;
+            }
+            if let Some((_, why)) = previous.failed.iter().find(|(f, _)| *f == fingerprint) {
+                // Failed before with these very bytes and settings: report
+                // it again, without compiling or probing again.
+                state.errors.push(why.clone());
+                state.failed.push((fingerprint, why.clone()));
+                state.plugins.extend(old.cloned());
                 continue;
             }
             match self
@@ -521,33 +700,43 @@ impl Registry {
                 .await
             {
                 Ok(plugin) => {
-                    report.loaded.push(entry.spec.path.clone());
-                    loaded.push(LoadedPlugin {
+                    report.loaded.push(path);
+                    state.plugins.push(LoadedPlugin {
                         plugin: Arc::new(plugin),
                         tenants: entry.tenants,
                         fingerprint,
                     });
                 }
                 Err(e) => {
-                    errors.push(LoadIssue {
-                        path: entry.spec.path.clone(),
-                        message: e.to_string(),
-                    });
-                    loaded.extend(old.cloned());
+                    let why = issue(&path, &e);
+                    // An engine or I/O error may pass: try again next time.
+                    if !matches!(e, Error::Engine(_) | Error::Read { .. }) {
+                        state.failed.push((fingerprint, why.clone()));
+                    }
+                    state.errors.push(why);
+                    state.plugins.extend(old.cloned());
                 }
             }
         }
-        for p in previous {
-            if !loaded.iter().any(|q| Arc::ptr_eq(&q.plugin, &p.plugin))
-                && !loaded.iter().any(|q| q.plugin.path() == p.plugin.path())
+        for p in &previous.plugins {
+            if !state
+                .plugins
+                .iter()
+                .any(|q| Arc::ptr_eq(&q.plugin, &p.plugin))
+                && !state
+                    .plugins
+                    .iter()
+                    .any(|q| q.plugin.path() == p.plugin.path())
             {
                 report.removed.push(p.plugin.path().to_path_buf());
             }
         }
-        (loaded, set_policy)
+        Some(state)
     }
 
-    /// Compiles (or finds compiled) and links one plugin.
+    /// Compiles (or finds compiled) and links one plugin: the compile waits
+    /// for a slot of the compile queue and is bounded in time (and, in a
+    /// child process, memory); the probe has its own deadline.
     async fn load_plugin(
         &self,
         spec: PluginSpec,
@@ -563,13 +752,7 @@ impl Registry {
         let component = match known {
             Some(c) => c,
             None => {
-                let (engine, path, d) = (self.engine.clone(), spec.path.clone(), digest.clone());
-                let cache = Arc::clone(&self.cache);
-                let (component, outcome) = tokio::task::spawn_blocking(move || {
-                    cache.load_or_compile(&engine, &path, &bytes, &d)
-                })
-                .await
-                .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
+                let (component, outcome) = self.compile(&spec.path, bytes, &digest).await?;
                 match outcome {
                     CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
                     CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
@@ -582,18 +765,82 @@ impl Registry {
                 component
             }
         };
-        Plugin::from_component(&self.engine, spec, component, digest).await
+        Plugin::from_component_probed(
+            &self.engine,
+            spec,
+            component,
+            digest,
+            Some(self.load.probe_timeout),
+        )
+        .await
+    }
+
+    /// The cache first (no queue), else a bounded compile in the queue.
+    async fn compile(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        digest: &str,
+    ) -> Result<(Component, CacheOutcome), Error> {
+        let (engine, cache, d) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            digest.to_string(),
+        );
+        let found = tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
+            .await
+            .map_err(join_error)?;
+        let outcome = match found {
+            Lookup::Hit(c) => return Ok((c, CacheOutcome::Hit)),
+            Lookup::Miss => CacheOutcome::Compiled,
+            Lookup::Rebuilt => CacheOutcome::Rebuilt,
+        };
+        let slot = Arc::clone(&self.compile_slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Engine("the compile queue is closed".into()))?;
+        let (engine, cache, d) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            digest.to_string(),
+        );
+        let (compiler, bounds, p) = (
+            self.load.compiler.clone(),
+            self.load.compile.clone(),
+            path.to_path_buf(),
+        );
+        let task = tokio::task::spawn_blocking(move || {
+            // The slot is held until the compile really ends, even when
+            // the reload stopped waiting for it.
+            let _slot = slot;
+            let component = compiler.compile(&engine, &p, &bytes, &bounds)?;
+            cache.store(&engine, &d, &component);
+            Ok::<_, Error>(component)
+        });
+        // A child process is killed at the bound itself; give it time to
+        // report. An in-process compile cannot be stopped: stop waiting.
+        let wait = match self.load.compiler {
+            Compiler::InProcess => self.load.compile.timeout,
+            Compiler::Subprocess { .. } => self.load.compile.timeout + Duration::from_secs(10),
+        };
+        match tokio::time::timeout(wait, task).await {
+            Err(_) => Err(Error::CompileBound {
+                path: path.to_path_buf(),
+                message: format!(
+                    "took longer than the compile time limit of {} ms",
+                    self.load.compile.timeout.as_millis()
+                ),
+            }),
+            Ok(joined) => Ok((joined.map_err(join_error)??, outcome)),
+        }
     }
 
     /// Drops compiled components no plugin uses any more.
-    fn forget_unused(
-        &self,
-        global: &[LoadedPlugin],
-        tenants: &BTreeMap<String, Vec<LoadedPlugin>>,
-    ) {
-        let used: BTreeSet<&str> = global
-            .iter()
-            .chain(tenants.values().flatten())
+    fn forget_unused(&self, snapshot: &Snapshot) {
+        let used: BTreeSet<&str> = snapshot
+            .scopes
+            .values()
+            .flat_map(|s| &s.plugins)
             .map(|p| p.plugin.digest())
             .collect();
         if let Ok(mut m) = self.compiled.lock() {
@@ -634,15 +881,171 @@ impl Accounts {
     }
 }
 
+/// The tenant names under `root/tenants` (valid, real directories), and
+/// the entries refused (a bad name, a symlink). Blocking.
+fn list_tenants(root: &Path) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
+    // The root must stay readable; everything below it is per directory.
+    std::fs::read_dir(root).map_err(|source| Error::Read {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    let (mut names, mut errors) = (Vec::new(), Vec::new());
+    let tenants_dir = root.join("tenants");
+    if !tenants_dir.is_dir() {
+        return Ok((names, errors));
+    }
+    let entries = match std::fs::read_dir(&tenants_dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            errors.push(LoadIssue {
+                path: tenants_dir.clone(),
+                message: format!("cannot read: {e}"),
+            });
+            return Ok((names, errors));
+        }
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Hidden entries (say an editor's) are not tenants.
+        if name.starts_with('.') {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_symlink() {
+            // Where it points is never looked at, nor told.
+            errors.push(LoadIssue {
+                message: format!(
+                    "{}: not loaded: a tenant directory must be a directory, not a symlink",
+                    path.display()
+                ),
+                path,
+            });
+        } else if kind.is_dir() {
+            match validate_tenant(&name) {
+                Ok(()) => names.push(name),
+                Err(message) => errors.push(LoadIssue { path, message }),
+            }
+        }
+    }
+    names.sort();
+    errors.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((names, errors))
+}
+
+/// Opens a directory and reads what to load from it: its manifest, else
+/// its `*.wasm` entries. Blocking.
+fn plan_scope(
+    dir: &Path,
+    scope: Scope,
+    symlinks: Symlinks,
+    max_manifest_bytes: u64,
+    max_memory_bytes: usize,
+    policy: &Policy,
+) -> Plan {
+    let pdir = match PluginDir::open(dir, symlinks) {
+        Opened::Dir(d) => d,
+        Opened::Missing => return Plan::Gone,
+        Opened::Refused(e) => return Plan::Refused(issue(dir, &e)),
+    };
+    let manifest_path = dir.join(manifest::FILE_NAME);
+    let entries = match pdir.read_optional(Path::new(manifest::FILE_NAME), max_manifest_bytes) {
+        Err(e) => {
+            let e = manifest::ManifestError::unreadable(&manifest_path, &e);
+            return Plan::Failed(issue(&manifest_path, &e));
+        }
+        Ok(Some(bytes)) => {
+            match Manifest::parse_bytes(&manifest_path, &bytes, scope, max_memory_bytes, policy) {
+                Ok(m) => {
+                    let set = (scope == Scope::Global).then_some(m.policy);
+                    return Plan::Load {
+                        dir: Arc::new(pdir),
+                        entries: m.plugins,
+                        policy: set,
+                    };
+                }
+                Err(e) => return Plan::Failed(issue(&e.path, &e)),
+            }
+        }
+        Ok(None) => match pdir.wasm_names() {
+            Ok(names) => names
+                .into_iter()
+                .map(|n| {
+                    let mut spec = PluginSpec::new(dir.join(n));
+                    if scope == Scope::Tenant {
+                        spec.limits = spec.limits.clamped_to(&policy.ceilings);
+                    }
+                    manifest::Entry {
+                        spec,
+                        tenants: None,
+                    }
+                })
+                .collect(),
+            Err(e) => return Plan::Failed(issue(dir, &e)),
+        },
+    };
+    Plan::Load {
+        dir: Arc::new(pdir),
+        entries,
+        policy: None,
+    }
+}
+
 impl Snapshot {
+    /// The snapshot of `scopes` under the policy in force (the global
+    /// manifest's, else `fallback`): tenants admitted in name order while
+    /// their shares fit in `pool` and the memory budget, every guard given
+    /// the quarantine rules, every chain charged to its caller's account
+    /// (reused from `old` where its share did not change).
     fn build(
         generation: u64,
-        global_plugins: Vec<LoadedPlugin>,
-        tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>>,
-        errors: Vec<LoadIssue>,
-        policy: Policy,
-        accounts: Accounts,
+        scopes: BTreeMap<ScopeKey, ScopeState>,
+        listing_errors: Vec<LoadIssue>,
+        fallback: &Policy,
+        old: &Accounts,
+        pool: Option<u32>,
     ) -> Snapshot {
+        let policy = scopes
+            .get(&ScopeKey::Global)
+            .and_then(|s| s.policy.clone())
+            .unwrap_or_else(|| fallback.clone());
+        let global_plugins = scopes
+            .get(&ScopeKey::Global)
+            .map(|s| s.plugins.clone())
+            .unwrap_or_default();
+        let mut errors: Vec<LoadIssue> = scopes
+            .get(&ScopeKey::Global)
+            .map(|s| s.errors.clone())
+            .unwrap_or_default();
+        errors.extend(listing_errors.iter().cloned());
+        // Shares are reservations: a tenant whose share does not fit in the
+        // pool and the memory budget is not admitted (its calls run the
+        // global chain only) and is reported.
+        let mut tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>> = BTreeMap::new();
+        for (key, state) in &scopes {
+            let ScopeKey::Tenant(name) = key else {
+                continue;
+            };
+            errors.extend(state.errors.iter().cloned());
+            let admitted = u32::try_from(tenant_plugins.len() + 1).unwrap_or(u32::MAX);
+            if let Err(e) = policy.shares.plan(pool, admitted, name) {
+                errors.push(LoadIssue {
+                    path: PathBuf::from("tenants").join(name),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+            tenant_plugins.insert(name.clone(), state.plugins.clone());
+        }
+        for p in global_plugins
+            .iter()
+            .chain(tenant_plugins.values().flatten())
+        {
+            p.plugin.set_quarantine(policy.quarantine.clone());
+        }
+        let accounts = Accounts::plan(&policy, old, tenant_plugins.keys());
         // Every plugin of a chain is charged to the chain's caller.
         let charge = |plugins: Vec<Arc<Plugin>>, account: Option<&Arc<Account>>| match account {
             None => plugins,
@@ -693,7 +1096,8 @@ impl Snapshot {
             tenants,
             errors,
             global_plugins,
-            tenant_plugins,
+            scopes,
+            listing_errors,
             combined,
             policy,
             accounts,

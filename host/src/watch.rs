@@ -92,7 +92,12 @@ pub fn spawn_with(registry: Arc<Registry>, settle: Duration) -> Result<WatchHand
                     Err(_quiet) => break,
                 }
             }
-            reload_and_log(&registry, "after a change in the plugin directory").await;
+            // Not awaited: a reload that waits for a slow compile in one
+            // directory must not hold up the next change in another.
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move {
+                reload_and_log(&registry, "after a change in the plugin directory").await;
+            });
         }
     });
     Ok(WatchHandle {
@@ -124,7 +129,8 @@ pub fn on_sighup(registry: Arc<Registry>) -> Result<JoinHandle<()>, Error> {
         .map_err(|e| Error::Engine(format!("cannot listen for SIGHUP: {e}")))?;
     Ok(tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            reload_and_log(&registry, "on SIGHUP").await;
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move { reload_and_log(&registry, "on SIGHUP").await });
         }
     }))
 }

@@ -325,7 +325,20 @@ fn fuzz_valid_manifests_parse_to_what_they_say() {
         }
         // A tenant may not say `tenants`: refused, naming the key and line.
         if let Some(i) = plugins.iter().position(|p| p.tenants.is_some()) {
-            let err = Manifest::parse(&path, &text, Scope::Tenant, 1 << 30)
+            // Ceilings as high as the generated limits go: the `tenants`
+            // key is what must be refused.
+            let open = toolgate::Policy {
+                ceilings: toolgate::Limits {
+                    fuel: u64::MAX,
+                    memory_bytes: 1 << 30,
+                    timeout: std::time::Duration::from_secs(3600),
+                    max_return_bytes: usize::MAX,
+                    host_calls: u32::MAX,
+                    log_bytes: usize::MAX,
+                },
+                ..toolgate::Policy::default()
+            };
+            let err = Manifest::parse_with(&path, &text, Scope::Tenant, 1 << 30, &open)
                 .expect_err("tenants in a tenant manifest");
             prop_assert_eq!(err.key.clone(), Some(format!("plugin[{}].tenants", i + 1)));
             assert_names_where(&err, &path, &text);

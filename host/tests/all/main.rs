@@ -17,6 +17,7 @@ mod reload;
 mod server;
 mod snapshot;
 mod tenancy;
+mod tenant_files;
 
 use std::sync::Arc;
 use std::time::Duration;

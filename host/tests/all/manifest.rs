@@ -217,7 +217,7 @@ fn missing_file_is_rejected() {
         Scope::Global,
         4,
         "plugin[2].path",
-        "does not exist",
+        "is missing or not a regular file",
     );
 }
 

@@ -25,7 +25,7 @@ async fn open_with(dir: &Path, cache: Option<&Path>, settle: Duration) -> Regist
     let options = RegistryOptions {
         cache: cache.map_or_else(CompiledCache::disabled, CompiledCache::at),
         settle,
-        policy: toolgate::Policy::default(),
+        ..Default::default()
     };
     Registry::open_with(engine(), dir, options)
         .await

@@ -469,8 +469,8 @@ fn list_shows_health_policy_and_shares() {
     let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(listed["plugins"][0]["health"]["state"], "ok", "{listed}");
     assert_eq!(listed["tenants"]["a"][0]["health"]["quarantines"], 0);
-    assert_eq!(listed["tenants"]["a"][0]["limits"]["timeout"], 150);
-    assert_eq!(listed["policy"]["ceilings"]["timeout"], 150);
+    assert_eq!(listed["tenants"]["a"][0]["limits"]["timeout_ms"], 150);
+    assert_eq!(listed["policy"]["ceilings"]["timeout_ms"], 150);
     assert_eq!(listed["policy"]["quarantine"]["faults"], 7);
     assert_eq!(listed["shares"]["tenants"]["a"]["instances_max"], 4);
     assert_eq!(listed["shares"]["global"]["instances_max"], 16);

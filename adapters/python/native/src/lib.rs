@@ -170,6 +170,7 @@ impl Host {
         let options = RegistryOptions {
             cache,
             settle: Duration::from_millis(settle_ms),
+            ..RegistryOptions::default()
         };
         let config = EngineConfig {
             max_instances,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use toolgate::bench::{Report, Settings};
 
-use crate::{CacheArgs, PolicyArgs, bad, open, parse_line, read_trace};
+use crate::{CacheArgs, LoadArgs, bad, open, parse_line, read_trace};
 
 /// The events measured when no trace is given: the bundled example trace.
 const EXAMPLE_TRACE: &str = include_str!("../../../../examples/trace.jsonl");
@@ -35,6 +35,8 @@ pub(crate) struct BenchArgs {
     json: bool,
     #[command(flatten)]
     cache: CacheArgs,
+    #[command(flatten)]
+    load: LoadArgs,
 }
 
 pub(crate) async fn run(args: BenchArgs) -> Result<()> {
@@ -62,7 +64,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         .into_iter()
         .map(|(_, event, state, _)| (event, state))
         .collect();
-    let registry = open(&args.plugins, &args.cache, &PolicyArgs::default()).await?;
+    let registry = open(&args.plugins, &args.cache, &args.load).await?;
     let snapshot = registry.snapshot();
     let settings = Settings {
         window: Duration::from_secs_f64(args.seconds),

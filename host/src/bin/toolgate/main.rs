@@ -46,6 +46,8 @@ enum Command {
         tenant: Option<String>,
         #[command(flatten)]
         cache: CacheArgs,
+        #[command(flatten)]
+        load: LoadArgs,
     },
     /// Replay a JSON-lines trace of `{seam, event, state?, tenant?}` and summarise.
     Replay {
@@ -59,6 +61,8 @@ enum Command {
         json: bool,
         #[command(flatten)]
         cache: CacheArgs,
+        #[command(flatten)]
+        load: LoadArgs,
     },
     /// List the plugins in a directory, the seams each subscribes to and its limits.
     List {
@@ -67,6 +71,8 @@ enum Command {
         plugins: PathBuf,
         #[command(flatten)]
         cache: CacheArgs,
+        #[command(flatten)]
+        load: LoadArgs,
     },
     /// Measure what a directory's guards cost: per guard, fresh-instance calls against a
     /// kept instance; per seam, the whole chain's decisions/s at a concurrency.
@@ -89,6 +95,11 @@ enum Command {
         #[arg(long)]
         snapshot: bool,
     },
+    /// Compile a component read from standard input and write its native code to
+    /// standard output, under memory and CPU limits (run by toolgate itself: the
+    /// bounded compile of `docs/plugins.md`).
+    #[command(hide = true)]
+    Compile(CompileArgs),
     /// Pre-initialise a guard: call each of its seams once and save the warmed-up
     /// instance as a new component, so every fresh instance skips the runtime's start-up.
     Snapshot {
@@ -102,6 +113,91 @@ enum Command {
         #[arg(long)]
         warm_up: Option<PathBuf>,
     },
+}
+
+/// `toolgate compile`'s options: the engine's code-relevant settings and the
+/// limits the process puts on itself.
+#[derive(clap::Args)]
+struct CompileArgs {
+    /// The engine's largest linear memory, bytes.
+    #[arg(long)]
+    max_memory_bytes: usize,
+    /// The engine's maximum wasm stack, bytes.
+    #[arg(long)]
+    max_wasm_stack: usize,
+    /// RLIMIT_DATA of this process, bytes.
+    #[arg(long)]
+    data_bytes: u64,
+    /// RLIMIT_CPU of this process, seconds.
+    #[arg(long)]
+    cpu_secs: u64,
+}
+
+/// Caps on plugin files, compiles and the load probe (see `docs/plugins.md`).
+#[derive(clap::Args, Clone, Debug)]
+struct LoadArgs {
+    /// Largest manifest (toolgate.toml) read, in KiB.
+    #[arg(long, default_value_t = 1024)]
+    max_manifest_kib: u64,
+    /// Largest component (*.wasm) read and compiled, in MiB.
+    #[arg(long, default_value_t = 64)]
+    max_component_mib: u64,
+    /// Longest one compile may take, in milliseconds (then it is killed and the plugin refused).
+    #[arg(long, default_value_t = 120_000)]
+    compile_timeout_ms: u64,
+    /// Most memory (RLIMIT_DATA of the compiling child process) one compile may use, in MiB.
+    #[arg(long, default_value_t = 2048)]
+    compile_memory_mib: u64,
+    /// Compiles that may run at once (each directory runs at most one).
+    #[arg(long, default_value_t = 2)]
+    compile_jobs: usize,
+    /// Longest the load probe (one instantiation of a new plugin) may take, in
+    /// milliseconds, whatever the plugin's own timeout.
+    #[arg(long, default_value_t = 1000)]
+    probe_timeout_ms: u64,
+    /// Compile in this process instead of a child process (no memory bound).
+    #[arg(long)]
+    compile_in_process: bool,
+}
+
+impl LoadArgs {
+    fn limits(&self) -> Result<toolgate::registry::LoadLimits> {
+        use std::time::Duration;
+        use toolgate::compile::{CompileBounds, Compiler};
+        if self.max_manifest_kib == 0 || self.max_component_mib == 0 {
+            return Err(bad(
+                "--max-manifest-kib and --max-component-mib must be at least 1",
+            ));
+        }
+        if self.compile_timeout_ms == 0 || self.compile_memory_mib < 32 {
+            return Err(bad(
+                "--compile-timeout-ms must be at least 1 and --compile-memory-mib at least 32",
+            ));
+        }
+        if self.compile_jobs == 0 || self.probe_timeout_ms == 0 {
+            return Err(bad(
+                "--compile-jobs and --probe-timeout-ms must be at least 1",
+            ));
+        }
+        let compiler = if self.compile_in_process {
+            Compiler::InProcess
+        } else {
+            let program = std::env::current_exe()
+                .context("cannot find the toolgate executable to compile with")?;
+            Compiler::Subprocess { program }
+        };
+        Ok(toolgate::registry::LoadLimits {
+            max_manifest_bytes: self.max_manifest_kib.saturating_mul(1 << 10),
+            max_component_bytes: self.max_component_mib.saturating_mul(1 << 20),
+            compiler,
+            compile: CompileBounds {
+                timeout: Duration::from_millis(self.compile_timeout_ms),
+                memory_bytes: self.compile_memory_mib.saturating_mul(1 << 20),
+            },
+            compile_jobs: self.compile_jobs,
+            probe_timeout: Duration::from_millis(self.probe_timeout_ms),
+        })
+    }
 }
 
 /// `toolgate serve`'s options.
@@ -140,6 +236,8 @@ struct ServeArgs {
     cache: CacheArgs,
     #[command(flatten)]
     policy: PolicyArgs,
+    #[command(flatten)]
+    load: LoadArgs,
 }
 
 /// The operator's policy for tenants, for when the global manifest does not
@@ -343,6 +441,7 @@ async fn run(cli: Cli) -> Result<()> {
             state,
             tenant,
             cache,
+            load,
         } => {
             if !plugins.is_dir() {
                 return Err(bad(format!(
@@ -363,7 +462,7 @@ async fn run(cli: Cli) -> Result<()> {
             if let Some(t) = &tenant {
                 toolgate::registry::validate_tenant(t).map_err(bad)?;
             }
-            let registry = open(&plugins, &cache, &PolicyArgs::default()).await?;
+            let registry = open(&plugins, &cache, &load).await?;
             let decision = registry
                 .snapshot()
                 .chain(tenant.as_deref())
@@ -376,15 +475,14 @@ async fn run(cli: Cli) -> Result<()> {
             file,
             json,
             cache,
-        } => {
-            replay(
-                &open(&plugins, &cache, &PolicyArgs::default()).await?,
-                &file,
-                json,
-            )
-            .await?
-        }
-        Command::List { plugins, cache } => list(&plugins, &cache).await?,
+            load,
+        } => replay(&open(&plugins, &cache, &load).await?, &file, json).await?,
+        Command::List {
+            plugins,
+            cache,
+            load,
+        } => list(&plugins, &cache, &load).await?,
+        Command::Compile(args) => compile_child(&args)?,
         Command::Serve(args) => serve(*args).await?,
         Command::Bench(args) => bench::run(args).await?,
         Command::Build {
@@ -464,16 +562,34 @@ fn read_json(path: &Path, what: &str) -> Result<Value> {
     })
 }
 
+/// Opens a plugin directory (global and tenant chains) for one command,
+/// refusing any manifest that fails.
+async fn open(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<toolgate::Registry> {
+    open_for(dir, cache, load, &PolicyArgs::default(), false).await
+}
+
 /// Opens a plugin directory (global and tenant chains) for one command.
 /// Plugins that fail are warned about; a manifest that fails is an error,
 /// so a broken manifest never silently runs fewer guards.
-async fn open(dir: &Path, cache: &CacheArgs, policy: &PolicyArgs) -> Result<toolgate::Registry> {
-    let registry = open_registry(dir, cache, policy).await?;
+///
+/// `serve` passes `global_only`: a tenant's broken manifest must not stop
+/// the server from starting (tenants are not trusted); it is warned about
+/// and that tenant runs the global chain only.
+async fn open_for(
+    dir: &Path,
+    cache: &CacheArgs,
+    load: &LoadArgs,
+    policy: &PolicyArgs,
+    global_only: bool,
+) -> Result<toolgate::Registry> {
+    let registry = open_registry(dir, cache, load, policy).await?;
     let snapshot = registry.snapshot();
+    let global_manifest = dir.join(toolgate::manifest::FILE_NAME);
     let manifest_errors: Vec<&toolgate::registry::LoadIssue> = snapshot
         .errors
         .iter()
         .filter(|e| e.path.file_name() == Some(toolgate::manifest::FILE_NAME.as_ref()))
+        .filter(|e| !global_only || e.path == global_manifest)
         .collect();
     if let Some(first) = manifest_errors.first() {
         return Err(bad(first.message.clone()));
@@ -642,6 +758,7 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
 async fn open_registry(
     dir: &Path,
     cache: &CacheArgs,
+    load: &LoadArgs,
     policy: &PolicyArgs,
 ) -> Result<toolgate::Registry> {
     if !dir.is_dir() {
@@ -655,13 +772,14 @@ async fn open_registry(
     let options = toolgate::RegistryOptions {
         cache: cache.cache(),
         policy,
+        load: load.limits()?,
         ..Default::default()
     };
     Ok(toolgate::Registry::open_with(engine, dir, options).await?)
 }
 
-async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
-    let registry = open_registry(dir, cache, &PolicyArgs::default())
+async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
+    let registry = open_registry(dir, cache, load, &PolicyArgs::default())
         .await
         .with_context(|| format!("listing {}", dir.display()))?;
     let snapshot = registry.snapshot();
@@ -707,6 +825,30 @@ async fn list(dir: &Path, cache: &CacheArgs) -> Result<()> {
         }))?
     );
     Ok(())
+}
+
+/// `toolgate compile`: limits itself, reads a component on standard input,
+/// writes its native code on standard output. A component that does not
+/// compile exits with code 2 and the compiler's message.
+fn compile_child(args: &CompileArgs) -> Result<()> {
+    use std::io::Write as _;
+    toolgate::compile::limit_this_process(args.data_bytes, args.cpu_secs)
+        .context("cannot set the compile limits")?;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .context("cannot read the component")?;
+    let config = toolgate::compile::child_engine_config(args.max_memory_bytes, args.max_wasm_stack);
+    match toolgate::compile::precompile(&config, &bytes) {
+        Ok(code) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&code)
+                .and_then(|()| out.flush())
+                .context("cannot write the compiled code")?;
+            Ok(())
+        }
+        Err(message) => Err(bad(message)),
+    }
 }
 
 /// Like `eprintln!`, but a closed standard error (the parent stopped
@@ -756,7 +898,8 @@ async fn serve(args: ServeArgs) -> Result<()> {
         header_read_timeout: millis(args.header_timeout_ms),
         idle_timeout: millis(args.idle_timeout_ms),
     };
-    let registry = Arc::new(open(&args.plugins, &args.cache, &args.policy).await?);
+    let registry =
+        Arc::new(open_for(&args.plugins, &args.cache, &args.load, &args.policy, true).await?);
     let snapshot = registry.snapshot();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await

@@ -1,0 +1,313 @@
+//! Bounded compiles: a component is compiled within a time and a memory
+//! bound, or refused.
+//!
+//! Compiling is the one thing a tenant's file makes the host do that no
+//! guard limit covers: a 12 MB component of straight-line code took 105 s
+//! and 7.5 GB to compile. Two ways to compile, chosen by the embedder:
+//!
+//! - [`Compiler::Subprocess`] (what `toolgate serve`, `check`, `replay` and
+//!   `list` use): the bytes go to a child process, `toolgate compile`, over
+//!   a pipe. The child limits itself (`RLIMIT_DATA` to the memory bound,
+//!   `RLIMIT_CPU` as a backstop, no core dumps), compiles with the host's
+//!   engine settings and writes the native code back; the parent kills it
+//!   at the time bound and loads the code it returned. A compile bomb costs
+//!   at most the bounds, and the parent's memory never sees it.
+//! - [`Compiler::InProcess`] (the library default: an embedding, say the
+//!   Python package, may have no `toolgate` executable to run): the compile
+//!   runs on a blocking thread; the registry stops waiting at the time
+//!   bound and reports the plugin refused, but the thread runs on until the
+//!   compiler finishes, holding its compile slot, and memory is not bounded.
+//!
+//! Either way a refused compile is remembered (see [`crate::registry`]): the
+//! same bytes with the same settings are not compiled again.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::Component;
+
+use crate::engine::{Engine, EngineConfig};
+use crate::error::Error;
+
+/// How components are compiled.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Compiler {
+    /// On a blocking thread of this process: time-bounded from the
+    /// caller's side only, memory not bounded. The default.
+    #[default]
+    InProcess,
+    /// In a child process, `program compile ...` (the `toolgate`
+    /// executable), under the memory and time bounds.
+    Subprocess {
+        /// The `toolgate` executable.
+        program: PathBuf,
+    },
+}
+
+/// The bounds of one compile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileBounds {
+    /// Longest a compile may take (wall clock). Default: 120 s (a 10 MB
+    /// JavaScript engine took 35 s of CPU, 77 s on a busy 2-core machine).
+    pub timeout: Duration,
+    /// Most memory a compile may use, in bytes: the child's `RLIMIT_DATA`
+    /// (heap and private writable mappings, which tracks its resident size
+    /// closely; address space reserved but not used is not counted)
+    /// ([`Compiler::Subprocess`] only). Default: 2 GiB.
+    pub memory_bytes: u64,
+}
+
+impl Default for CompileBounds {
+    fn default() -> Self {
+        CompileBounds {
+            timeout: Duration::from_secs(120),
+            memory_bytes: 2 << 30,
+        }
+    }
+}
+
+/// Checks the header: a core module or a file that is not wasm is told
+/// apart from a component that fails to compile.
+pub(crate) fn check_header(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    const MAGIC: &[u8] = b"\0asm";
+    match bytes.get(..8) {
+        Some(h) if h.starts_with(MAGIC) && h[4..8] == [1, 0, 0, 0] => {
+            Err(Error::CoreModule { path: path.into() })
+        }
+        Some(h) if h.starts_with(MAGIC) => Ok(()),
+        _ => Err(Error::NotWasm { path: path.into() }),
+    }
+}
+
+impl Compiler {
+    /// Compiles `bytes` (read from `path`) for `engine` within `bounds`.
+    /// Blocking. [`Compiler::InProcess`] does not bound time here: the
+    /// caller stops waiting.
+    pub fn compile(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        bytes: &[u8],
+        bounds: &CompileBounds,
+    ) -> Result<Component, Error> {
+        match self {
+            Compiler::InProcess => crate::plugin::compile(engine, path, bytes),
+            Compiler::Subprocess { program } => {
+                check_header(path, bytes)?;
+                let code = run_child(program, engine.config(), path, bytes, bounds)?;
+                // SAFETY: `code` is what `wasmtime::Engine::precompile_component`
+                // returned in our own `toolgate compile` child, read whole from
+                // its stdout pipe; nothing else can write to that pipe. wasmtime
+                // still checks the header and the engine compatibility.
+                unsafe { Component::deserialize(engine.wasmtime(), &code) }.map_err(|e| {
+                    Error::Compile {
+                        path: path.into(),
+                        message: format!("cannot load the compiled code: {e:#}"),
+                    }
+                })
+            }
+        }
+    }
+}
+
+/// Exit code of `toolgate compile` for a component that does not compile
+/// (its message on stderr).
+pub const EXIT_DOES_NOT_COMPILE: i32 = 2;
+
+/// The flags `toolgate compile` takes, for `config` and `bounds`.
+fn child_args(config: &EngineConfig, bounds: &CompileBounds) -> Vec<String> {
+    vec![
+        "compile".into(),
+        format!("--max-memory-bytes={}", config.max_memory_bytes),
+        format!("--max-wasm-stack={}", config.max_wasm_stack),
+        format!("--data-bytes={}", bounds.memory_bytes),
+        // A backstop if the parent dies: the wall-clock bound is the
+        // parent's, and parallel compilation uses more than one core.
+        format!(
+            "--cpu-secs={}",
+            bounds.timeout.as_secs().saturating_mul(4).max(4)
+        ),
+    ]
+}
+
+fn run_child(
+    program: &Path,
+    config: &EngineConfig,
+    path: &Path,
+    bytes: &[u8],
+    bounds: &CompileBounds,
+) -> Result<Vec<u8>, Error> {
+    let spawn_failed = |e: std::io::Error| {
+        Error::Engine(format!(
+            "cannot run the compiler {} for {}: {e}",
+            program.display(),
+            path.display()
+        ))
+    };
+    let mut child = Command::new(program)
+        .args(child_args(config, bounds))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(spawn_failed)?;
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Error::Engine("the compiler's pipes are missing".into()));
+    };
+    let input = bytes.to_vec();
+    // A child that dies early closes its stdin: the write error is moot,
+    // its exit status says why.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out_cap = bounds.memory_bytes;
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        // Past the cap the pipe is dropped: the child gets EPIPE and dies.
+        let _ = stdout.take(out_cap.saturating_add(1)).read_to_end(&mut out);
+        out
+    });
+    let errs = std::thread::spawn(move || {
+        let mut err = Vec::new();
+        let _ = stderr.take(64 << 10).read_to_end(&mut err);
+        err
+    });
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if start.elapsed() >= bounds.timeout => {
+                timed_out = true;
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => {
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+        }
+    };
+    let _ = writer.join();
+    let out = reader.join().unwrap_or_default();
+    let err = String::from_utf8_lossy(&errs.join().unwrap_or_default()).into_owned();
+    let err = err.trim();
+    let bound = |message: String| Error::CompileBound {
+        path: path.into(),
+        message,
+    };
+    if timed_out {
+        return Err(bound(format!(
+            "took longer than the compile time limit of {} ms",
+            bounds.timeout.as_millis()
+        )));
+    }
+    let Some(status) = status else {
+        return Err(Error::Engine(format!(
+            "lost the compiler process for {}",
+            path.display()
+        )));
+    };
+    if status.success() {
+        if out.len() as u64 > out_cap {
+            return Err(bound(format!(
+                "its compiled code is larger than the compile memory limit of {} MiB",
+                bounds.memory_bytes >> 20
+            )));
+        }
+        return Ok(out);
+    }
+    if status.code() == Some(EXIT_DOES_NOT_COMPILE) {
+        let message = err.strip_prefix("toolgate: error: ").unwrap_or(err);
+        if message.contains("out of memory") || message.contains("Cannot allocate memory") {
+            return Err(bound(memory_message(bounds)));
+        }
+        return Err(Error::Compile {
+            path: path.into(),
+            message: message.to_string(),
+        });
+    }
+    use std::os::unix::process::ExitStatusExt;
+    if status.signal() == Some(rustix::process::Signal::XCPU.as_raw()) {
+        return Err(bound(format!(
+            "used more than its CPU-time backstop ({} s)",
+            bounds.timeout.as_secs().saturating_mul(4).max(4)
+        )));
+    }
+    if err.contains("memory allocation of") || err.contains("out of memory") {
+        return Err(bound(memory_message(bounds)));
+    }
+    Err(bound(format!(
+        "the compiler process failed ({status}), most likely past the compile memory limit of \
+         {} MiB{}",
+        bounds.memory_bytes >> 20,
+        if err.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", tail(err, 300))
+        }
+    )))
+}
+
+fn memory_message(bounds: &CompileBounds) -> String {
+    format!(
+        "needed more than the compile memory limit of {} MiB",
+        bounds.memory_bytes >> 20
+    )
+}
+
+fn tail(s: &str, n: usize) -> &str {
+    let mut start = s.len().saturating_sub(n);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// What `toolgate compile` does, after [`limit_this_process`]: compiles the
+/// component `bytes` for an engine with `config`'s code-relevant settings
+/// and returns its native code, as [`Component::serialize`] would.
+pub fn precompile(config: &EngineConfig, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    // Pooling changes nothing in the code, and a compile needs no pool.
+    let config = EngineConfig {
+        pooling: false,
+        ..config.clone()
+    };
+    let engine = wasmtime::Engine::new(&crate::engine::wasmtime_config(&config))
+        .map_err(|e| format!("engine: {e:#}"))?;
+    engine
+        .precompile_component(bytes)
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// Limits this process to `data_bytes` of data (`RLIMIT_DATA`: heap and
+/// private writable mappings) and `cpu_secs` of CPU time, and turns off
+/// core dumps: what `toolgate compile` does first.
+pub fn limit_this_process(data_bytes: u64, cpu_secs: u64) -> std::io::Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let limit = |n: u64| Rlimit {
+        current: Some(n),
+        maximum: Some(n),
+    };
+    setrlimit(Resource::Core, limit(0))?;
+    setrlimit(Resource::Cpu, limit(cpu_secs))?;
+    setrlimit(Resource::Data, limit(data_bytes))?;
+    Ok(())
+}
+
+/// The code-relevant engine settings `toolgate compile` was given.
+pub fn child_engine_config(max_memory_bytes: usize, max_wasm_stack: usize) -> EngineConfig {
+    EngineConfig {
+        max_memory_bytes,
+        max_wasm_stack,
+        pooling: false,
+        ..EngineConfig::default()
+    }
+}
