@@ -32,7 +32,7 @@ def dead_url() -> str:
 
 @pytest.fixture(autouse=True, scope="session")
 def _compiled_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One compiled-component cache for the session (not the user's own)."""
+    """One compiled-component cache for the whole test run (not the user's own)."""
     import os
 
     saved = os.environ.get("TOOLGATE_CACHE_DIR")

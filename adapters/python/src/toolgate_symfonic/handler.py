@@ -216,6 +216,7 @@ class ToolgateHandler(BaseCallbackHandler):
         self._resolver_installed = False
         self._logged_config_errors: set[str] = set()
         self._routing_warned = False
+        self._routing_checked: set[str | None] = set()
         #: Calls made to the guards, per seam.
         self.calls: Counter[str] = Counter()
         #: Calls that failed (and were resolved by the policy), per seam.
@@ -548,6 +549,9 @@ class ToolgateHandler(BaseCallbackHandler):
         transport = self._transport
         if isinstance(transport, EmbeddedTransport):
             key = None if tenant is None else tenant_dir(str(tenant))
+            if key in self._routing_checked:
+                return
+            self._routing_checked.add(key)
             if transport.routing_guards(key):
                 self._routing_warned = True
                 logger.error(
