@@ -600,6 +600,10 @@ impl Plugin {
                 .await
                 .map_err(failed(what, false))?;
         }
+        // What follows is the host reading the instance's state (a
+        // snapshot copies whole memories): not guest data, so not held to a
+        // guest call's hostcall data budget.
+        store.set_hostcall_fuel(usize::MAX);
         Ok((store, instance))
     }
 }
