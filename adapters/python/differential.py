@@ -896,13 +896,36 @@ def toml_value(v: Any) -> str:
 #: guard is then left out of the chain, reported as "did not load"); the
 #: deadline is not what is under test here.
 TIMEOUT_MS = 10_000
+#: Each guard's memory cap (the scripted guard needs little).
+MEMORY_MIB = 16
+
+
+#: Each case is a tenant; the operator's policy makes room for a batch of
+#: them: the deadline above the default ceiling, a small share each (one
+#: instance, a few MiB) so a batch fits the engine's pool and memory budget.
+GLOBAL_MANIFEST = f"""[ceilings]
+timeout_ms = {TIMEOUT_MS}
+memory_mib = {MEMORY_MIB}
+
+[shares]
+global_instances = 1
+global_memory_mib = {MEMORY_MIB}
+tenant_instances = 1
+tenant_memory_mib = {MEMORY_MIB}
+"""
 
 
 def manifest(case: Case) -> str:
     """The tenant manifest of one case: one scripted guard per script."""
     lines = []
     for i, cfg in enumerate(case.chain):
-        lines += ["[[plugin]]", f'name = "g{i + 1}"', 'path = "scripted.wasm"', f"timeout_ms = {TIMEOUT_MS}"]
+        lines += [
+            "[[plugin]]",
+            f'name = "g{i + 1}"',
+            'path = "scripted.wasm"',
+            f"timeout_ms = {TIMEOUT_MS}",
+            f"memory_mib = {MEMORY_MIB}",
+        ]
         lines.append(f"config = {toml_value(cfg)}")
         lines.append("")
     return "\n".join(lines)
@@ -966,6 +989,7 @@ class ToolgateSide:
             root = Path(tmp) / "plugins"
             tenants = root / "tenants"
             tenants.mkdir(parents=True)
+            (root / "toolgate.toml").write_text(GLOBAL_MANIFEST, encoding="utf-8")
             master = Path(tmp) / "scripted.wasm"
             master.write_bytes(self.scripted.read_bytes())
             trace_lines = []
@@ -1182,7 +1206,7 @@ class Outcome:
 
 
 class Differential:
-    def __init__(self, binary: Path, scripted: Path, batch: int = 2000, progress: bool = False) -> None:
+    def __init__(self, binary: Path, scripted: Path, batch: int = 200, progress: bool = False) -> None:
         self.symfonic = SymfonicSide()
         self.toolgate = ToolgateSide(binary, scripted)
         self.batch = batch
@@ -1426,7 +1450,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seams", default=",".join(SEAMS), help="comma-separated seams (default: all four)")
     p.add_argument("--bin", type=Path, default=None, help="the toolgate binary")
     p.add_argument("--scripted", type=Path, default=None, help="the scripted guard component")
-    p.add_argument("--batch", type=int, default=2000, help="cases per toolgate process (default 2000)")
+    p.add_argument("--batch", type=int, default=200, help="cases per toolgate process (default 200: one tenant each, within the engine's 256 instance slots)")
     p.add_argument("--no-directed", action="store_true", help="skip the directed cases")
     p.add_argument("--no-shrink", action="store_true", help="report the smallest case as found")
     args = p.parse_args(argv)
