@@ -16,7 +16,7 @@
 //! | `http_connections_open` | gauge | | connections open now |
 //! | `http_connections_refused_total` | counter | | connections closed at once because `max_connections` were open |
 //! | `http_connections_timed_out_total` | counter | reason | connections closed by the `header` (read) or `idle` timeout |
-//! | `plugins_loaded` | gauge | chain | plugins in the global chain and each tenant's own |
+//! | `plugins_loaded` | gauge | chain | global plugins (those restricted to some tenants too) and each tenant's own |
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
 //! | `plugins_generation` | gauge | | the snapshot generation serving |
 //! | `plugin_quarantined` | gauge | plugin | 1 while the plugin is quarantined (or being probed), else 0 |
@@ -396,7 +396,7 @@ impl Metrics {
             .get_or_create(&ChainLabels {
                 chain: "global".into(),
             })
-            .set(gauge_value(snapshot.global.plugins().len()));
+            .set(gauge_value(snapshot.global_plugins.len()));
         for (tenant, chain) in &snapshot.tenants {
             self.plugins_loaded
                 .get_or_create(&ChainLabels {

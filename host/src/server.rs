@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
-//! | GET | `/v1/plugins` | the global chain, each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
+//! | GET | `/v1/plugins` | every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`](crate::registry::ReloadReport) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
 //!
@@ -441,26 +441,30 @@ struct PluginInfo<'a> {
     limits: &'a crate::Limits,
     on_error: crate::OnError,
     health: crate::quarantine::Health,
+    /// The tenants a global plugin is restricted to (`tenants = [...]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenants: Option<&'a [String]>,
+}
+
+fn info<'a>(p: &'a crate::Plugin, tenants: Option<&'a [String]>) -> PluginInfo<'a> {
+    PluginInfo {
+        name: p.name(),
+        path: p.path(),
+        digest: p.digest(),
+        seams: p.seams(),
+        limits: p.limits(),
+        on_error: p.on_error(),
+        health: p.health(),
+        tenants,
+    }
 }
 
 fn describe(chain: &Chain) -> Vec<PluginInfo<'_>> {
-    chain
-        .plugins()
-        .iter()
-        .map(|p| PluginInfo {
-            name: p.name(),
-            path: p.path(),
-            digest: p.digest(),
-            seams: p.seams(),
-            limits: p.limits(),
-            on_error: p.on_error(),
-            health: p.health(),
-        })
-        .collect()
+    chain.plugins().iter().map(|p| info(p, None)).collect()
 }
 
 /// What `GET /v1/plugins` answers for `snapshot`: its generation, the
-/// global chain, each tenant's own chain (name, path, digest, seams,
+/// global plugins (with `tenants` when restricted), each tenant's own chain (name, path, digest, seams,
 /// limits, `on_error` of every plugin) and the load errors.
 pub fn describe_snapshot(snapshot: &Snapshot) -> Value {
     let tenants: Map<String, Value> = snapshot
@@ -470,7 +474,13 @@ pub fn describe_snapshot(snapshot: &Snapshot) -> Value {
         .collect();
     json!({
         "generation": snapshot.generation,
-        "global": describe(&snapshot.global),
+        // Every global plugin, those restricted to some tenants included
+        // (as `toolgate list` shows them).
+        "global": snapshot
+            .global_plugins
+            .iter()
+            .map(|p| info(&p.plugin, p.tenants.as_deref()))
+            .collect::<Vec<_>>(),
         "tenants": tenants,
         "errors": snapshot.errors,
         "policy": snapshot.policy,

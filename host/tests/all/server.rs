@@ -957,3 +957,42 @@ async fn big_integers_and_key_order_pass_through_http() {
     );
     s.stop().await;
 }
+
+/// A global plugin restricted to some tenants is listed by `/v1/plugins`
+/// (with its `tenants`) and counted in `plugins_loaded`, as `toolgate list`
+/// shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_lists_global_plugins_restricted_to_tenants() {
+    let s = Running::start(
+        &[
+            ("10-sql-guard.wasm", SQL_GUARD),
+            ("20-no-email.wasm", NO_EMAIL),
+        ],
+        ServerConfig::default(),
+    )
+    .await;
+    std::fs::write(
+        s.dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"10-sql-guard.wasm\"\n\n\
+         [[plugin]]\nname = \"no-email\"\npath = \"20-no-email.wasm\"\ntenants = [\"acme\"]\n",
+    )
+    .expect("manifest");
+    let (status, report) = s.post("/v1/reload", json!(null)).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    let (_, body) = s.get("/v1/plugins").await;
+    let listed: Value = serde_json::from_str(&body).expect("JSON");
+    let global = listed["global"].as_array().expect("global");
+    let names: Vec<&str> = global
+        .iter()
+        .map(|p| p["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["10-sql-guard", "no-email"], "{listed}");
+    assert_eq!(global[0].get("tenants"), None, "{listed}");
+    assert_eq!(global[1]["tenants"], json!(["acme"]), "{listed}");
+    let (_, metrics) = s.get("/metrics").await;
+    assert!(
+        metrics.contains("toolgate_plugins_loaded{chain=\"global\"} 2"),
+        "{metrics}"
+    );
+    s.stop().await;
+}
