@@ -121,7 +121,13 @@ pub(crate) fn wasmtime_config(config: &EngineConfig) -> Config {
             // Measured: keeping 2 MiB resident and scanning for dirty pages
             // halves the cost of a fresh instance; each alone does not.
             .linear_memory_keep_resident(2 << 20)
-            .pagemap_scan(Enabled::Auto);
+            .pagemap_scan(Enabled::Auto)
+            // Measured (BENCHMARKS.md): keeping fiber stacks and tables
+            // resident and decommitting in batches avoids the TLB-shootdown
+            // IPIs that each unbatched decommit costs a multi-threaded host.
+            .async_stack_keep_resident(1 << 20)
+            .table_keep_resident(1 << 20)
+            .decommit_batch_size(64);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     c
