@@ -135,23 +135,11 @@ struct RawManifest {
     #[serde(default)]
     plugin: Vec<Spanned<RawPlugin>>,
     #[serde(default)]
-    ceilings: Option<Spanned<RawCeilings>>,
+    ceilings: Option<Spanned<RawLimits>>,
     #[serde(default)]
     shares: Option<Spanned<RawShares>>,
     #[serde(default)]
     quarantine: Option<Spanned<RawQuarantine>>,
-}
-
-/// `[ceilings]`: the most any tenant plugin may have, per limit key.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawCeilings {
-    fuel: Option<Spanned<u64>>,
-    memory_mib: Option<Spanned<u64>>,
-    timeout_ms: Option<Spanned<u64>>,
-    max_return_kib: Option<Spanned<u64>>,
-    host_calls: Option<Spanned<u32>>,
-    log_kib: Option<Spanned<u64>>,
 }
 
 /// `[shares]`: see [`crate::shares::Shares`].
@@ -189,7 +177,10 @@ struct RawDefaults {
     on_error: Option<OnError>,
 }
 
-#[derive(Default)]
+/// The limit keys of a `[[plugin]]` or `[defaults]`; as itself, `[ceilings]`:
+/// the most any tenant plugin may have, per limit key.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct RawLimits {
     fuel: Option<Spanned<u64>>,
     memory_mib: Option<Spanned<u64>>,
@@ -351,8 +342,8 @@ impl Manifest {
             let mut whole = 0..0;
             if let Some(c) = raw.ceilings {
                 whole = c.span();
-                let c = c.into_inner();
-                policy.ceilings = limits_of!(c)
+                policy.ceilings = c
+                    .into_inner()
                     .apply(policy.ceilings, "ceilings", max_memory_bytes, None)
                     .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
             }
