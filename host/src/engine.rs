@@ -9,6 +9,7 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 
 use crate::bindings::Guard;
 use crate::sandbox::Sandbox;
+use crate::turns::LongLane;
 
 /// Engine-wide settings. Per-plugin limits live in [`Limits`](crate::Limits).
 #[derive(Clone, Debug)]
@@ -32,6 +33,11 @@ pub struct EngineConfig {
     /// only where reserving large virtual address ranges is not allowed.
     /// Default: true.
     pub pooling: bool,
+    /// How many *long calls* (guard calls still running at their second
+    /// epoch tick) may run at once, host-wide; the others wait their turn,
+    /// one account after another (see [`crate::turns`]). Default: half the
+    /// machine's cores, at least 1.
+    pub long_lane: u32,
 }
 
 impl Default for EngineConfig {
@@ -42,8 +48,16 @@ impl Default for EngineConfig {
             max_wasm_stack: 512 << 10,
             epoch_tick: Duration::from_millis(1),
             pooling: true,
+            long_lane: default_long_lane(),
         }
     }
+}
+
+/// Half the cores this process may use, at least 1.
+pub fn default_long_lane() -> u32 {
+    std::thread::available_parallelism()
+        .map_or(1, |n| u32::try_from(n.get() / 2).unwrap_or(u32::MAX))
+        .max(1)
 }
 
 /// One wasmtime engine shared by every plugin, with its linker and ticker.
@@ -59,6 +73,7 @@ struct EngineInner {
     wasmtime: wasmtime::Engine,
     linker: Linker<Sandbox>,
     config: EngineConfig,
+    lane: Arc<LongLane>,
 }
 
 impl Engine {
@@ -75,6 +90,7 @@ impl Engine {
             inner: Arc::new(EngineInner {
                 wasmtime,
                 linker,
+                lane: LongLane::new(config.long_lane),
                 config,
             }),
         })
@@ -87,6 +103,11 @@ impl Engine {
 
     pub(crate) fn linker(&self) -> &Linker<Sandbox> {
         &self.inner.linker
+    }
+
+    /// The lane long calls take turns in.
+    pub fn long_lane(&self) -> &Arc<LongLane> {
+        &self.inner.lane
     }
 
     /// The settings this engine was built with.
@@ -123,11 +144,12 @@ pub(crate) fn wasmtime_config(config: &EngineConfig) -> Config {
             .linear_memory_keep_resident(2 << 20)
             .pagemap_scan(Enabled::Auto)
             // Measured (BENCHMARKS.md): keeping fiber stacks and tables
-            // resident and decommitting in batches avoids the TLB-shootdown
-            // IPIs that each unbatched decommit costs a multi-threaded host.
+            // resident avoids the TLB-shootdown IPIs a decommit costs a
+            // multi-threaded host. Decommits are not batched: a batch
+            // flushed on a serving thread decommits every queued memory at
+            // once — tens of ms when tenants' memory bombs are in it.
             .async_stack_keep_resident(1 << 20)
-            .table_keep_resident(1 << 20)
-            .decommit_batch_size(64);
+            .table_keep_resident(1 << 20);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     c

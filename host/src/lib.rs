@@ -54,6 +54,7 @@ mod sandbox;
 pub mod server;
 pub mod shares;
 pub mod snapshot;
+pub mod turns;
 pub mod watch;
 mod wit;
 

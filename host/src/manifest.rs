@@ -151,6 +151,8 @@ struct RawShares {
     tenant_instances: Option<Spanned<u32>>,
     tenant_memory_mib: Option<Spanned<u64>>,
     memory_budget_mib: Option<Spanned<u64>>,
+    global_requests: Option<Spanned<u32>>,
+    tenant_requests: Option<Spanned<u32>>,
     wait_ms: Option<Spanned<u64>>,
 }
 
@@ -496,6 +498,12 @@ fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
     }
     if let Some(v) = &raw.memory_budget_mib {
         s.memory_budget_mib = range(v, key("memory_budget_mib"), 1, 1 << 40, " MiB")?;
+    }
+    if let Some(v) = &raw.global_requests {
+        s.global_requests = range(v, key("global_requests"), 1, 1 << 16, "")?;
+    }
+    if let Some(v) = &raw.tenant_requests {
+        s.tenant_requests = range(v, key("tenant_requests"), 1, 1 << 16, "")?;
     }
     if let Some(v) = &raw.wait_ms {
         s.wait = Duration::from_millis(range(v, key("wait_ms"), 0, 60_000, " ms")?);

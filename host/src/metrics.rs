@@ -26,6 +26,12 @@
 //! | `share_memory_mib` | gauge | account | memory its instances have committed now, MiB |
 //! | `share_memory_mib_max` | gauge | account | the most they may commit |
 //! | `share_refused` | gauge | account | calls refused (`share-exhausted`) since the account was made |
+//! | `share_requests` | gauge | account | requests the account has in progress now |
+//! | `share_requests_max` | gauge | account | the most it may have in progress |
+//! | `share_busy` | gauge | account | requests refused as busy (HTTP 429) since the account was made |
+//! | `long_lane_running` | gauge | | long guard calls (past their first tick) holding a turn now |
+//! | `long_lane_waiting` | gauge | | long guard calls waiting for a turn now |
+//! | `long_lane_width` | gauge | | the most long guard calls that may run at once |
 //!
 //! A quarantined guard's calls are counted in `guard_outcomes_total` with
 //! `outcome="fault"` and `cause="quarantined"`; calls refused for want of
@@ -45,6 +51,8 @@ use serde_json::Value;
 use crate::chain::{Decision, GuardTrace};
 use crate::event::Seam;
 use crate::registry::Snapshot;
+use crate::shares::Usage;
+use crate::turns::LaneUsage;
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -132,12 +140,81 @@ pub struct Metrics {
     generation: Gauge,
     quarantined: Family<PluginLabels, Gauge>,
     quarantines: Family<PluginLabels, Gauge>,
-    share_instances: Family<AccountLabels, Gauge>,
-    share_instances_max: Family<AccountLabels, Gauge>,
-    share_memory: Family<AccountLabels, Gauge>,
-    share_memory_max: Family<AccountLabels, Gauge>,
-    share_refused: Family<AccountLabels, Gauge>,
+    /// One family per [`SHARE_GAUGES`] entry.
+    shares: Vec<Family<AccountLabels, Gauge>>,
+    /// One gauge per [`LANE_GAUGES`] entry.
+    lane: Vec<Gauge>,
 }
+
+/// A gauge whose value is read from a usage report `U`.
+struct Reading<U> {
+    name: &'static str,
+    help: &'static str,
+    read: fn(&U) -> i64,
+}
+
+/// The per-account gauges.
+const SHARE_GAUGES: [Reading<Usage>; 8] = [
+    Reading {
+        name: "share_instances",
+        help: "Guard instances the account has alive now",
+        read: |u| i64::from(u.instances),
+    },
+    Reading {
+        name: "share_instances_max",
+        help: "The most guard instances the account may have alive",
+        read: |u| i64::from(u.instances_max),
+    },
+    Reading {
+        name: "share_memory_mib",
+        help: "Memory the account's instances have committed now, MiB",
+        read: |u| i64::from(u.memory_mib),
+    },
+    Reading {
+        name: "share_memory_mib_max",
+        help: "The most memory the account's instances may commit, MiB",
+        read: |u| i64::from(u.memory_mib_max),
+    },
+    Reading {
+        name: "share_refused",
+        help: "Calls refused (share-exhausted) since the account was made",
+        read: |u| i64::try_from(u.refused).unwrap_or(i64::MAX),
+    },
+    Reading {
+        name: "share_requests",
+        help: "Requests the account has in progress now",
+        read: |u| i64::from(u.requests),
+    },
+    Reading {
+        name: "share_requests_max",
+        help: "The most requests the account may have in progress",
+        read: |u| i64::from(u.requests_max),
+    },
+    Reading {
+        name: "share_busy",
+        help: "Requests refused as busy (HTTP 429) since the account was made",
+        read: |u| i64::try_from(u.busy).unwrap_or(i64::MAX),
+    },
+];
+
+/// The long-call lane's gauges.
+const LANE_GAUGES: [Reading<LaneUsage>; 3] = [
+    Reading {
+        name: "long_lane_running",
+        help: "Long guard calls (past their first tick) holding a turn now",
+        read: |u| i64::from(u.running),
+    },
+    Reading {
+        name: "long_lane_waiting",
+        help: "Long guard calls waiting for a turn now",
+        read: |u| i64::from(u.waiting),
+    },
+    Reading {
+        name: "long_lane_width",
+        help: "The most long guard calls that may run at once",
+        read: |u| i64::from(u.width),
+    },
+];
 
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -172,11 +249,8 @@ impl Metrics {
             generation: Gauge::default(),
             quarantined: Family::default(),
             quarantines: Family::default(),
-            share_instances: Family::default(),
-            share_instances_max: Family::default(),
-            share_memory: Family::default(),
-            share_memory_max: Family::default(),
-            share_refused: Family::default(),
+            shares: SHARE_GAUGES.iter().map(|_| Family::default()).collect(),
+            lane: LANE_GAUGES.iter().map(|_| Gauge::default()).collect(),
             registry: Registry::default(),
         };
         registry.register(
@@ -259,31 +333,12 @@ impl Metrics {
             "Times the plugin was quarantined since it was loaded",
             m.quarantines.clone(),
         );
-        registry.register(
-            "share_instances",
-            "Guard instances the account has alive now",
-            m.share_instances.clone(),
-        );
-        registry.register(
-            "share_instances_max",
-            "The most guard instances the account may have alive",
-            m.share_instances_max.clone(),
-        );
-        registry.register(
-            "share_memory_mib",
-            "Memory the account's instances have committed now, MiB",
-            m.share_memory.clone(),
-        );
-        registry.register(
-            "share_memory_mib_max",
-            "The most memory the account's instances may commit, MiB",
-            m.share_memory_max.clone(),
-        );
-        registry.register(
-            "share_refused",
-            "Calls refused (share-exhausted) since the account was made",
-            m.share_refused.clone(),
-        );
+        for (r, family) in SHARE_GAUGES.iter().zip(&m.shares) {
+            registry.register(r.name, r.help, family.clone());
+        }
+        for (r, gauge) in LANE_GAUGES.iter().zip(&m.lane) {
+            registry.register(r.name, r.help, gauge.clone());
+        }
         Metrics { registry, ..m }
     }
 
@@ -389,8 +444,18 @@ impl Metrics {
         }
     }
 
-    /// Sets the plugin gauges from the snapshot serving now.
-    pub fn observe_snapshot(&self, snapshot: &Snapshot) {
+    /// Sets the gauges from `registry`: the snapshot serving now and the
+    /// engine's long-call lane.
+    pub fn observe(&self, registry: &crate::Registry) {
+        let lane = registry.engine().long_lane().usage();
+        for (r, gauge) in LANE_GAUGES.iter().zip(&self.lane) {
+            gauge.set((r.read)(&lane));
+        }
+        self.observe_snapshot(&registry.snapshot());
+    }
+
+    /// Sets the plugin and share gauges from the snapshot serving now.
+    fn observe_snapshot(&self, snapshot: &Snapshot) {
         self.plugins_loaded.clear();
         self.plugins_loaded
             .get_or_create(&ChainLabels {
@@ -424,13 +489,7 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(i64::try_from(health.quarantines).unwrap_or(i64::MAX));
         }
-        for family in [
-            &self.share_instances,
-            &self.share_instances_max,
-            &self.share_memory,
-            &self.share_memory_max,
-            &self.share_refused,
-        ] {
+        for family in &self.shares {
             family.clear();
         }
         let accounts = snapshot
@@ -443,21 +502,9 @@ impl Metrics {
                 account: account.name().to_string(),
             };
             let usage = account.usage();
-            self.share_instances
-                .get_or_create(&labels)
-                .set(i64::from(usage.instances));
-            self.share_instances_max
-                .get_or_create(&labels)
-                .set(i64::from(usage.instances_max));
-            self.share_memory
-                .get_or_create(&labels)
-                .set(i64::from(usage.memory_mib));
-            self.share_memory_max
-                .get_or_create(&labels)
-                .set(i64::from(usage.memory_mib_max));
-            self.share_refused
-                .get_or_create(&labels)
-                .set(i64::try_from(usage.refused).unwrap_or(i64::MAX));
+            for (r, family) in SHARE_GAUGES.iter().zip(&self.shares) {
+                family.get_or_create(&labels).set((r.read)(&usage));
+            }
         }
         self.generation
             .set(i64::try_from(snapshot.generation).unwrap_or(i64::MAX));

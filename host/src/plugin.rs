@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use wasmtime::Store;
 use wasmtime::component::{Component, Instance, InstancePre};
-use wasmtime::{Store, UpdateDeadline};
 
 use crate::bindings::{result, rewrite, routing, steering, types};
 use crate::engine::Engine;
@@ -20,6 +20,7 @@ use crate::limits::Limits;
 use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
+use crate::turns::{AccountTurn, LongLane, Ticks};
 
 /// What a fault in this plugin means for the call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,7 +211,11 @@ impl Plugin {
         {
             let mut store = self.store()?;
             if let Some(cap) = cap {
-                arm_deadline(&mut store, self.limits.timeout.min(cap));
+                arm_deadline(
+                    &mut store,
+                    self.limits.timeout.min(cap),
+                    Some((self.engine.long_lane(), None)),
+                );
             }
             let instance =
                 self.pre
@@ -325,7 +330,12 @@ impl Plugin {
             .and_then(|()| store.set_fuel(self.limits.fuel))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
-        arm_deadline(&mut store, self.limits.timeout);
+        let turn = self.account.as_ref().map(|a| a.turn());
+        arm_deadline(
+            &mut store,
+            self.limits.timeout,
+            Some((self.engine.long_lane(), turn)),
+        );
         Ok(store)
     }
 
@@ -563,7 +573,7 @@ impl Plugin {
             .set_fuel(self.limits.fuel)
             .map_err(|_| Fault::Instantiate)?;
         store.data_mut().refill(&self.limits);
-        arm_deadline(store, self.limits.timeout);
+        arm_deadline(store, self.limits.timeout, None);
         self.call_on(store, instance, event, &state.to_string())
             .await
             .map_err(|e| Fault::classify(&e, true))
@@ -627,18 +637,18 @@ const FUEL_FLUSH_INTERVAL: u64 = 1_000_000;
 /// deadline and other calls on the same thread make progress) and, once
 /// the deadline has passed, traps with `Trap::Interrupt` (a `deadline`
 /// fault). The deadline is checked on a tick, so it overshoots by at most
-/// one tick.
-fn arm_deadline(store: &mut Store<Sandbox>, timeout: Duration) {
+/// one tick. With a `lane`, a long call takes turns in it (see
+/// [`crate::turns`]). Call it after the store's fuel is set.
+fn arm_deadline(
+    store: &mut Store<Sandbox>,
+    timeout: Duration,
+    lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
+) {
     // A timeout too large to add to now never expires.
-    let deadline = Instant::now().checked_add(timeout);
+    let fuel = store.get_fuel().unwrap_or(0);
+    let mut ticks = Ticks::new(Instant::now().checked_add(timeout), fuel, lane);
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |_| {
-        Ok(if deadline.is_some_and(|d| Instant::now() >= d) {
-            UpdateDeadline::Interrupt
-        } else {
-            UpdateDeadline::Yield(1)
-        })
-    });
+    store.epoch_deadline_callback(move |store| Ok(ticks.tick(store.get_fuel().unwrap_or(0))));
 }
 
 impl std::fmt::Debug for Plugin {

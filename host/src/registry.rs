@@ -125,6 +125,14 @@ pub struct LoadIssue {
 }
 
 impl Snapshot {
+    /// The account a request for `tenant` is charged to: the tenant's own
+    /// when it has a directory, else the global account.
+    pub fn account(&self, tenant: Option<&str>) -> Option<&Arc<Account>> {
+        tenant
+            .and_then(|t| self.accounts.tenants.get(t))
+            .or(self.accounts.global.as_ref())
+    }
+
     /// The chain a call for `tenant` runs: global, then the tenant's own.
     pub fn chain(&self, tenant: Option<&str>) -> &Chain {
         tenant
@@ -860,15 +868,13 @@ impl Accounts {
     ) -> Accounts {
         let s = &policy.shares;
         let global = match &old.global {
-            Some(a) if a.matches(s.global_instances, s.global_memory_mib, s.wait) => Arc::clone(a),
+            Some(a) if a.matches(s.global_lends(), s.wait) => Arc::clone(a),
             _ => Arc::new(s.global_account()),
         };
         let tenants = tenants
             .map(|name| {
                 let account = match old.tenants.get(name) {
-                    Some(a) if a.matches(s.tenant_instances, s.tenant_memory_mib, s.wait) => {
-                        Arc::clone(a)
-                    }
+                    Some(a) if a.matches(s.tenant_lends(), s.wait) => Arc::clone(a),
                     _ => Arc::new(s.tenant_account(name)),
                 };
                 (name.clone(), account)

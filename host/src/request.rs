@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use crate::chain::Decision;
 use crate::event::{Event, Seam};
 use crate::registry::{Snapshot, validate_tenant};
+use crate::shares::Busy;
 
 /// A seam request, checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -86,12 +87,27 @@ impl DecideRequest {
         })
     }
 
-    /// Runs the request through `snapshot`'s chain for its tenant.
-    pub async fn decide(&self, snapshot: &Snapshot) -> Decision<Value> {
-        snapshot
-            .chain(self.tenant.as_deref())
+    /// Runs the request through `snapshot`'s chain for its tenant, once
+    /// its account has a place for it (see
+    /// [`Shares::tenant_requests`](crate::shares::Shares::tenant_requests)):
+    /// a request that waited the share's `wait` in vain is refused as
+    /// [`Busy`], never decided.
+    pub async fn decide(&self, snapshot: &Snapshot) -> Result<Decision<Value>, Busy> {
+        let tenant = self.tenant.as_deref();
+        let _place = match snapshot.account(tenant) {
+            None => None,
+            Some(account) => {
+                let key = match tenant {
+                    Some(t) if snapshot.accounts.tenants.contains_key(t) => "tenant_requests",
+                    _ => "global_requests",
+                };
+                Some(account.enter(key).await?)
+            }
+        };
+        Ok(snapshot
+            .chain(tenant)
             .decide(&self.event, &self.state)
-            .await
+            .await)
     }
 }
 

@@ -129,7 +129,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+        let mut response =
+            (self.status, axum::Json(json!({ "error": self.message }))).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 
@@ -407,7 +414,15 @@ async fn decide(
         ApiError::new(status, message)
     })?;
     let request = DecideRequest::parse(seam, &body).map_err(ApiError::bad_request)?;
-    let decision = request.decide(&app.registry.snapshot()).await;
+    let decision = request
+        .decide(&app.registry.snapshot())
+        .await
+        .map_err(|busy| {
+            // Counted per account (`share_busy`); one line per refusal
+            // would let a flood flood the log too.
+            tracing::debug!(account = %busy.account, "request refused: {busy}");
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, busy.to_string())
+        })?;
     app.metrics.record_decision(seam, &decision);
     let body = request::answer(decision, with_trace);
     Ok(axum::Json(body).into_response())
@@ -518,7 +533,7 @@ async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {
 }
 
 async fn metrics_text(State(app): State<Shared>) -> Response {
-    app.metrics.observe_snapshot(&app.registry.snapshot());
+    app.metrics.observe(&app.registry);
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         app.metrics.encode(),

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::turns::AccountTurn;
+
 /// One MiB.
 const MIB: u64 = 1 << 20;
 
@@ -56,9 +58,19 @@ pub struct Shares {
     /// loaded. Default: half the machine's physical memory (4096 if it
     /// cannot be read).
     pub memory_budget_mib: u64,
-    /// How long a call waits for its share before faulting with
-    /// `share-exhausted`. Default: 1 s (a burst above the share queues;
-    /// a flood waits, which also slows the flooder down).
+    /// Requests the global account may have in progress at once (decided
+    /// through [`DecideRequest`](crate::DecideRequest): the HTTP service,
+    /// the Python module); more wait their turn. Default: four per core.
+    pub global_requests: u32,
+    /// Requests one tenant may have in progress at once; more wait their
+    /// turn, in order, and one that waited `wait` is refused (HTTP 429).
+    /// Default: one per core — a tenant may keep every core busy, never
+    /// queue more work than that ahead of other tenants.
+    pub tenant_requests: u32,
+    /// How long a call waits for its share (and a request for its place)
+    /// before faulting with `share-exhausted` (being refused as busy).
+    /// Default: 1 s (a burst above the share queues; a flood waits, which
+    /// also slows the flooder down).
     #[serde(with = "crate::limits::millis")]
     pub wait: Duration,
 }
@@ -71,9 +83,18 @@ impl Default for Shares {
             tenant_instances: 4,
             tenant_memory_mib: 512,
             memory_budget_mib: default_memory_budget_mib(),
+            global_requests: cores().saturating_mul(4),
+            tenant_requests: cores(),
             wait: Duration::from_secs(1),
         }
     }
+}
+
+/// The cores this process may use, at least 1.
+fn cores() -> u32 {
+    std::thread::available_parallelism()
+        .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+        .max(1)
 }
 
 /// Half the physical memory of this machine in MiB (Linux
@@ -148,6 +169,12 @@ impl Shares {
         if self.global_instances == 0 {
             return Err(("global_instances", "must be at least 1".into()));
         }
+        if self.global_requests == 0 {
+            return Err(("global_requests", "must be at least 1".into()));
+        }
+        if self.tenant_requests == 0 {
+            return Err(("tenant_requests", "must be at least 1".into()));
+        }
         if self.tenant_instances == 0 {
             return Err(("tenant_instances", "must be at least 1".into()));
         }
@@ -212,24 +239,32 @@ impl Shares {
         Ok(())
     }
 
+    /// What the global account lends.
+    pub fn global_lends(&self) -> Lends {
+        Lends {
+            requests: self.global_requests,
+            instances: self.global_instances,
+            memory_mib: self.global_memory_mib,
+        }
+    }
+
+    /// What each tenant's account lends.
+    pub fn tenant_lends(&self) -> Lends {
+        Lends {
+            requests: self.tenant_requests,
+            instances: self.tenant_instances,
+            memory_mib: self.tenant_memory_mib,
+        }
+    }
+
     /// The global account these settings describe.
     pub fn global_account(&self) -> Account {
-        Account::new(
-            "global",
-            self.global_instances,
-            self.global_memory_mib,
-            self.wait,
-        )
+        Account::new("global", self.global_lends(), self.wait)
     }
 
     /// The account of `tenant` these settings describe.
     pub fn tenant_account(&self, tenant: &str) -> Account {
-        Account::new(
-            tenant,
-            self.tenant_instances,
-            self.tenant_memory_mib,
-            self.wait,
-        )
+        Account::new(tenant, self.tenant_lends(), self.wait)
     }
 }
 
@@ -238,12 +273,50 @@ impl Shares {
 #[derive(Debug)]
 pub struct Account {
     name: String,
+    lends: Lends,
+    requests: Arc<Semaphore>,
     instances: Arc<Semaphore>,
     memory: Arc<Semaphore>,
     instance_total: u32,
     memory_total_mib: u32,
     wait: Duration,
     refused: AtomicU64,
+    busy: AtomicU64,
+    turn: AccountTurn,
+}
+
+/// What an [`Account`] lends at most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lends {
+    /// Requests in progress at once.
+    pub requests: u32,
+    /// Guard instances alive at once.
+    pub instances: u32,
+    /// Memory committed at once, MiB.
+    pub memory_mib: u64,
+}
+
+/// A request refused because its account had no place for it in time.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{account}` has {max} requests in progress and this one waited {waited_ms} ms for a place; \
+     retry later ([shares] {key})"
+)]
+pub struct Busy {
+    /// `global`, or the tenant's name.
+    pub account: String,
+    /// Its requests in progress at once.
+    pub max: u32,
+    /// How long the request waited.
+    pub waited_ms: u128,
+    /// The `[shares]` key that sets `max`.
+    pub key: &'static str,
+}
+
+/// A request's place in its account; given back when dropped.
+#[derive(Debug)]
+pub struct Place {
+    _permit: OwnedSemaphorePermit,
 }
 
 /// What an [`Account`] has lent now, and what it may lend.
@@ -259,6 +332,12 @@ pub struct Usage {
     pub memory_mib_max: u32,
     /// Calls refused (`share-exhausted`) since the account was made.
     pub refused: u64,
+    /// Requests in progress now.
+    pub requests: u32,
+    /// The most requests it may have in progress.
+    pub requests_max: u32,
+    /// Requests refused as busy since the account was made.
+    pub busy: u64,
 }
 
 /// Permits held by one admitted call; given back when dropped.
@@ -269,18 +348,27 @@ pub struct Admission {
 }
 
 impl Account {
-    /// An account named `name` lending `instances` instances and
-    /// `memory_mib` MiB, making a call wait at most `wait` for them.
-    pub fn new(name: &str, instances: u32, memory_mib: u64, wait: Duration) -> Account {
+    /// An account named `name` lending at most `lends`, making a call (or
+    /// a request) wait at most `wait` for its part.
+    pub fn new(name: &str, lends: Lends, wait: Duration) -> Account {
+        let Lends {
+            requests,
+            instances,
+            memory_mib,
+        } = lends;
         let memory_total_mib = u32::try_from(memory_mib).unwrap_or(u32::MAX);
         Account {
             name: name.into(),
+            lends,
+            requests: Arc::new(Semaphore::new(requests as usize)),
             instances: Arc::new(Semaphore::new(instances as usize)),
             memory: Arc::new(Semaphore::new(memory_total_mib as usize)),
             instance_total: instances,
             memory_total_mib,
             wait,
             refused: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            turn: AccountTurn::default(),
         }
     }
 
@@ -289,11 +377,50 @@ impl Account {
         &self.name
     }
 
-    /// Whether this account lends the same as `shares` says it should.
-    pub(crate) fn matches(&self, instances: u32, memory_mib: u64, wait: Duration) -> bool {
-        self.instance_total == instances
-            && u64::from(self.memory_total_mib) == memory_mib
-            && self.wait == wait
+    /// Whether this account lends `lends` and waits `wait`.
+    pub(crate) fn matches(&self, lends: Lends, wait: Duration) -> bool {
+        self.lends == lends && self.wait == wait
+    }
+
+    /// A place for one request, waiting at most the account's `wait` for
+    /// it, in order of arrival. `key` names the `[shares]` key of the
+    /// limit, for the error.
+    pub async fn enter(&self, key: &'static str) -> Result<Place, Busy> {
+        let start = Instant::now();
+        let permit = match Arc::clone(&self.requests).try_acquire_owned() {
+            Ok(p) => Ok(p),
+            Err(_) => {
+                let permit =
+                    tokio::time::timeout(self.wait, Arc::clone(&self.requests).acquire_owned())
+                        .await
+                        .map_err(drop)
+                        .and_then(|r| r.map_err(drop));
+                // The request that gave the place back woke this one into
+                // its thread's next slot (tokio's LIFO slot): go to the
+                // back of the queue instead, or a tenant handing places
+                // from one of its requests to the next would run ahead of
+                // everyone else's work.
+                tokio::task::yield_now().await;
+                permit
+            }
+        };
+        match permit {
+            Ok(p) => Ok(Place { _permit: p }),
+            Err(()) => {
+                self.busy.fetch_add(1, Ordering::Relaxed);
+                Err(Busy {
+                    account: self.name.clone(),
+                    max: self.lends.requests,
+                    waited_ms: start.elapsed().as_millis(),
+                    key,
+                })
+            }
+        }
+    }
+
+    /// This account's place in the long-call lane.
+    pub fn turn(&self) -> &AccountTurn {
+        &self.turn
     }
 
     /// What is lent now.
@@ -305,6 +432,9 @@ impl Account {
             memory_mib: self.memory_total_mib.saturating_sub(free(&self.memory)),
             memory_mib_max: self.memory_total_mib,
             refused: self.refused.load(Ordering::Relaxed),
+            requests: self.lends.requests.saturating_sub(free(&self.requests)),
+            requests_max: self.lends.requests,
+            busy: self.busy.load(Ordering::Relaxed),
         }
     }
 
@@ -369,9 +499,45 @@ impl Account {
 mod tests {
     use super::*;
 
+    fn lends(instances: u32, memory_mib: u64) -> Lends {
+        Lends {
+            requests: 4,
+            instances,
+            memory_mib,
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_wait_their_turn_then_are_refused_as_busy() {
+        let account = Arc::new(Account::new(
+            "a",
+            Lends {
+                requests: 1,
+                instances: 1,
+                memory_mib: 1,
+            },
+            Duration::from_millis(300),
+        ));
+        let first = account.enter("tenant_requests").await.expect("first");
+        assert_eq!(account.usage().requests, 1);
+        let waiter = tokio::spawn({
+            let account = Arc::clone(&account);
+            async move { account.enter("tenant_requests").await.map(drop) }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(first);
+        waiter.await.expect("task").expect("entered once freed");
+        let _held = account.enter("tenant_requests").await.expect("again");
+        let busy = account.enter("tenant_requests").await.expect_err("full");
+        assert_eq!(busy.account, "a");
+        assert!(busy.waited_ms >= 300, "{busy}");
+        assert!(busy.to_string().contains("tenant_requests"), "{busy}");
+        assert_eq!(account.usage().busy, 1);
+    }
+
     #[tokio::test]
     async fn memory_is_bounded_by_the_share() {
-        let account = Account::new("a", 8, 256, Duration::from_millis(5));
+        let account = Account::new("a", lends(8, 256), Duration::from_millis(5));
         let a = account.admit(128 << 20).await.expect("first");
         let b = account.admit(100 << 20).await.expect("second");
         assert_eq!(account.usage().memory_mib, 228);
@@ -385,7 +551,7 @@ mod tests {
 
     #[tokio::test]
     async fn instances_are_bounded_and_a_waiter_gets_a_freed_one() {
-        let account = Arc::new(Account::new("a", 1, 64, Duration::from_millis(500)));
+        let account = Arc::new(Account::new("a", lends(1, 64), Duration::from_millis(500)));
         let held = account.admit(1 << 20).await.expect("first");
         let waiter = tokio::spawn({
             let account = Arc::clone(&account);
@@ -404,6 +570,8 @@ mod tests {
             tenant_instances: 4,
             tenant_memory_mib: 512,
             memory_budget_mib: 4096,
+            global_requests: 8,
+            tenant_requests: 2,
             wait: Duration::ZERO,
         };
         assert!(shares.plan(Some(32), 5, "e").is_ok());

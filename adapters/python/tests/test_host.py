@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from toolgate_server import plugin_dir, rust_plugin, built_guest
 
-from toolgate import Host, RequestError, ToolgateError
+from toolgate import BusyError, Host, RequestError, ToolgateError
 
 WHERE_MESSAGE = "Add a WHERE clause before running this query."
 
@@ -238,3 +238,37 @@ def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
     # and so did a Python thread (it would stall if a call held the GIL).
     assert ticks >= 5, (ticks, elapsed)
     assert during > 1000, during
+
+
+def test_a_tenant_over_its_requests_in_progress_raises_busy_error(tmp_path: Path) -> None:
+    hostile = os.environ.get("TOOLGATE_HOSTILE")
+    if not hostile:
+        pytest.skip("TOOLGATE_HOSTILE is not set (path of the looping guard component)")
+    root = plugin_dir(
+        tmp_path / "plugins",
+        {"tenants/a/hostile.wasm": Path(hostile), "tenants/b/sql-guard.wasm": rust_plugin("sql-guard")},
+    )
+    (root / "toolgate.toml").write_text(
+        "[ceilings]\ntimeout_ms = 2000\nfuel = 9223372036854775807\n\n"
+        "[shares]\ntenant_requests = 1\nwait_ms = 50\n\n[quarantine]\nfaults = 0\n"
+    )
+    (root / "tenants/a/toolgate.toml").write_text(
+        '[[plugin]]\npath = "hostile.wasm"\ntimeout_ms = 1000\nfuel = 9223372036854775807\n'
+    )
+    host = Host(root, watch=False, max_instances=32)
+    spin = steering_event(None, tool="loop")
+
+    async def go() -> tuple[Any, Any]:
+        first = asyncio.ensure_future(host.steering(spin, tenant="a"))
+        await asyncio.sleep(0.2)
+        with pytest.raises(BusyError, match="`a` has 1 requests in progress"):
+            await host.steering(spin, tenant="a")
+        # Another tenant is answered meanwhile.
+        other = await host.steering(steering_event("DELETE FROM users"), tenant="b")
+        return await first, other
+
+    first, other = asyncio.run(go())
+    assert first is None  # the spinner hit its deadline and was skipped
+    assert other is not None and other["content"] == WHERE_MESSAGE
+    assert issubclass(BusyError, ToolgateError)
+    assert "toolgate_share_busy{account=\"a\"} 1" in host.metrics()

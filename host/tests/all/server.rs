@@ -25,11 +25,26 @@ struct Running {
 
 impl Running {
     async fn start(files: &[(&str, &str)], config: ServerConfig) -> Running {
+        Running::start_with(files, &[], config).await
+    }
+
+    /// Serves a directory of `files` (name, component to copy) and
+    /// `texts` (name, contents: manifests).
+    async fn start_with(
+        files: &[(&str, &str)],
+        texts: &[(&str, &str)],
+        config: ServerConfig,
+    ) -> Running {
         let dir = tempfile::tempdir().expect("tempdir");
         for (name, src) in files {
             let dest = dir.path().join(name);
             std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
             std::fs::copy(src, dest).expect("copy");
+        }
+        for (name, text) in texts {
+            let dest = dir.path().join(name);
+            std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+            std::fs::write(dest, text).expect("write");
         }
         let registry = Registry::open(super::engine(), dir.path())
             .await
@@ -994,5 +1009,97 @@ async fn plugins_lists_global_plugins_restricted_to_tenants() {
         metrics.contains("toolgate_plugins_loaded{chain=\"global\"} 2"),
         "{metrics}"
     );
+    s.stop().await;
+}
+
+/// A tenant with more requests in progress than `[shares] tenant_requests`
+/// gets 429 (with `Retry-After`) once its request waited `wait_ms`, counted
+/// in `share_busy`; another tenant and the global chain are answered
+/// meanwhile, and the tenant's request in progress still completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_requests_in_progress_gets_429_and_no_one_else_does() {
+    let s = Running::start_with(
+        &[
+            ("sql-guard.wasm", SQL_GUARD),
+            ("tenants/a/hostile.wasm", HOSTILE),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+        ],
+        &[
+            (
+                "toolgate.toml",
+                "[ceilings]\ntimeout_ms = 5000\nfuel = 9223372036854775807\n\n[shares]\ntenant_requests = 1\nwait_ms = 100\n\n\
+                 [quarantine]\nfaults = 0\n\n[[plugin]]\npath = \"sql-guard.wasm\"\n",
+            ),
+            (
+                "tenants/a/toolgate.toml",
+                "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 1500\nfuel = 9223372036854775807\n",
+            ),
+        ],
+        ServerConfig::default(),
+    )
+    .await;
+    let (status, plugins) = s.get("/v1/plugins").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!plugins.contains("\"errors\":[{"), "{plugins}");
+    let mut spin = steering("loop", json!({}));
+    spin["tenant"] = json!("a");
+    let spinning = tokio::spawn({
+        let (client, url) = (s.client.clone(), s.url("/v1/steering?trace=1"));
+        let spin = spin.clone();
+        async move {
+            let response = client.post(url).json(&spin).send().await.expect("request");
+            (
+                response.status(),
+                response.json::<Value>().await.expect("JSON"),
+            )
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let busy = s
+        .client
+        .post(s.url("/v1/steering"))
+        .json(&spin)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(busy.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        busy.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    let error = busy.json::<Value>().await.expect("JSON")["error"].clone();
+    let error = error.as_str().expect("error text");
+    assert!(
+        error.contains("`a` has 1 requests in progress") && error.contains("tenant_requests"),
+        "{error}"
+    );
+    for tenant in [json!("b"), Value::Null] {
+        let mut call = steering("run_query", json!({"sql": "DELETE FROM users"}));
+        call["tenant"] = tenant.clone();
+        let (status, body) = s.post("/v1/steering", call).await;
+        assert_eq!(
+            (status, &body),
+            (StatusCode::OK, &steer_where()),
+            "{tenant}"
+        );
+    }
+    let (_, metrics) = s.get("/metrics").await;
+    assert_eq!(
+        series(&metrics, "toolgate_share_busy{account=\"a\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        series(&metrics, "toolgate_share_requests{account=\"a\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        series(&metrics, "toolgate_share_requests_max{account=\"a\"}"),
+        Some(1.0)
+    );
+
+    let (status, answer) = spinning.await.expect("task");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["trace"][1]["fault"], "deadline", "{answer}");
     s.stop().await;
 }

@@ -475,3 +475,94 @@ fn list_shows_health_policy_and_shares() {
     assert_eq!(listed["shares"]["tenants"]["a"]["instances_max"], 4);
     assert_eq!(listed["shares"]["global"]["instances_max"], 16);
 }
+
+/// Spinning guards take turns in the long-call lane, account by account:
+/// with a lane one call wide, tenant `a`'s three spinners and tenant `c`'s
+/// one never run more than one at a time, `c` gets about as much of the
+/// lane as all of `a`'s together (each of `a`'s gets a third of that), and
+/// a quick call of tenant `b` never waits for a turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spinning_guards_take_turns_tenant_by_tenant() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("sql-guard.wasm", SQL_GUARD),
+            ("tenants/a/hostile.wasm", HOSTILE),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+            ("tenants/c/hostile.wasm", HOSTILE),
+        ],
+    );
+    let spinner =
+        "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 1000\nfuel = 9223372036854775807\n";
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[ceilings]\ntimeout_ms = 1000\nfuel = 9223372036854775807\n\n[quarantine]\nfaults = 0\n\n\
+         [[plugin]]\npath = \"sql-guard.wasm\"\n",
+    );
+    write(&dir.path().join("tenants/a/toolgate.toml"), spinner);
+    write(&dir.path().join("tenants/c/toolgate.toml"), spinner);
+    let engine = toolgate::Engine::new(toolgate::EngineConfig {
+        max_instances: 32,
+        long_lane: 1,
+        ..toolgate::EngineConfig::default()
+    })
+    .expect("engine");
+    let options = RegistryOptions {
+        cache: CompiledCache::disabled(),
+        ..RegistryOptions::default()
+    };
+    let reg = Arc::new(
+        Registry::open_with(engine.clone(), dir.path(), options)
+            .await
+            .expect("registry opens"),
+    );
+    assert_eq!(
+        reg.snapshot().errors.len(),
+        0,
+        "{:?}",
+        reg.snapshot().errors
+    );
+
+    let spin = |tenant: &'static str| {
+        let reg = Arc::clone(&reg);
+        tokio::spawn(async move { steer_as(&reg, Some(tenant), "loop", json!({})).await })
+    };
+    let spinners: Vec<_> = ["a", "a", "a", "c"].into_iter().map(spin).collect();
+    let mut most_running = 0;
+    let mut most_waiting = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let usage = engine.long_lane().usage();
+        most_running = most_running.max(usage.running);
+        most_waiting = most_waiting.max(usage.waiting);
+        // A quick call is never held up by a turn.
+        let d = steer_as(
+            &reg,
+            Some("b"),
+            "run_query",
+            json!({"sql": "DELETE FROM users"}),
+        )
+        .await;
+        assert_eq!(d.result.expect("steers").content, WHERE);
+    }
+    assert_eq!(most_running, 1, "one long call at a time");
+    assert!(most_waiting >= 1, "the others waited for their turn");
+
+    let mut fuel = Vec::new();
+    for task in spinners {
+        let d = task.await.expect("task");
+        let entry = d.trace.last().expect("the spinner ran");
+        assert_eq!(entry.fault, Some(Fault::Deadline), "{entry:?}");
+        fuel.push(entry.fuel_used);
+    }
+    let (a, c) = (&fuel[..3], fuel[3]);
+    let a_most = a.iter().copied().max().unwrap_or(0);
+    // Turns by account: c's one spinner gets about what a's three get
+    // together, three times each of them (by call it would be the same).
+    assert!(
+        c > a_most.saturating_mul(2),
+        "c's spinner burnt {c} fuel, a's {a:?}: turns are not fair between tenants"
+    );
+    assert_eq!(engine.long_lane().usage().running, 0);
+}

@@ -50,6 +50,32 @@ pyo3::create_exception!(
      The message names the field."
 );
 
+pyo3::create_exception!(
+    _native,
+    BusyError,
+    ToolgateError,
+    "A seam request refused because its tenant already had as many requests in progress as \
+     its share allows (`[shares] tenant_requests`) for the share's whole wait (what \
+     `toolgate serve` answers with 429). Nothing was decided; retrying later may succeed."
+);
+
+/// Why a seam request got no answer.
+enum Refused {
+    /// The request is invalid (`RequestError`).
+    Invalid(String),
+    /// Its account had no place for it (`BusyError`).
+    Busy(String),
+}
+
+impl From<Refused> for PyErr {
+    fn from(refused: Refused) -> PyErr {
+        match refused {
+            Refused::Invalid(message) => RequestError::new_err(message),
+            Refused::Busy(message) => BusyError::new_err(message),
+        }
+    }
+}
+
 /// The process-wide runtime every host's guard calls and watchers run on,
 /// and whether pyo3-async-runtimes drives its futures on it too.
 struct Runtime {
@@ -132,7 +158,7 @@ struct Host {
 
 /// One seam call, boxed so it can start on the caller's thread and move to
 /// the runtime.
-type Call = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+type Call = Pin<Box<dyn Future<Output = Result<String, Refused>> + Send>>;
 
 #[pymethods]
 impl Host {
@@ -236,10 +262,14 @@ impl Host {
         let registry = Arc::clone(&self.registry);
         let metrics = Arc::clone(&self.metrics);
         let mut call: Call = Box::pin(async move {
-            let request = DecideRequest::parse(seam, request.as_bytes())?;
-            let decision = request.decide(&registry.snapshot()).await;
+            let request =
+                DecideRequest::parse(seam, request.as_bytes()).map_err(Refused::Invalid)?;
+            let decision = request
+                .decide(&registry.snapshot())
+                .await
+                .map_err(|busy| Refused::Busy(busy.to_string()))?;
             metrics.record_decision(seam, &decision);
-            Ok::<String, String>(toolgate::request::answer(decision, trace).to_string())
+            Ok(toolgate::request::answer(decision, trace).to_string())
         });
         if self.inline {
             // The first slice, here, without the GIL: a guest still running
@@ -253,21 +283,21 @@ impl Host {
             });
             match first {
                 Some(Ok(answer)) => return Ok(answer.into_pyobject(py)?.into_any()),
-                Some(Err(message)) => return Err(RequestError::new_err(message)),
+                Some(Err(refused)) => return Err(refused.into()),
                 None => {}
             }
         }
         if rt.shared {
             // One task on our runtime; cancelling the asyncio future drops it.
             return pyo3_async_runtimes::tokio::future_into_py(py, async move {
-                call.await.map_err(RequestError::new_err)
+                call.await.map_err(PyErr::from)
             });
         }
         let task = rt.rt.spawn(call);
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
             match task.await {
                 Ok(Ok(answer)) => Ok(answer),
-                Ok(Err(message)) => Err(RequestError::new_err(message)),
+                Ok(Err(refused)) => Err(refused.into()),
                 Err(e) => Err(ToolgateError::new_err(format!("guard call failed: {e}"))),
             }
         })
@@ -309,7 +339,7 @@ impl Host {
     /// This host's metrics in the OpenMetrics text format: the series of
     /// `toolgate serve`'s `GET /metrics` except the HTTP ones.
     fn metrics(&self) -> String {
-        self.metrics.observe_snapshot(&self.registry.snapshot());
+        self.metrics.observe(&self.registry);
         self.metrics.encode()
     }
 
@@ -349,12 +379,13 @@ impl Host {
     }
 }
 
-/// The module: `Host`, `ToolgateError`, `RequestError`.
+/// The module: `Host`, `ToolgateError`, `RequestError`, `BusyError`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     init_logging();
     m.add_class::<Host>()?;
     m.add("ToolgateError", m.py().get_type::<ToolgateError>())?;
     m.add("RequestError", m.py().get_type::<RequestError>())?;
+    m.add("BusyError", m.py().get_type::<BusyError>())?;
     Ok(())
 }

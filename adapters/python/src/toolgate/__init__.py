@@ -26,13 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._native import Host as _NativeHost
-from ._native import RequestError, ToolgateError
+from ._native import BusyError, RequestError, ToolgateError
 
 # The extension names its exceptions after itself; they are this package's.
-for _exc in (RequestError, ToolgateError):
+for _exc in (BusyError, RequestError, ToolgateError):
     _exc.__module__ = __name__
 
-__all__ = ["Host", "RequestError", "ToolgateError", "SEAMS"]
+__all__ = ["BusyError", "Host", "RequestError", "ToolgateError", "SEAMS"]
 
 #: The four seams, in the order symfonic fires them.
 SEAMS: tuple[str, ...] = ("routing", "rewrite", "steering", "result")
@@ -124,6 +124,9 @@ class Host:
             RequestError: The request is invalid (a missing or mistyped
                 event field, a tenant name that is not a valid directory
                 name); the message names the field.
+            BusyError: The tenant already had as many requests in progress
+                as its share allows (``[shares] tenant_requests``) for the
+                share's whole wait; nothing was decided.
             ValueError: ``seam`` is not one of :data:`SEAMS`, or a value is
                 not JSON (a non-finite float).
         """

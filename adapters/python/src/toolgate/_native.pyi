@@ -8,6 +8,9 @@ class ToolgateError(Exception):
 class RequestError(ToolgateError):
     """A seam request refused as invalid; the message names the field."""
 
+class BusyError(ToolgateError):
+    """The tenant already had its share of requests in progress (HTTP 429)."""
+
 class Host:
     def __init__(
         self,

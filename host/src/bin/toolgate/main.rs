@@ -249,6 +249,11 @@ struct PolicyArgs {
     /// 0: the default).
     #[arg(long, default_value_t = 256)]
     max_instances: u32,
+    /// Guard calls running past their first millisecond that may run at
+    /// once, host-wide; the rest take turns, tenant by tenant (default:
+    /// half the cores, at least 1).
+    #[arg(long)]
+    long_lane: Option<u32>,
     /// Ceiling on a tenant plugin's fuel per call.
     #[arg(long)]
     tenant_max_fuel: Option<u64>,
@@ -282,6 +287,14 @@ struct PolicyArgs {
     /// Host-wide memory budget for all shares, MiB (default: half the RAM).
     #[arg(long)]
     memory_budget_mib: Option<u64>,
+    /// Requests the global account may have in progress at once (default:
+    /// four per core).
+    #[arg(long)]
+    global_requests: Option<u32>,
+    /// Requests each tenant may have in progress at once; more wait, then
+    /// are refused with 429 (default: one per core).
+    #[arg(long)]
+    tenant_requests: Option<u32>,
     /// How long a call waits for its share before faulting, ms (default 1000).
     #[arg(long)]
     share_wait_ms: Option<u64>,
@@ -328,6 +341,8 @@ impl PolicyArgs {
         s.tenant_instances = self.tenant_instances.unwrap_or(s.tenant_instances);
         s.tenant_memory_mib = self.tenant_memory_mib.unwrap_or(s.tenant_memory_mib);
         s.memory_budget_mib = self.memory_budget_mib.unwrap_or(s.memory_budget_mib);
+        s.global_requests = self.global_requests.unwrap_or(s.global_requests);
+        s.tenant_requests = self.tenant_requests.unwrap_or(s.tenant_requests);
         if let Some(v) = self.share_wait_ms {
             s.wait = Duration::from_millis(v);
         }
@@ -348,6 +363,9 @@ impl PolicyArgs {
             } else {
                 self.max_instances
             },
+            long_lane: self
+                .long_lane
+                .unwrap_or_else(toolgate::engine::default_long_lane),
             ..EngineConfig::default()
         };
         Ok((engine, policy))
