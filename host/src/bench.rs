@@ -87,8 +87,12 @@ impl Latency {
 pub struct GuardCost {
     /// The plugin's name.
     pub plugin: String,
-    /// A fresh instance per call, through a chain of this guard alone.
+    /// A fresh instance per call, through a chain of this guard alone,
+    /// calls back to back.
     pub fresh: Latency,
+    /// The same at light load: one call every [`LIGHT_GAP`], as a caller
+    /// sees it (with the plugin's prepared instances, when it keeps any).
+    pub light: Latency,
     /// One instance kept alive (measurement only, never served).
     pub reused: Latency,
     /// `fresh.p50_us / reused.p50_us`: what isolation costs.
@@ -195,6 +199,9 @@ fn faults<T>(d: &crate::chain::Decision<T>) -> u64 {
         .count() as u64
 }
 
+/// The pause between calls at light load.
+pub const LIGHT_GAP: Duration = Duration::from_millis(5);
+
 async fn guard_cost(
     plugin: &Arc<Plugin>,
     events: &[(Event, Value)],
@@ -222,8 +229,25 @@ async fn guard_cost(
             reused = Reused::new(Arc::clone(plugin)).await?;
         }
     }
+    // Light load: a pause before each call (prepared instances, if the
+    // plugin keeps any, are made in it). At most a second of pauses.
+    let mut light = Vec::new();
+    let samples = (window.min(Duration::from_secs(1)).as_millis() / LIGHT_GAP.as_millis()).max(5);
+    for (event, state) in events
+        .iter()
+        .cycle()
+        .take(usize::try_from(samples).unwrap_or(5))
+    {
+        tokio::time::sleep(LIGHT_GAP).await;
+        let t = Instant::now();
+        let d = alone.decide(event, state).await;
+        light.push(t.elapsed());
+        fault_count += faults(&d);
+    }
     let (fresh, reused) = (Latency::of(&mut fresh), Latency::of(&mut kept));
+    let light = Latency::of(&mut light);
     Ok(GuardCost {
+        light,
         plugin: plugin.name().to_string(),
         fresh_over_reused: if reused.p50_us > 0.0 {
             fresh.p50_us / reused.p50_us

@@ -8,6 +8,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings::Guard;
+use crate::prepared::PreparedSlots;
 use crate::sandbox::Sandbox;
 use crate::turns::LongLane;
 
@@ -74,6 +75,7 @@ struct EngineInner {
     linker: Linker<Sandbox>,
     config: EngineConfig,
     lane: Arc<LongLane>,
+    prepared: Arc<PreparedSlots>,
 }
 
 impl Engine {
@@ -91,6 +93,8 @@ impl Engine {
                 wasmtime,
                 linker,
                 lane: LongLane::new(config.long_lane),
+                // Until a registry says which slots its shares reserve.
+                prepared: PreparedSlots::new(config.max_instances / 4),
                 config,
             }),
         })
@@ -108,6 +112,11 @@ impl Engine {
     /// The lane long calls take turns in.
     pub fn long_lane(&self) -> &Arc<LongLane> {
         &self.inner.lane
+    }
+
+    /// The pool slots prepared instances may hold.
+    pub fn prepared_slots(&self) -> &Arc<PreparedSlots> {
+        &self.inner.prepared
     }
 
     /// The settings this engine was built with.

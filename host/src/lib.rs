@@ -47,6 +47,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod plugin;
 pub mod policy;
+pub mod prepared;
 pub mod quarantine;
 pub mod registry;
 pub mod request;

@@ -150,6 +150,11 @@ impl Limiter {
             memory_used: 0,
         }
     }
+
+    /// Bytes of linear memory the instance's memories hold together.
+    pub(crate) fn memory_used(&self) -> usize {
+        self.memory_used
+    }
 }
 
 impl wasmtime::ResourceLimiter for Limiter {

@@ -20,6 +20,7 @@
 //! host_calls = 100
 //! log_kib = 16
 //! on_error = "deny"          # "skip" (default) | "deny"
+//! prepared = 1               # instances made ahead of need, 0..=8 (default 1)
 //! tenants = ["acme"]         # global manifest only; default: every call
 //! config = { tables = ["users"] }
 //! ```
@@ -217,6 +218,7 @@ struct RawPlugin {
     host_calls: Option<Spanned<u32>>,
     log_kib: Option<Spanned<u64>>,
     on_error: Option<OnError>,
+    prepared: Option<Spanned<u32>>,
     tenants: Option<Spanned<Vec<String>>>,
     config: Option<Spanned<toml::Table>>,
 }
@@ -461,6 +463,17 @@ impl Manifest {
                     Some(list)
                 }
             };
+            let prepared = match &p.prepared {
+                None => crate::plugin::DEFAULT_PREPARED,
+                Some(v) => range(
+                    v,
+                    format!("{prefix}.prepared"),
+                    0,
+                    crate::plugin::MAX_PREPARED,
+                    "",
+                )
+                .map_err(|(span, key, msg)| at(span, Some(key), msg))?,
+            };
             let config = match p.config {
                 None => Value::Object(Default::default()),
                 Some(c) => toml_to_json(toml::Value::Table(c.into_inner())),
@@ -472,6 +485,7 @@ impl Manifest {
                     limits,
                     config,
                     on_error: p.on_error.unwrap_or(base_on_error),
+                    prepared,
                 },
                 tenants,
             });

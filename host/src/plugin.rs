@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::event::Seam;
 use crate::fault::Fault;
 use crate::limits::Limits;
+use crate::prepared::{Prepared, Ready};
 use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
@@ -49,6 +50,9 @@ pub struct PluginSpec {
     pub config: Value,
     /// What a fault means.
     pub on_error: OnError,
+    /// Instances kept made ahead of need (see [`crate::prepared`]); 0:
+    /// none. Default: 1.
+    pub prepared: u32,
 }
 
 impl PluginSpec {
@@ -66,9 +70,16 @@ impl PluginSpec {
             limits: Limits::default(),
             config: Value::Object(Default::default()),
             on_error: OnError::Skip,
+            prepared: DEFAULT_PREPARED,
         }
     }
 }
+
+/// Instances a plugin keeps prepared unless its spec says otherwise.
+pub const DEFAULT_PREPARED: u32 = 1;
+
+/// The most instances a manifest may ask to keep prepared.
+pub const MAX_PREPARED: u32 = 8;
 
 /// The typed export lookups of each seam the component exports.
 #[derive(Clone, Default)]
@@ -99,6 +110,8 @@ pub struct Plugin {
     account: Option<Arc<Account>>,
     /// Shared by every copy of this plugin.
     quarantine: Arc<Quarantine>,
+    /// Instances made ahead of need; shared by every copy of this plugin.
+    prepared: Arc<Prepared>,
 }
 
 /// The result of one guard call: what it returned or why it faulted, and
@@ -186,6 +199,10 @@ impl Plugin {
             seams,
             account: None,
             quarantine: Arc::new(Quarantine::new(QuarantinePolicy::off())),
+            prepared: Arc::new(Prepared::new(
+                usize::try_from(spec.prepared.min(MAX_PREPARED)).unwrap_or(0),
+                Arc::clone(engine.prepared_slots()),
+            )),
         };
         if plugin.seams().is_empty() {
             let exports = component
@@ -203,6 +220,7 @@ impl Plugin {
             });
         }
         plugin.probe(probe_timeout).await?;
+        plugin.refill();
         Ok(plugin)
     }
 
@@ -330,13 +348,86 @@ impl Plugin {
             .and_then(|()| store.set_fuel(self.limits.fuel))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
+        self.arm(&mut store);
+        Ok(store)
+    }
+
+    /// Gives a call on `store` its deadline from now, taking turns as its
+    /// account.
+    fn arm(&self, store: &mut Store<Sandbox>) {
         let turn = self.account.as_ref().map(|a| a.turn());
         arm_deadline(
-            &mut store,
+            store,
             self.limits.timeout,
             Some((self.engine.long_lane(), turn)),
         );
-        Ok(store)
+    }
+
+    /// Makes instances ahead of need until `prepared` wait, on a task of
+    /// the current runtime (none outside one), one each time no call of
+    /// the plugin started for [`crate::prepared::IDLE`]: while calls keep
+    /// coming the task only looks again each period. One refill at a time
+    /// per plugin.
+    fn refill(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.prepared.start_refill() {
+            return;
+        }
+        let plugin = self.clone();
+        rt.spawn(async move {
+            let mut failed = false;
+            loop {
+                loop {
+                    let seen = plugin.prepared.calls();
+                    tokio::time::sleep(crate::prepared::IDLE).await;
+                    if plugin.prepared.calls() != seen {
+                        // Busy: look again after another idle period.
+                        continue;
+                    }
+                    let Some(mut slot) = plugin.prepared.slot() else {
+                        break;
+                    };
+                    let Ok(mut store) = plugin.store() else {
+                        failed = true;
+                        break;
+                    };
+                    match plugin.pre.instantiate_async(&mut store).await {
+                        Ok(instance) => {
+                            let bytes = store.data().limiter.memory_used() as u64;
+                            if !slot.hold(bytes) {
+                                failed = true;
+                                break;
+                            }
+                            plugin.prepared.put(Ready {
+                                store,
+                                instance,
+                                slot,
+                            });
+                        }
+                        // The call that needs it instantiates afresh and
+                        // meets the fault itself; no retrying here.
+                        Err(_) => {
+                            failed = true;
+                            break;
+                        }
+                    }
+                }
+                plugin.prepared.refilled();
+                // A call that took an instance while this task was ending
+                // saw a refill running and started none: go on for it.
+                if failed || !plugin.prepared.start_refill() {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// Drops the instances made ahead of need (they are made again as
+    /// calls take them).
+    pub fn discard_prepared(&self) {
+        self.prepared.discard();
     }
 
     /// One call on a brand-new store and instance; the store is dropped
@@ -381,17 +472,33 @@ impl Plugin {
                 }
             },
         };
-        let mut store = match self.store() {
-            Ok(store) => store,
-            Err(e) => {
-                return Called {
-                    result: Err((Fault::Instantiate, e.to_string())),
-                    fuel_used: 0,
-                    micros: 0,
+        let (mut store, instance, slot) = match self.prepared.take() {
+            Some(Ready {
+                mut store,
+                instance,
+                slot,
+            }) => {
+                self.refill();
+                self.arm(&mut store);
+                (store, Ok(instance), Some(slot))
+            }
+            None => {
+                self.refill();
+                let mut store = match self.store() {
+                    Ok(store) => store,
+                    Err(e) => {
+                        return Called {
+                            result: Err((Fault::Instantiate, e.to_string())),
+                            fuel_used: 0,
+                            micros: 0,
+                        };
+                    }
                 };
+                let instance = self.pre.instantiate_async(&mut store).await;
+                (store, instance, None)
             }
         };
-        let result = match self.pre.instantiate_async(&mut store).await {
+        let result = match instance {
             Err(e) => Err((Fault::classify(&e, false), root_cause(&e))),
             Ok(instance) => match f(&mut store, instance).await {
                 Err(e) if crate::fault::is_hostcall_data_exhausted(&e) => {
@@ -432,6 +539,7 @@ impl Plugin {
         store.data().flush_output();
         // The pool slot is free before the share is given back.
         drop(store);
+        drop(slot);
         drop(admission);
         self.quarantine
             .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));

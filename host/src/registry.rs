@@ -566,6 +566,24 @@ impl Registry {
             &old.accounts,
             pool,
         );
+        // Prepared instances may hold the pool slots no share reserves.
+        if let Some(pool) = pool {
+            let reserved = snapshot
+                .policy
+                .shares
+                .reserved(u32::try_from(snapshot.accounts.tenants.len()).unwrap_or(u32::MAX));
+            let room = u64::from(pool).saturating_sub(reserved);
+            if self
+                .engine
+                .prepared_slots()
+                .set_room(u32::try_from(room).unwrap_or(u32::MAX))
+            {
+                let global = snapshot.global_plugins.iter().map(|p| &p.plugin);
+                for p in global.chain(snapshot.tenants.values().flat_map(|c| c.plugins())) {
+                    p.discard_prepared();
+                }
+            }
+        }
         self.forget_unused(&snapshot);
         self.current.store(Arc::new(snapshot));
     }
@@ -1122,5 +1140,5 @@ fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
         s.on_error,
         s.config,
         entry.tenants
-    )
+    ) + &format!("\0{}", s.prepared)
 }

@@ -207,6 +207,14 @@ impl Shares {
         Ok(())
     }
 
+    /// Pool slots a global share and `tenants` tenant shares reserve, the
+    /// load-time probe's included.
+    pub fn reserved(&self, tenants: u32) -> u64 {
+        u64::from(self.global_instances)
+            + u64::from(tenants) * u64::from(self.tenant_instances)
+            + u64::from(PROBE_SLOTS)
+    }
+
     /// Whether a global share and `tenants` tenant shares fit in a pool of
     /// `pool` instance slots (`None`: no pool, no slot limit) and in the
     /// memory budget. `tenant` names the last tenant, for the error.

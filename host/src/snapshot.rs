@@ -69,6 +69,8 @@ pub async fn snapshot(
             timeout: Duration::from_secs(10),
             ..Limits::default()
         },
+        // A warm-up makes its own instance.
+        prepared: 0,
         ..PluginSpec::new(path)
     };
     let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;

@@ -13,6 +13,7 @@ mod fuzz;
 mod hostile;
 mod http_limits;
 mod manifest;
+mod prepared;
 mod reload;
 mod server;
 mod snapshot;
@@ -55,6 +56,7 @@ pub async fn plugin_with(
         limits,
         config,
         on_error,
+        prepared: toolgate::plugin::DEFAULT_PREPARED,
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }

@@ -181,6 +181,7 @@ fn out_of_range_limits_are_rejected() {
         ("timeout_ms = 600001", "plugin[1].timeout_ms"),
         ("max_return_kib = 0", "plugin[1].max_return_kib"),
         ("log_kib = 2000000", "plugin[1].log_kib"),
+        ("prepared = 9", "plugin[1].prepared"),
     ] {
         rejects(
             &format!("[[plugin]]\npath = \"a.wasm\"\n{line}\n"),

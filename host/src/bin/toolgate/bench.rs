@@ -100,18 +100,27 @@ fn print_table(report: &Report) {
             c.faults
         );
         println!(
-            "  {:<24} {:>10} {:>10} {:>11} {:>11} {:>13}",
-            "guard", "fresh p50", "fresh p99", "reused p50", "reused p99", "fresh/reused"
+            "  {:<24} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} {:>10}",
+            "guard",
+            "fresh p50",
+            "fresh p99",
+            "reused p50",
+            "reused p99",
+            "fresh/reused",
+            "light p50",
+            "light p99"
         );
         for g in &seam.guards {
             println!(
-                "  {:<24} {:>7.1} µs {:>7.1} µs {:>8.1} µs {:>8.1} µs {:>12.1}x{}",
+                "  {:<24} {:>7.1} µs {:>7.1} µs {:>8.1} µs {:>8.1} µs {:>12.1}x {:>7.1} µs {:>7.1} µs{}",
                 g.plugin,
                 g.fresh.p50_us,
                 g.fresh.p99_us,
                 g.reused.p50_us,
                 g.reused.p99_us,
                 g.fresh_over_reused,
+                g.light.p50_us,
+                g.light.p99_us,
                 if g.faults > 0 {
                     format!("  ({} faults)", g.faults)
                 } else {

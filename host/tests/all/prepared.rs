@@ -1,0 +1,94 @@
+//! Prepared instances: made while a plugin is idle, each serving exactly
+//! one call, none made under sustained load, all dropped with their plugin.
+
+use std::time::Duration;
+
+use serde_json::json;
+use toolgate::{Fault, Limits, OnError, Plugin, PluginSpec};
+use toolgate_tests::{HOSTILE, SQL_GUARD};
+
+use crate::*;
+
+/// Waits (at most 2 s) until the engine holds `n` prepared instances.
+async fn live_becomes(engine: &Engine, n: u32) {
+    for _ in 0..400 {
+        if engine.prepared_slots().live() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!(
+        "the engine holds {} prepared instances, not {n}",
+        engine.prepared_slots().live()
+    );
+}
+
+async fn load(engine: &Engine, path: &str, prepared: u32) -> Arc<Plugin> {
+    let spec = PluginSpec {
+        limits: Limits::default(),
+        on_error: OnError::Skip,
+        prepared,
+        ..PluginSpec::new(path)
+    };
+    Arc::new(Plugin::load(engine, spec).await.expect("loads"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_are_made_while_idle_and_each_serves_one_call() {
+    let engine = engine();
+    let hostile = load(&engine, HOSTILE, 2).await;
+    live_becomes(&engine, 2).await;
+    let chain = chain(&[&hostile]);
+
+    // A call that traps on a prepared instance leaves the next one clean:
+    // that one is another instance, never the trapped one reused.
+    let d = chain
+        .steering(&steering("trap", json!({})), &no_state())
+        .await;
+    assert_eq!(d.trace[0].fault, Some(Fault::Unreachable), "{:?}", d.trace);
+    let d = chain
+        .steering(&steering("ok", json!({})), &no_state())
+        .await;
+    assert_eq!(d.trace[0].fault, None, "{:?}", d.trace);
+    assert_eq!(d.result, None);
+    // Both were taken; two are made again once the plugin is idle.
+    live_becomes(&engine, 2).await;
+
+    // Dropping the plugin drops what it prepared.
+    drop(chain);
+    drop(hostile);
+    live_becomes(&engine, 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn none_are_made_under_sustained_load_or_with_depth_zero() {
+    let engine = engine();
+    let guard = load(&engine, SQL_GUARD, 1).await;
+    let none = load(&engine, SQL_GUARD, 0).await;
+    live_becomes(&engine, 1).await;
+    let chain = chain(&[&guard, &none]);
+    // Back to back: the first call takes the prepared instance, and while
+    // calls keep coming next to none is made (every call instantiates its
+    // own, as without prepared instances; only a pause of a millisecond —
+    // this thread descheduled on a busy machine — lets one be made).
+    let made = engine.prepared_slots().made();
+    let until = std::time::Instant::now() + Duration::from_millis(300);
+    let mut calls = 0;
+    while std::time::Instant::now() < until {
+        let d = chain
+            .steering(
+                &steering("run_query", json!({"sql": "DELETE FROM t"})),
+                &no_state(),
+            )
+            .await;
+        assert!(d.result.is_some());
+        calls += 1;
+    }
+    let made = engine.prepared_slots().made() - made;
+    assert!(calls > 50, "{calls} calls");
+    assert!(
+        made * 10 <= calls,
+        "{made} instances prepared during {calls} back-to-back calls"
+    );
+    live_becomes(&engine, 1).await;
+}
