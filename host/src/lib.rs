@@ -43,6 +43,7 @@ pub mod event;
 pub mod fault;
 pub mod files;
 pub mod limits;
+pub mod logging;
 pub mod manifest;
 pub mod metrics;
 pub mod plugin;

@@ -437,7 +437,35 @@ impl Plugin {
     /// first takes its instance and memory from its account (or faults with
     /// `share-exhausted`), and gives them back after its store is dropped,
     /// so its pool slot is free before another call can be admitted.
+    ///
+    /// Each call is a `debug` span `guard` (plugin, digest, seam, account;
+    /// then outcome, fault, fuel, micros).
     async fn invoke<R: ReturnSize>(
+        &self,
+        seam: Seam,
+        f: impl AsyncFnOnce(&mut Store<Sandbox>, Instance) -> wasmtime::Result<R>,
+    ) -> Called<R> {
+        use tracing::Instrument;
+        let span = tracing::debug_span!(
+            "guard",
+            plugin = %self.name,
+            digest = %self.digest.get(..12).unwrap_or(&self.digest),
+            %seam,
+            account = self.account.as_ref().map_or("-", |a| a.name()),
+            fault = tracing::field::Empty,
+            fuel = tracing::field::Empty,
+            micros = tracing::field::Empty,
+        );
+        let called = self.invoke_unspanned(f).instrument(span.clone()).await;
+        if let Err((fault, _)) = &called.result {
+            span.record("fault", tracing::field::display(fault));
+        }
+        span.record("fuel", called.fuel_used);
+        span.record("micros", called.micros);
+        called
+    }
+
+    async fn invoke_unspanned<R: ReturnSize>(
         &self,
         f: impl AsyncFnOnce(&mut Store<Sandbox>, Instance) -> wasmtime::Result<R>,
     ) -> Called<R> {
@@ -556,7 +584,7 @@ impl Plugin {
     ) -> Option<Called<Option<Vec<String>>>> {
         let idx = self.seams.routing.as_ref()?;
         Some(
-            self.invoke(async |store, instance| {
+            self.invoke(Seam::Routing, async |store, instance| {
                 let guest = idx.load(&mut *store, &instance)?;
                 guest.call_narrow(&mut *store, event).await
             })
@@ -570,7 +598,7 @@ impl Plugin {
     ) -> Option<Called<Option<types::Rewrite>>> {
         let idx = self.seams.rewrite.as_ref()?;
         Some(
-            self.invoke(async |store, instance| {
+            self.invoke(Seam::Rewrite, async |store, instance| {
                 let guest = idx.load(&mut *store, &instance)?;
                 guest.call_dispatch(&mut *store, event).await
             })
@@ -584,7 +612,7 @@ impl Plugin {
     ) -> Option<Called<types::Verdict>> {
         let idx = self.seams.steering.as_ref()?;
         Some(
-            self.invoke(async |store, instance| {
+            self.invoke(Seam::Steering, async |store, instance| {
                 let guest = idx.load(&mut *store, &instance)?;
                 guest.call_before_tool_call(&mut *store, event).await
             })
@@ -595,7 +623,7 @@ impl Plugin {
     pub(crate) async fn result(&self, event: &types::ToolResultEvent) -> Option<Called<()>> {
         let idx = self.seams.result.as_ref()?;
         Some(
-            self.invoke(async |store, instance| {
+            self.invoke(Seam::Result, async |store, instance| {
                 let guest = idx.load(&mut *store, &instance)?;
                 guest.call_on_result(&mut *store, event).await
             })

@@ -92,7 +92,20 @@ impl DecideRequest {
     /// [`Shares::tenant_requests`](crate::shares::Shares::tenant_requests)):
     /// a request that waited the share's `wait` in vain is refused as
     /// [`Busy`], never decided.
+    ///
+    /// The decision is a `debug` span `decide` (seam, tenant); each guard
+    /// call a span inside it (see [`crate::logging`]).
     pub async fn decide(&self, snapshot: &Snapshot) -> Result<Decision<Value>, Busy> {
+        use tracing::Instrument;
+        let span = tracing::debug_span!(
+            "decide",
+            seam = %self.event.seam(),
+            tenant = self.tenant.as_deref().unwrap_or("-"),
+        );
+        self.decide_unspanned(snapshot).instrument(span).await
+    }
+
+    async fn decide_unspanned(&self, snapshot: &Snapshot) -> Result<Decision<Value>, Busy> {
         let tenant = self.tenant.as_deref();
         let _place = match snapshot.account(tenant) {
             None => None,

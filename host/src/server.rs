@@ -200,27 +200,40 @@ pub async fn serve_with(
     crate::connections::serve_connections(listener, router, limits, metrics, shutdown).await
 }
 
-/// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+///
+/// The handlers are installed when this is called (it must be called on a
+/// Tokio runtime), not when the future is first polled: a signal that
+/// arrives while the server is busy before it first looks at the future is
+/// still a graceful shutdown, never the default action.
+#[cfg(unix)]
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    async fn recv(s: &mut Option<Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+    async move {
+        tokio::select! {
+            () = recv(&mut term) => {}
+            () = recv(&mut int) => {}
+        }
+    }
+}
+
+/// Completes on Ctrl-C.
+#[cfg(not(unix))]
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }
 

@@ -110,14 +110,9 @@ fn runtime() -> PyResult<&'static Runtime> {
 
 /// Sends the library's log (guard faults, load errors, reloads) to standard
 /// error, filtered by `$TOOLGATE_LOG` (default `warn`), unless the process
-/// already installed a subscriber.
+/// already installed a subscriber (see `toolgate::logging`).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    toolgate::logging::init();
 }
 
 fn parse_seam(seam: &str) -> PyResult<Seam> {

@@ -422,13 +422,7 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    toolgate::logging::init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
