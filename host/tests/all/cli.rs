@@ -222,21 +222,16 @@ fn replay_prints_each_decision_and_a_summary() {
     let trace = [
         json!({"seam": "steering", "event": {"run_id": "r", "tool_name": "run_query", "call_id": "1", "args": {"sql": "DELETE FROM t"}}}),
         json!({"seam": "steering", "event": {"run_id": "r", "tool_name": "run_query", "call_id": "2", "args": {"sql": "DELETE FROM t WHERE id=1"}}}),
-        json!({"seam": "steering", "event": {"run_id": "r", "tool_name": "trap", "call_id": "3", "args": {}}}),
+        // `"state": null` and `"tenant": null` mean none, as over HTTP.
+        json!({"seam": "steering", "event": {"run_id": "r", "tool_name": "trap", "call_id": "3", "args": {}}, "state": null, "tenant": null}),
     ]
     .map(|v| v.to_string())
     .join("\n");
     let file = dir.path().join("trace.jsonl");
     std::fs::write(&file, trace).expect("write");
-    let out = run(
-        &[
-            "replay",
-            "--plugins",
-            &dir.path().display().to_string(),
-            &file.display().to_string(),
-        ],
-        "",
-    );
+    let (plugins, path) = (dir.path().display().to_string(), file.display().to_string());
+    let replay = || run(&["replay", "--plugins", &plugins, &path], "");
+    let out = replay();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
@@ -250,17 +245,27 @@ fn replay_prints_each_decision_and_a_summary() {
     assert!(text.contains("sql-guard: 3 calls"), "{text}");
 
     std::fs::write(&file, "{\"seam\": \"steering\", \"event\": {}}\n").expect("write");
-    let out = run(
-        &[
-            "replay",
-            "--plugins",
-            &dir.path().display().to_string(),
-            &file.display().to_string(),
-        ],
-        "",
-    );
+    let out = replay();
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("trace.jsonl:1"), "{}", stderr(&out));
+
+    // The same parser as HTTP: errors name the field.
+    for (line, needle) in [
+        (
+            r#"{"seam": "steering", "event": {"run_id": "r", "tool_name": "t", "call_id": "c", "args": []}}"#,
+            "event.args",
+        ),
+        (
+            r#"{"seam": "steering", "event": {"run_id": "r", "tool_name": "t", "call_id": "c", "args": {}}, "tenant": "../x"}"#,
+            "tenant",
+        ),
+        (r#"{"seam": 3, "event": {}}"#, "`seam` must be a string"),
+    ] {
+        std::fs::write(&file, format!("{line}\n")).expect("write");
+        let out = replay();
+        assert_eq!(out.status.code(), Some(2), "{line}");
+        assert!(stderr(&out).contains(needle), "{line}: {}", stderr(&out));
+    }
 }
 
 #[test]

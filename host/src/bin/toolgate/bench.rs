@@ -54,16 +54,10 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         None => EXAMPLE_TRACE
             .lines()
             .enumerate()
-            .map(|(i, line)| {
-                let (event, state, tenant) = parse_line(line)?;
-                Ok((i + 1, event, state, tenant))
-            })
+            .map(|(i, line)| Ok((i + 1, parse_line(line)?)))
             .collect::<Result<_>>()?,
     };
-    let events: Vec<_> = lines
-        .into_iter()
-        .map(|(_, event, state, _)| (event, state))
-        .collect();
+    let events: Vec<_> = lines.into_iter().map(|(_, r)| (r.event, r.state)).collect();
     let registry = open(&args.plugins, &args.cache, &args.load).await?;
     let snapshot = registry.snapshot();
     let settings = Settings {

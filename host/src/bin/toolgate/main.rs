@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use toolgate::{Decision, Engine, EngineConfig, Event, Seam};
+use toolgate::{DecideRequest, Decision, Engine, EngineConfig, Event, Seam};
 
 #[derive(Parser)]
 #[command(
@@ -525,7 +525,7 @@ async fn snapshot_file(input: &Path, out: Option<PathBuf>, warm_up: Option<&Path
     let warm_up = match warm_up {
         Some(file) => read_trace(file)?
             .into_iter()
-            .map(|(_, event, state, _)| (event, state))
+            .map(|(_, r)| (r.event, r.state))
             .collect(),
         None => toolgate::snapshot::default_warm_up(),
     };
@@ -612,8 +612,8 @@ async fn open_for(
     Ok(registry)
 }
 
-/// One line of a JSON-lines trace: its number, the event, the state, the tenant.
-type TraceLine = (usize, Event, Value, Option<String>);
+/// One line of a JSON-lines trace: its number and the request.
+type TraceLine = (usize, DecideRequest);
 
 /// Reads and parses a whole trace (`-`: standard input); the first bad line
 /// is an error naming the file and the line.
@@ -630,16 +630,24 @@ fn read_trace(file: &Path) -> Result<Vec<TraceLine>> {
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(i, line)| {
-            let (event, state, tenant) =
+            let request =
                 parse_line(line).map_err(|e| bad(format!("{}:{}: {e}", file.display(), i + 1)))?;
-            Ok((i + 1, event, state, tenant))
+            Ok((i + 1, request))
         })
         .collect()
 }
 
 async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Result<()> {
     let mut summary = Summary::default();
-    for (n, event, state, tenant) in read_trace(file)? {
+    for (
+        n,
+        DecideRequest {
+            event,
+            state,
+            tenant,
+        },
+    ) in read_trace(file)?
+    {
         let decision = registry
             .snapshot()
             .chain(tenant.as_deref())
@@ -659,34 +667,20 @@ async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Re
     Ok(())
 }
 
-fn parse_line(line: &str) -> Result<(Event, Value, Option<String>)> {
+/// One trace line: `{"seam": ..., "event": ..., "state"?: ..., "tenant"?: ...}`
+/// — the seam, then exactly what the HTTP service takes as a request body,
+/// checked by the same parser (errors name the field).
+fn parse_line(line: &str) -> Result<DecideRequest> {
     let mut v: Value = serde_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
     let obj = v
         .as_object_mut()
         .ok_or_else(|| anyhow!("a line must be a JSON object"))?;
-    let seam: Seam = obj
-        .get("seam")
-        .and_then(Value::as_str)
-        .ok_or_else(|| anyhow!("missing field `seam`"))?
-        .parse()
-        .map_err(|e: String| anyhow!(e))?;
-    let event = obj
-        .remove("event")
-        .ok_or_else(|| anyhow!("missing field `event`"))?;
-    let event = Event::from_json(seam, event).map_err(|e| anyhow!("event: {e}"))?;
-    let state = obj.remove("state").unwrap_or_else(|| json!({}));
-    if !state.is_object() {
-        return Err(anyhow!("state must be a JSON object"));
-    }
-    let tenant = match obj.remove("tenant") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(t)) => {
-            toolgate::registry::validate_tenant(&t).map_err(|e| anyhow!(e))?;
-            Some(t)
-        }
-        Some(_) => return Err(anyhow!("tenant must be a string")),
+    let seam: Seam = match obj.remove("seam") {
+        Some(Value::String(s)) => s.parse().map_err(|e: String| anyhow!(e))?,
+        Some(_) => return Err(anyhow!("field `seam` must be a string")),
+        None => return Err(anyhow!("missing field `seam`")),
     };
-    Ok((event, state, tenant))
+    DecideRequest::from_value(seam, v).map_err(|e| anyhow!(e))
 }
 
 fn describe(n: usize, event: &Event, d: &Decision<Value>) -> String {
