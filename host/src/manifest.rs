@@ -20,7 +20,7 @@
 //! host_calls = 100
 //! log_kib = 16
 //! on_error = "deny"          # "skip" (default) | "deny"
-//! prepared = 1               # instances made ahead of need, 0..=8 (default 1)
+//! prepared = 1               # instances made ahead of need, 0..=8 (default 0)
 //! tenants = ["acme"]         # global manifest only; default: every call
 //! config = { tables = ["users"] }
 //! ```

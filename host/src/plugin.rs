@@ -51,7 +51,7 @@ pub struct PluginSpec {
     /// What a fault means.
     pub on_error: OnError,
     /// Instances kept made ahead of need (see [`crate::prepared`]); 0:
-    /// none. Default: 1.
+    /// none. Default: 0.
     pub prepared: u32,
 }
 
@@ -75,8 +75,10 @@ impl PluginSpec {
     }
 }
 
-/// Instances a plugin keeps prepared unless its spec says otherwise.
-pub const DEFAULT_PREPARED: u32 = 1;
+/// Instances a plugin keeps prepared unless its spec says otherwise: none
+/// (measured on a 2-core machine: no gain at light load, where a call's
+/// cost is a cold cache rather than its instantiation; BENCHMARKS.md).
+pub const DEFAULT_PREPARED: u32 = 0;
 
 /// The most instances a manifest may ask to keep prepared.
 pub const MAX_PREPARED: u32 = 8;
