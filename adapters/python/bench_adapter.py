@@ -18,6 +18,14 @@ The guards are the Rust examples sql-guard (steering), query-limit
 
     python bench_adapter.py                  # starts toolgate serve itself
     python bench_adapter.py -n 5000
+    python bench_adapter.py --baseline /tmp/base/adapters/python/src
+
+``--baseline DIR`` adds ``embedded`` and ``host`` columns for another build
+of the two packages, interleaved with the others in the same rounds:
+``DIR`` holds its ``toolgate/`` (with the built ``_native`` extension) and
+``toolgate_symfonic/``, e.g. the ``src`` of another checkout after
+``maturin develop --release`` there. They are loaded under other names, so
+both versions run in this one process.
 
 It starts ``toolgate serve`` (``TOOLGATE_BIN``, default
 ``target/release/toolgate``) over the components in ``TOOLGATE_PLUGINS``
@@ -72,6 +80,25 @@ async def timed(fn: Callable[[], Awaitable[Any]], n: int, warmup: int) -> list[f
     return out
 
 
+def load_baseline(src: Path, into: Path) -> tuple[Any, Any]:
+    """The packages under ``src`` as ``toolgate_base`` and
+    ``toolgate_symfonic_base`` (copied to ``into``, their imports of each
+    other renamed); returns the two modules."""
+    import importlib
+    import re
+    import shutil
+
+    for name in ("toolgate", "toolgate_symfonic"):
+        target = into / f"{name}_base"
+        shutil.copytree(src / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+        for py in target.glob("*.py"):
+            text = re.sub(r"\b(from|import) toolgate(_symfonic)?\b", r"\1 toolgate\2_base",
+                          py.read_text())
+            py.write_text(text)
+    sys.path.insert(0, str(into))
+    return importlib.import_module("toolgate_base"), importlib.import_module("toolgate_symfonic_base")
+
+
 def node_state() -> dict[str, Any]:
     """A node state shaped like symfonic's (messages, scope, run id, query)."""
     ai = AIMessage(
@@ -117,7 +144,9 @@ class PythonGuards(BaseCallbackHandler):
         self.seen = (event.tool_name, len(str(event.result)))
 
 
-async def bench(url: str, plugins: Path, n: int, warmup: int, rounds: int) -> list[dict[str, Any]]:
+async def bench(
+    url: str, plugins: Path, n: int, warmup: int, rounds: int, baseline: tuple[Any, Any] | None = None
+) -> list[dict[str, Any]]:
     from toolgate import Host
 
     state = node_state()
@@ -140,6 +169,10 @@ async def bench(url: str, plugins: Path, n: int, warmup: int, rounds: int) -> li
     # One call id throughout: a budget far beyond the run keeps it unspent.
     embedded = ToolgateHandler(plugins=host, timeout=1e9)
     http = ToolgateHandler(url=url, timeout=1e9)
+    base_host = base_embedded = None
+    if baseline is not None:
+        base_host = baseline[0].Host(plugins, watch=False)
+        base_embedded = baseline[1].ToolgateHandler(plugins=base_host, timeout=1e9)
     sub = state_subset(state)
     bodies = {
         "steering": {"event": {"run_id": "bench-run", "tool_name": "run_query", "call_id": "c1",
@@ -183,6 +216,10 @@ async def bench(url: str, plugins: Path, n: int, warmup: int, rounds: int) -> li
                 seam, body["event"], state=body["state"], tenant=body.get("tenant")),
             "http": hook(seam, http),
         }
+        if base_host is not None:
+            paths["embedded (baseline)"] = hook(seam, base_embedded)
+            paths["host (baseline)"] = lambda body=body, seam=seam: base_host.decide(
+                seam, body["event"], state=body["state"], tenant=body.get("tenant"))
         samples: dict[str, list[float]] = {k: [] for k in paths}
         for fn in paths.values():
             await timed(fn, warmup, 0)
@@ -191,6 +228,8 @@ async def bench(url: str, plugins: Path, n: int, warmup: int, rounds: int) -> li
                 samples[key].extend(await timed(fn, n // rounds, 0))
         rows.append({"hook": names[seam], **{k: sorted(v) for k, v in samples.items()}})
     failures = {"embedded": dict(embedded.failures), "http": dict(http.failures)}
+    if base_embedded is not None:
+        failures["embedded (baseline)"] = dict(base_embedded.failures)
     await http.aclose()
     if any(failures.values()):
         raise SystemExit(f"guard calls failed during the benchmark: {failures}")
@@ -202,7 +241,7 @@ def report(rows: list[dict[str, Any]], n: int) -> None:
         return f"{v:,.1f}"
 
     print(f"\nper-hook latency, microseconds, n={n} per hook and path (sequential, one event loop)\n")
-    paths = ("python", "embedded", "host", "http")
+    paths = tuple(k for k in rows[0] if k != "hook")
     head = ["hook"] + [f"{p} p50 / p99" for p in paths]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -221,6 +260,8 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=4000, help="timed calls per hook and path")
     parser.add_argument("--warmup", type=int, default=300, help="untimed calls first")
     parser.add_argument("--rounds", type=int, default=8, help="interleaved rounds")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also time another build of toolgate/ and toolgate_symfonic/ in DIR")
     opts = parser.parse_args()
 
     from toolgate_server import SetupError, ToolgateServer, plugin_dir, rust_plugin
@@ -235,7 +276,12 @@ def main() -> int:
             return 2
         try:
             print(f"toolgate serve at {server.url} and toolgate.Host, guards: {', '.join(GUARDS)}")
-            report(asyncio.run(bench(server.url, plugins, opts.n, opts.warmup, opts.rounds)), opts.n)
+            baseline = None
+            if opts.baseline is not None:
+                baseline = load_baseline(opts.baseline, Path(tmp) / "baseline")
+                print(f"baseline: {opts.baseline}")
+            report(asyncio.run(bench(server.url, plugins, opts.n, opts.warmup, opts.rounds,
+                                     baseline)), opts.n)
         finally:
             server.stop()
     return 0

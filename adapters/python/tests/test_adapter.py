@@ -333,7 +333,19 @@ def test_json_safe_copies_and_sanitises() -> None:
     while isinstance(node, list):
         node, depth = node[0], depth + 1
     assert isinstance(node, str) and depth <= 65
+    cyclic_map: dict[str, Any] = {}
+    cyclic_map["self"] = cyclic_map
+    depth, node = 0, json_safe(cyclic_map)
+    while isinstance(node, dict):
+        node, depth = node["self"], depth + 1
+    assert isinstance(node, str) and depth == 64
     assert not math.isnan(json_safe(1.0))
+
+    class Name(str):
+        pass
+
+    name = Name("kept")
+    assert json_safe(name) is name and json_safe([True])[0] is True
 
 
 def test_args_mutation_after_the_hook_does_not_leak(service: Any) -> None:

@@ -80,6 +80,52 @@ def test_big_integers_and_key_order_survive(tmp_path: Path) -> None:
     assert isinstance(answer["args"]["zeta"], int)
 
 
+def test_request_text_reads_back_as_json_dumps_does(tmp_path: Path) -> None:
+    # The extension writes plain JSON values itself; the text must read back
+    # exactly as json.dumps's does, and everything else is left to
+    # json.dumps (None), which then raises what it raises.
+    import json
+    from collections import OrderedDict
+
+    from toolgate._native import dumps
+
+    plain = [
+        None, True, False, 0, -7, 2**63, -(10**39), 10**39, 1.5, -0.0, 1e16, 1e-7, 2.5e300,
+        "", "é \" \\ \n \x00 \u2028 😀", [], {}, (1, "two", [3.0]),
+        {"z": 1, "a": [1, {"y": None, "x": True}], "": {"nested": (1.25,)}},
+    ]
+    for value in plain:
+        text = dumps(value)
+        assert text is not None, value
+        reference = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        assert json.loads(text) == json.loads(reference), value
+        assert text == json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    assert list(json.loads(dumps({"b": 1, "a": 2}))) == ["b", "a"]
+
+    class Text(str):
+        pass
+
+    deep: list[Any] = []
+    for _ in range(300):
+        deep = [deep]
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    for other in (
+        float("nan"), float("inf"), {1: "int key"}, {"k": {(1, 2): 3}}, Text("s"), "\ud800",
+        OrderedDict(a=1), {1, 2}, object(), b"bytes", deep, cyclic,
+    ):
+        assert dumps(other) is None, other
+
+    # Through Host: what json.dumps refuses still raises, the rest is decided.
+    host = host_over(tmp_path, {"sql-guard.wasm": rust_plugin("sql-guard")})
+    with pytest.raises(ValueError):
+        asyncio.run(host.steering(steering_event(float("nan"))))
+    with pytest.raises(TypeError):
+        asyncio.run(host.steering(steering_event(object())))
+    text_sql = Text("DELETE FROM users")
+    assert asyncio.run(host.steering(steering_event(text_sql), state={1: "x"}))["action"] == "skip"
+
+
 def test_routing_and_result(tmp_path: Path) -> None:
     host = host_over(
         tmp_path,

@@ -22,6 +22,7 @@
 //! `inline=False` every call goes to the runtime from the start.
 
 use std::future::Future;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use toolgate::cache::CompiledCache;
 use toolgate::metrics::Metrics;
 use toolgate::watch::WatchHandle;
@@ -374,11 +376,125 @@ impl Host {
     }
 }
 
-/// The module: `Host`, `ToolgateError`, `RequestError`, `BusyError`.
+/// How deep [`dumps`] follows containers before leaving the value to
+/// `json.dumps` (which then detects a cycle or nests as deep as it can).
+const DUMPS_MAX_DEPTH: u32 = 256;
+
+/// The JSON text of `value` when it is made of plain JSON values only:
+/// `dict`s with `str` keys, `list`s, `tuple`s (as arrays), `str`s, `int`s,
+/// finite `float`s, `bool`s and `None`, of exactly these types. The text
+/// reads back (here and in `toolgate serve`) as exactly what
+/// `json.dumps(value, allow_nan=False)` reads back as: numbers are written
+/// as their `repr`, key order is kept. `None` for anything else (a
+/// subclass, a non-`str` key, a non-finite float, a string that is not
+/// valid Unicode, nesting deeper than 256 levels): the caller then uses
+/// `json.dumps`, which also raises what it raises for it.
+#[pyfunction]
+fn dumps(value: &Bound<'_, PyAny>) -> Option<String> {
+    let mut out = Vec::with_capacity(512);
+    if !write_json(value, &mut out, 0) {
+        return None;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Appends `value` to `out` as JSON (see [`dumps`]); false when it is not
+/// plain JSON.
+fn write_json(value: &Bound<'_, PyAny>, out: &mut Vec<u8>, depth: u32) -> bool {
+    if depth > DUMPS_MAX_DEPTH {
+        return false;
+    }
+    if value.is_none() {
+        out.extend_from_slice(b"null");
+        true
+    } else if let Ok(s) = value.cast_exact::<PyString>() {
+        write_str(s, out)
+    } else if let Ok(b) = value.cast_exact::<PyBool>() {
+        out.extend_from_slice(if b.is_true() { b"true" } else { b"false" });
+        true
+    } else if let Ok(n) = value.cast_exact::<PyInt>() {
+        match n.extract::<i64>() {
+            Ok(n) => write!(out, "{n}").is_ok(),
+            // A big integer: its digits, as `json.dumps` writes them.
+            Err(_) => write_repr(n.as_any(), out),
+        }
+    } else if let Ok(f) = value.cast_exact::<PyFloat>() {
+        f.value().is_finite() && write_repr(f.as_any(), out)
+    } else if let Ok(d) = value.cast_exact::<PyDict>() {
+        out.push(b'{');
+        for (i, (k, v)) in d.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let Ok(k) = k.cast_exact::<PyString>() else {
+                return false;
+            };
+            if !write_str(k, out) {
+                return false;
+            }
+            out.push(b':');
+            if !write_json(&v, out, depth + 1) {
+                return false;
+            }
+        }
+        out.push(b'}');
+        true
+    } else if let Ok(l) = value.cast_exact::<PyList>() {
+        write_array(l.iter(), out, depth)
+    } else if let Ok(t) = value.cast_exact::<PyTuple>() {
+        write_array(t.iter(), out, depth)
+    } else {
+        false
+    }
+}
+
+fn write_array<'py>(
+    items: impl Iterator<Item = Bound<'py, PyAny>>,
+    out: &mut Vec<u8>,
+    depth: u32,
+) -> bool {
+    out.push(b'[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if !write_json(&item, out, depth + 1) {
+            return false;
+        }
+    }
+    out.push(b']');
+    true
+}
+
+fn write_str(s: &Bound<'_, PyString>, out: &mut Vec<u8>) -> bool {
+    match s.to_str() {
+        Ok(s) => serde_json::to_writer(&mut *out, s).is_ok(),
+        // A lone surrogate: not UTF-8, left to `json.dumps`.
+        Err(_) => false,
+    }
+}
+
+/// `repr(value)` (what `json.dumps` writes for an `int` or a `float`).
+fn write_repr(value: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> bool {
+    match value.repr() {
+        Ok(text) => match text.to_str() {
+            Ok(text) => {
+                out.extend_from_slice(text.as_bytes());
+                true
+            }
+            Err(_) => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// The module: `Host`, `ToolgateError`, `RequestError`, `BusyError`, and
+/// [`dumps`].
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     init_logging();
     m.add_class::<Host>()?;
+    m.add_function(wrap_pyfunction!(dumps, m)?)?;
     m.add("ToolgateError", m.py().get_type::<ToolgateError>())?;
     m.add("RequestError", m.py().get_type::<RequestError>())?;
     m.add("BusyError", m.py().get_type::<BusyError>())?;

@@ -11,6 +11,9 @@ class RequestError(ToolgateError):
 class BusyError(ToolgateError):
     """The tenant already had its share of requests in progress (HTTP 429)."""
 
+def dumps(value: object) -> str | None:
+    """JSON text of a value made of plain JSON types only, else None."""
+
 class Host:
     def __init__(
         self,

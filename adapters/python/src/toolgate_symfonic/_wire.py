@@ -9,6 +9,7 @@ JSON-safe copy.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -38,7 +39,18 @@ def json_safe(value: Any, _depth: int = 0) -> Any:
     object) becomes ``str(value)``. Nesting deeper than 64 levels is cut off
     as a string, so a cyclic structure cannot recurse forever.
     """
-    if value is None or isinstance(value, (bool, int, str)):
+    kind = type(value)
+    # The exact built-in types first: isinstance against the Mapping ABC
+    # is the slowest test here, and nearly every value is one of these.
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict and _depth < _MAX_DEPTH:
+        return {
+            (k if type(k) is str else str(k)): json_safe(v, _depth + 1) for k, v in value.items()
+        }
+    if kind is list and _depth < _MAX_DEPTH:
+        return [json_safe(v, _depth + 1) for v in value]
+    if isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -106,6 +118,7 @@ _PLAIN_TENANT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 _KEPT = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
 
 
+@functools.lru_cache(maxsize=1024)
 def tenant_dir(tenant_id: str) -> str:
     """The tenant directory name (under ``tenants/``) for a symfonic tenant id.
 
