@@ -369,61 +369,63 @@ impl Plugin {
     /// the current runtime (none outside one), one each time no call of
     /// the plugin started for [`crate::prepared::IDLE`]: while calls keep
     /// coming the task only looks again each period. One refill at a time
-    /// per plugin.
+    /// per plugin; nothing at all for a plugin that keeps none.
     fn refill(&self) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         if !self.prepared.start_refill() {
             return;
         }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.prepared.refilled();
+            return;
+        };
         let plugin = self.clone();
         rt.spawn(async move {
-            let mut failed = false;
             loop {
-                loop {
-                    let seen = plugin.prepared.calls();
-                    tokio::time::sleep(crate::prepared::IDLE).await;
-                    if plugin.prepared.calls() != seen {
-                        // Busy: look again after another idle period.
-                        continue;
-                    }
-                    let Some(mut slot) = plugin.prepared.slot() else {
-                        break;
-                    };
-                    let Ok(mut store) = plugin.store() else {
-                        failed = true;
-                        break;
-                    };
-                    match plugin.pre.instantiate_async(&mut store).await {
-                        Ok(instance) => {
-                            let bytes = store.data().limiter.memory_used() as u64;
-                            if !slot.hold(bytes) {
-                                failed = true;
-                                break;
-                            }
-                            plugin.prepared.put(Ready {
-                                store,
-                                instance,
-                                slot,
-                            });
-                        }
-                        // The call that needs it instantiates afresh and
-                        // meets the fault itself; no retrying here.
-                        Err(_) => {
-                            failed = true;
-                            break;
-                        }
-                    }
-                }
+                let made_all = plugin.fill_while_idle().await;
                 plugin.prepared.refilled();
                 // A call that took an instance while this task was ending
-                // saw a refill running and started none: go on for it.
-                if failed || !plugin.prepared.start_refill() {
+                // saw a refill running and started none: go on for it. A
+                // plugin whose instance could not be made is not retried.
+                if !made_all || !plugin.prepared.start_refill() {
                     break;
                 }
             }
         });
+    }
+
+    /// Makes instances whenever the plugin has been idle for
+    /// [`crate::prepared::IDLE`], until `prepared` wait (or the engine has
+    /// no room): `true`. `false` when one could not be made.
+    async fn fill_while_idle(&self) -> bool {
+        loop {
+            let seen = self.prepared.calls();
+            tokio::time::sleep(crate::prepared::IDLE).await;
+            if self.prepared.calls() != seen {
+                continue;
+            }
+            let Some(slot) = self.prepared.slot() else {
+                return true;
+            };
+            match self.prepare(slot).await {
+                Some(ready) => self.prepared.put(ready),
+                // The call that needs it instantiates afresh and meets the
+                // fault itself.
+                None => return false,
+            }
+        }
+    }
+
+    /// One instance made ahead of need in `slot`, if it starts and its
+    /// start-up memory fits in what prepared instances may hold.
+    async fn prepare(&self, mut slot: crate::prepared::Slot) -> Option<Ready> {
+        let mut store = self.store().ok()?;
+        let instance = self.pre.instantiate_async(&mut store).await.ok()?;
+        slot.hold(store.data().limiter.memory_used() as u64)
+            .then_some(Ready {
+                store,
+                instance,
+                slot,
+            })
     }
 
     /// Drops the instances made ahead of need (they are made again as
@@ -502,18 +504,18 @@ impl Plugin {
                 }
             },
         };
-        let (mut store, instance, slot) = match self.prepared.take() {
+        let taken = self.prepared.take();
+        self.refill();
+        let (mut store, instance, slot) = match taken {
             Some(Ready {
                 mut store,
                 instance,
                 slot,
             }) => {
-                self.refill();
                 self.arm(&mut store);
                 (store, Ok(instance), Some(slot))
             }
             None => {
-                self.refill();
                 let mut store = match self.store() {
                     Ok(store) => store,
                     Err(e) => {

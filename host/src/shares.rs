@@ -220,9 +220,8 @@ impl Shares {
     /// memory budget. `tenant` names the last tenant, for the error.
     pub fn plan(&self, pool: Option<u32>, tenants: u32, tenant: &str) -> Result<(), PlanError> {
         if let Some(pool) = pool {
-            let needed = u64::from(self.global_instances)
-                + u64::from(tenants) * u64::from(self.tenant_instances);
-            if needed + u64::from(PROBE_SLOTS) > u64::from(pool) {
+            let needed = self.reserved(tenants) - u64::from(PROBE_SLOTS);
+            if self.reserved(tenants) > u64::from(pool) {
                 return Err(PlanError::Instances {
                     tenant: tenant.into(),
                     global: self.global_instances,
@@ -285,8 +284,6 @@ pub struct Account {
     requests: Arc<Semaphore>,
     instances: Arc<Semaphore>,
     memory: Arc<Semaphore>,
-    instance_total: u32,
-    memory_total_mib: u32,
     wait: Duration,
     refused: AtomicU64,
     busy: AtomicU64,
@@ -364,20 +361,24 @@ impl Account {
             instances,
             memory_mib,
         } = lends;
-        let memory_total_mib = u32::try_from(memory_mib).unwrap_or(u32::MAX);
         Account {
             name: name.into(),
             lends,
             requests: Arc::new(Semaphore::new(requests as usize)),
             instances: Arc::new(Semaphore::new(instances as usize)),
-            memory: Arc::new(Semaphore::new(memory_total_mib as usize)),
-            instance_total: instances,
-            memory_total_mib,
+            memory: Arc::new(Semaphore::new(
+                usize::try_from(memory_mib.min(u64::from(u32::MAX))).unwrap_or(usize::MAX),
+            )),
             wait,
             refused: AtomicU64::new(0),
             busy: AtomicU64::new(0),
             turn: AccountTurn::default(),
         }
+    }
+
+    /// The memory it lends, MiB, as its semaphore counts it.
+    fn memory_mib(&self) -> u32 {
+        u32::try_from(self.lends.memory_mib).unwrap_or(u32::MAX)
     }
 
     /// `global`, or the tenant's name.
@@ -435,10 +436,10 @@ impl Account {
     pub fn usage(&self) -> Usage {
         let free = |s: &Semaphore| u32::try_from(s.available_permits()).unwrap_or(u32::MAX);
         Usage {
-            instances: self.instance_total.saturating_sub(free(&self.instances)),
-            instances_max: self.instance_total,
-            memory_mib: self.memory_total_mib.saturating_sub(free(&self.memory)),
-            memory_mib_max: self.memory_total_mib,
+            instances: self.lends.instances.saturating_sub(free(&self.instances)),
+            instances_max: self.lends.instances,
+            memory_mib: self.memory_mib().saturating_sub(free(&self.memory)),
+            memory_mib_max: self.memory_mib(),
             refused: self.refused.load(Ordering::Relaxed),
             requests: self.lends.requests.saturating_sub(free(&self.requests)),
             requests_max: self.lends.requests,
@@ -451,11 +452,12 @@ impl Account {
     /// out.
     pub async fn admit(&self, memory_bytes: usize) -> Result<Admission, String> {
         let mib = u32::try_from((memory_bytes as u64).div_ceil(MIB).max(1)).unwrap_or(u32::MAX);
-        if mib > self.memory_total_mib {
+        if mib > self.memory_mib() {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return Err(format!(
                 "the call needs {mib} MiB, more than the whole memory share of `{}` ({} MiB)",
-                self.name, self.memory_total_mib
+                self.name,
+                self.memory_mib()
             ));
         }
         let deadline = Instant::now() + self.wait;
@@ -472,7 +474,7 @@ impl Account {
         let Ok(instance) = instance else {
             return Err(self.refuse(format!(
                 "all {} instances of `{}`'s share are busy",
-                self.instance_total, self.name
+                self.lends.instances, self.name
             )));
         };
         let memory = match Arc::clone(&self.memory).try_acquire_many_owned(mib) {
@@ -488,7 +490,8 @@ impl Account {
         let Ok(memory) = memory else {
             return Err(self.refuse(format!(
                 "`{}`'s memory share ({} MiB) cannot commit {mib} MiB more",
-                self.name, self.memory_total_mib
+                self.name,
+                self.memory_mib()
             )));
         };
         Ok(Admission {

@@ -91,4 +91,7 @@ async fn none_are_made_under_sustained_load_or_with_depth_zero() {
         "{made} instances prepared during {calls} back-to-back calls"
     );
     live_becomes(&engine, 1).await;
+    // ... and stays there: the depth-0 plugin never makes one.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(engine.prepared_slots().live(), 1);
 }
