@@ -50,6 +50,7 @@ pub mod plugin;
 pub mod policy;
 pub mod prepared;
 pub mod quarantine;
+mod reaper;
 pub mod registry;
 pub mod request;
 mod sandbox;

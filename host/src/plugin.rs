@@ -570,9 +570,13 @@ impl Plugin {
             .saturating_sub(store.get_fuel().unwrap_or(0));
         store.data().flush_output();
         // The pool slot is free before the share is given back.
-        drop(store);
-        drop(slot);
-        drop(admission);
+        if store.data().limiter.memory_used() > crate::reaper::BIG {
+            crate::reaper::drop_later((store, slot, admission));
+        } else {
+            drop(store);
+            drop(slot);
+            drop(admission);
+        }
         self.quarantine
             .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));
         Called {
