@@ -18,10 +18,12 @@ use crate::chain::{Chain, Outcome};
 use crate::error::Error;
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
+use crate::guard_call::arm_deadline;
 use crate::plugin::Plugin;
 use crate::sandbox::Sandbox;
 
-/// One instance of a plugin kept alive across calls.
+/// One instance of a plugin kept alive across calls: for measurements
+/// only.
 ///
 /// toolgate never serves with it: a guest's state survives from one call
 /// to the next and a trap poisons the instance for good. It exists to
@@ -36,7 +38,8 @@ pub struct Reused {
 impl Reused {
     /// Instantiates `plugin` once.
     pub async fn new(plugin: Arc<Plugin>) -> Result<Self, Error> {
-        let (store, instance) = plugin.instantiate_for_reuse().await?;
+        let mut store = plugin.store()?;
+        let instance = plugin.start(&mut store).await?;
         Ok(Reused {
             plugin,
             store,
@@ -44,13 +47,20 @@ impl Reused {
         })
     }
 
-    /// Calls the seam of `event` on the kept instance; `Ok(false)` if the
-    /// plugin does not export that seam. A fault poisons this instance:
-    /// make a new one.
+    /// Calls the seam of `event` on the kept instance, with fuel and the
+    /// deadline reset; `Ok(false)` if the plugin does not export that
+    /// seam. A fault poisons this instance: make a new one.
     pub async fn call(&mut self, event: &Event, state: &Value) -> Result<bool, Fault> {
+        let limits = self.plugin.limits();
+        self.store
+            .set_fuel(limits.fuel)
+            .map_err(|_| Fault::Instantiate)?;
+        self.store.data_mut().refill(limits);
+        arm_deadline(&mut self.store, limits.timeout, None);
         self.plugin
-            .call_reused(&mut self.store, &self.instance, event, state)
+            .call_kept(&mut self.store, &self.instance, event, &state.to_string())
             .await
+            .map_err(|e| Fault::classify(&e, true))
     }
 }
 

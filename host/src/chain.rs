@@ -1,18 +1,19 @@
 //! The chain rules of the four seams, exactly as symfonic's
 //! `CallbackManager` applies them to Python handlers — with guards that
-//! fault treated like handlers that raised.
+//! fault treated like handlers that raised. Everything here is in host
+//! types: each guard's reply arrives lifted by [`crate::guard_call`].
 
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::bindings::types;
 use crate::event::{
     BeforeToolCallEvent, DispatchEvent, Event, Rewrite, RoutingEvent, Seam, Skip, ToolResultEvent,
 };
 use crate::fault::Fault;
-use crate::plugin::{Called, OnError, Plugin};
+use crate::guard_call::{Called, GuestEvent, ResultHook, RewriteHook, RoutingHook, SteeringHook};
+use crate::plugin::{OnError, Plugin};
 
 /// What one guard did with one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -79,6 +80,56 @@ pub struct Decision<T> {
     pub trace: Vec<GuardTrace>,
 }
 
+impl<T> Decision<T> {
+    /// The same decision with its result turned by `f`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Decision<U> {
+        Decision {
+            result: f(self.result),
+            trace: self.trace,
+        }
+    }
+}
+
+/// The chain's answer at any seam: the value the Python hook returns,
+/// typed. It serialises exactly as that value: a list of names, `null` or
+/// a rewrite dict, `null` or a skip dict, `null`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Verdict {
+    /// Routing: the tools that stay visible.
+    Routing(Vec<String>),
+    /// Rewrite: the call to dispatch instead; `None`: the original call.
+    Rewrite(Option<Rewrite>),
+    /// Steering: the refusal; `None`: the call proceeds.
+    Steering(Option<Skip>),
+    /// Result: observed; nothing returned.
+    Result,
+}
+
+impl Verdict {
+    /// The seam that gave it.
+    pub fn seam(&self) -> Seam {
+        match self {
+            Verdict::Routing(_) => Seam::Routing,
+            Verdict::Rewrite(_) => Seam::Rewrite,
+            Verdict::Steering(_) => Seam::Steering,
+            Verdict::Result => Seam::Result,
+        }
+    }
+
+    /// Its name in metrics: `narrow`, `rewrite`, `skip`, `proceed` (no
+    /// rewrite, no skip) or `observed`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Routing(_) => "narrow",
+            Verdict::Rewrite(Some(_)) => "rewrite",
+            Verdict::Steering(Some(_)) => "skip",
+            Verdict::Rewrite(None) | Verdict::Steering(None) => "proceed",
+            Verdict::Result => "observed",
+        }
+    }
+}
+
 /// The message a fail-closed (`on_error = "deny"`) guard's fault steers with.
 pub fn fail_closed_message(plugin: &str, fault: Fault) -> String {
     format!(
@@ -108,20 +159,13 @@ impl Chain {
         self.plugins.iter().filter(move |p| p.subscribes(seam))
     }
 
-    /// Runs `event` through the chain and returns the hook's return value as
-    /// JSON (`null`, a skip dict, a rewrite dict or a list of names).
-    pub async fn decide(&self, event: &Event, state: &Value) -> Decision<Value> {
-        fn json<T: Serialize>(d: Decision<T>) -> Decision<Value> {
-            Decision {
-                result: serde_json::to_value(d.result).unwrap_or(Value::Null),
-                trace: d.trace,
-            }
-        }
+    /// Runs `event` through the chain of its seam.
+    pub async fn decide(&self, event: &Event, state: &Value) -> Decision<Verdict> {
         match event {
-            Event::Routing(e) => json(self.routing(e, state).await),
-            Event::Rewrite(e) => json(self.rewrite(e, state).await),
-            Event::Steering(e) => json(self.steering(e, state).await),
-            Event::Result(e) => json(self.result(e, state).await),
+            Event::Routing(e) => self.routing(e, state).await.map(Verdict::Routing),
+            Event::Rewrite(e) => self.rewrite(e, state).await.map(Verdict::Rewrite),
+            Event::Steering(e) => self.steering(e, state).await.map(Verdict::Steering),
+            Event::Result(e) => self.result(e, state).await.map(|()| Verdict::Result),
         }
     }
 
@@ -140,20 +184,20 @@ impl Chain {
                 trace,
             };
         }
-        let wit = crate::wit::before_tool_call(event, &state.to_string());
+        let guest_event = GuestEvent::<SteeringHook>::new(event, &state.to_string());
         for plugin in self.subscribed(Seam::Steering) {
-            let Some(called) = plugin.steering(&wit).await else {
+            let Some(called) = plugin.call(&guest_event).await else {
                 continue;
             };
-            let (entry, verdict) = record(plugin, Seam::Steering, called);
-            let skip = match verdict {
+            let (entry, reply) = record(plugin, Seam::Steering, called);
+            let skip = match reply {
                 Err(fault) if plugin.on_error() == OnError::Deny => Some(Skip {
                     content: fail_closed_message(plugin.name(), fault),
                     is_error: true,
                 }),
-                Err(_) | Ok(types::Verdict::Proceed) => None,
+                Err(_) | Ok(None) => None,
                 // Python's `not content`: only "" is empty; whitespace is content.
-                Ok(types::Verdict::Skip(s)) if s.content.is_empty() => {
+                Ok(Some(skip)) if skip.content.is_empty() => {
                     trace.push(malformed(
                         plugin,
                         Seam::Steering,
@@ -162,10 +206,7 @@ impl Chain {
                     ));
                     continue;
                 }
-                Ok(types::Verdict::Skip(s)) => Some(Skip {
-                    content: s.content,
-                    is_error: s.is_error.unwrap_or(true),
-                }),
+                Ok(skip) => skip,
             };
             trace.push(entry.with(skip.is_some(), Outcome::Skip, Outcome::Proceed));
             if skip.is_some() {
@@ -205,19 +246,17 @@ impl Chain {
                 Some(r) => (&r.tool_name, &r.args),
                 None => (&event.tool_name, &event.args),
             };
-            let wit = crate::wit::dispatch(event, tool_name, args, &state);
-            let Some(called) = plugin.rewrite(&wit).await else {
+            let guest_event = GuestEvent::<RewriteHook>::new((event, tool_name, args), &state);
+            let Some(called) = plugin.call(&guest_event).await else {
                 continue;
             };
             let (entry, reply) = record(plugin, Seam::Rewrite, called);
             match reply {
-                Ok(Some(r)) => match rewrite_args(r) {
-                    Ok(r) => {
-                        current = Some(r);
-                        trace.push(entry.with(true, Outcome::Rewrite, Outcome::Proceed));
-                    }
-                    Err(why) => trace.push(malformed(plugin, Seam::Rewrite, entry, &why)),
-                },
+                Ok(Some(Ok(r))) => {
+                    current = Some(r);
+                    trace.push(entry.with(true, Outcome::Rewrite, Outcome::Proceed));
+                }
+                Ok(Some(Err(why))) => trace.push(malformed(plugin, Seam::Rewrite, entry, &why)),
                 Ok(None) => trace.push(entry.with(false, Outcome::Rewrite, Outcome::Proceed)),
                 Err(_) => trace.push(entry),
             }
@@ -240,8 +279,8 @@ impl Chain {
         let mut visible = event.narrowed_tool_names.clone();
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Routing) {
-            let wit = crate::wit::routing(event, &visible, &state);
-            let Some(called) = plugin.routing(&wit).await else {
+            let guest_event = GuestEvent::<RoutingHook>::new((event, &visible), &state);
+            let Some(called) = plugin.call(&guest_event).await else {
                 continue;
             };
             let (entry, reply) = record(plugin, Seam::Routing, called);
@@ -271,9 +310,9 @@ impl Chain {
         if self.subscribed(Seam::Result).next().is_none() {
             return Decision { result: (), trace };
         }
-        let wit = crate::wit::tool_result(event, &state.to_string());
+        let guest_event = GuestEvent::<ResultHook>::new(event, &state.to_string());
         for plugin in self.subscribed(Seam::Result) {
-            if let Some(called) = plugin.result(&wit).await {
+            if let Some(called) = plugin.call(&guest_event).await {
                 let (entry, reply) = record(plugin, Seam::Result, called);
                 trace.push(entry.with(reply.is_ok(), Outcome::Observed, Outcome::Fault));
             }
@@ -347,16 +386,4 @@ fn drop_unavailable(tool_name: &str, event: &DispatchEvent, trace: &mut [GuardTr
         guards.push(entry.plugin.clone());
     }
     tracing::warn!(seam = %Seam::Rewrite, guards = ?guards, call_id = %event.call_id, "{why}");
-}
-
-/// A guard's rewrite with its args parsed: they must be a JSON object.
-fn rewrite_args(r: types::Rewrite) -> Result<Rewrite, String> {
-    match serde_json::from_str::<Value>(&r.args) {
-        Ok(Value::Object(args)) => Ok(Rewrite {
-            tool_name: r.tool_name,
-            args,
-        }),
-        Ok(_) => Err("rewrite args are JSON but not an object; dropped".into()),
-        Err(e) => Err(format!("rewrite args are not valid JSON ({e}); dropped")),
-    }
 }

@@ -42,6 +42,7 @@ pub mod error;
 pub mod event;
 pub mod fault;
 pub mod files;
+mod guard_call;
 pub mod limits;
 pub mod logging;
 pub mod manifest;
@@ -61,7 +62,7 @@ pub mod turns;
 pub mod watch;
 mod wit;
 
-pub use chain::{Chain, Decision, GuardTrace, Outcome};
+pub use chain::{Chain, Decision, GuardTrace, Outcome, Verdict};
 pub use engine::{Engine, EngineConfig};
 pub use error::Error;
 pub use event::{Event, Seam};

@@ -46,9 +46,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use serde_json::Value;
 
-use crate::chain::{Decision, GuardTrace};
+use crate::chain::{Decision, GuardTrace, Verdict};
 use crate::event::Seam;
 use crate::registry::Snapshot;
 use crate::shares::Usage;
@@ -342,23 +341,17 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Records one decision of `seam`: each guard's call, outcome, fuel and
-    /// latency, and the chain's verdict.
-    pub fn record_decision(&self, seam: Seam, decision: &Decision<Value>) {
+    /// Records one decision: each guard's call, outcome, fuel and latency,
+    /// and the chain's verdict.
+    pub fn record_decision(&self, decision: &Decision<Verdict>) {
+        let seam = decision.result.seam();
         for entry in &decision.trace {
             self.record_guard(seam, entry);
         }
-        let verdict = match (seam, &decision.result) {
-            (Seam::Steering, Value::Null) | (Seam::Rewrite, Value::Null) => "proceed",
-            (Seam::Steering, _) => "skip",
-            (Seam::Rewrite, _) => "rewrite",
-            (Seam::Routing, _) => "narrow",
-            (Seam::Result, _) => "observed",
-        };
         self.decisions
             .get_or_create(&DecisionLabels {
                 seam: seam.as_str(),
-                verdict,
+                verdict: decision.result.as_str(),
             })
             .inc();
     }

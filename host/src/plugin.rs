@@ -1,27 +1,26 @@
-//! One loaded guard: its compiled component, the seams it exports, its
-//! limits, and a single hook call on a fresh store.
+//! One loaded guard: how to load it ([`PluginSpec`]), its compiled and
+//! probed component, the seams it exports and its limits. A call of it is
+//! [`crate::guard_call`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use wasmtime::Store;
-use wasmtime::component::{Component, Instance, InstancePre};
+use wasmtime::component::{Component, InstancePre};
 
-use crate::bindings::{result, rewrite, routing, steering, types};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::event::Seam;
-use crate::fault::Fault;
+use crate::guard_call::arm_deadline;
 use crate::limits::Limits;
-use crate::prepared::{Prepared, Ready};
+use crate::prepared::Prepared;
 use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
-use crate::turns::{AccountTurn, LongLane, Ticks};
+use crate::wit::Exports;
 
 /// What a fault in this plugin means for the call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,15 +82,6 @@ pub const DEFAULT_PREPARED: u32 = 0;
 /// The most instances a manifest may ask to keep prepared.
 pub const MAX_PREPARED: u32 = 8;
 
-/// The typed export lookups of each seam the component exports.
-#[derive(Clone, Default)]
-struct SeamIndices {
-    routing: Option<routing::GuestIndices>,
-    rewrite: Option<rewrite::GuestIndices>,
-    steering: Option<steering::GuestIndices>,
-    result: Option<result::GuestIndices>,
-}
-
 /// A loaded, linked guard, ready to be instantiated once per call.
 ///
 /// A plugin loaded on its own runs every call it is given (no account, no
@@ -99,30 +89,22 @@ struct SeamIndices {
 /// caller's share and quarantines a guard that keeps faulting.
 #[derive(Clone)]
 pub struct Plugin {
-    name: Arc<str>,
-    path: PathBuf,
-    digest: String,
-    limits: Limits,
-    config: Arc<str>,
+    pub(crate) name: Arc<str>,
+    pub(crate) path: PathBuf,
+    pub(crate) digest: String,
+    pub(crate) limits: Limits,
+    /// The configuration handed to the guard, JSON text.
+    pub(crate) config: Arc<str>,
     on_error: OnError,
-    engine: Engine,
-    pre: InstancePre<Sandbox>,
-    seams: SeamIndices,
+    pub(crate) engine: Engine,
+    pub(crate) pre: InstancePre<Sandbox>,
+    pub(crate) exports: Exports,
     /// The share each call is charged to; `None`: only the engine's pool.
-    account: Option<Arc<Account>>,
+    pub(crate) account: Option<Arc<Account>>,
     /// Shared by every copy of this plugin.
-    quarantine: Arc<Quarantine>,
+    pub(crate) quarantine: Arc<Quarantine>,
     /// Instances made ahead of need; shared by every copy of this plugin.
-    prepared: Arc<Prepared>,
-}
-
-/// The result of one guard call: what it returned or why it faulted, and
-/// what it cost.
-#[derive(Debug)]
-pub(crate) struct Called<R> {
-    pub(crate) result: Result<R, (Fault, String)>,
-    pub(crate) fuel_used: u64,
-    pub(crate) micros: u64,
+    pub(crate) prepared: Arc<Prepared>,
 }
 
 impl Plugin {
@@ -183,12 +165,7 @@ impl Plugin {
                 path: path.clone(),
                 message: format!("{e:#}"),
             })?;
-        let seams = SeamIndices {
-            routing: routing::GuestIndices::new(&pre).ok(),
-            rewrite: rewrite::GuestIndices::new(&pre).ok(),
-            steering: steering::GuestIndices::new(&pre).ok(),
-            result: result::GuestIndices::new(&pre).ok(),
-        };
+        let exports = Exports::new(&pre);
         let plugin = Plugin {
             name: spec.name.into(),
             path,
@@ -198,7 +175,7 @@ impl Plugin {
             on_error: spec.on_error,
             engine: engine.clone(),
             pre,
-            seams,
+            exports,
             account: None,
             quarantine: Arc::new(Quarantine::new(QuarantinePolicy::off())),
             prepared: Arc::new(Prepared::new(
@@ -226,51 +203,25 @@ impl Plugin {
         Ok(plugin)
     }
 
+    /// One instantiation (its deadline capped at `cap`) and a type check
+    /// of every exported seam.
     async fn probe(&self, cap: Option<Duration>) -> Result<(), Error> {
-        let path = &self.path;
-        {
-            let mut store = self.store()?;
-            if let Some(cap) = cap {
-                arm_deadline(
-                    &mut store,
-                    self.limits.timeout.min(cap),
-                    Some((self.engine.long_lane(), None)),
-                );
-            }
-            let instance =
-                self.pre
-                    .instantiate_async(&mut store)
-                    .await
-                    .map_err(|e| Error::Start {
-                        path: path.clone(),
-                        fault: Fault::classify(&e, false),
-                        message: root_cause(&e),
-                    })?;
-            let contract = |seam: Seam| {
-                move |e: wasmtime::Error| Error::Contract {
-                    path: path.clone(),
-                    seam,
-                    message: format!("{e:#}"),
-                }
-            };
-            if let Some(i) = &self.seams.routing {
-                i.load(&mut store, &instance)
-                    .map_err(contract(Seam::Routing))?;
-            }
-            if let Some(i) = &self.seams.rewrite {
-                i.load(&mut store, &instance)
-                    .map_err(contract(Seam::Rewrite))?;
-            }
-            if let Some(i) = &self.seams.steering {
-                i.load(&mut store, &instance)
-                    .map_err(contract(Seam::Steering))?;
-            }
-            if let Some(i) = &self.seams.result {
-                i.load(&mut store, &instance)
-                    .map_err(contract(Seam::Result))?;
-            }
-            Ok(())
+        let mut store = self.store()?;
+        if let Some(cap) = cap {
+            arm_deadline(
+                &mut store,
+                self.limits.timeout.min(cap),
+                Some((self.engine.long_lane(), None)),
+            );
         }
+        let instance = self.start(&mut store).await?;
+        self.exports
+            .check(&mut store, &instance)
+            .map_err(|(seam, e)| Error::Contract {
+                path: self.path.clone(),
+                seam,
+                message: format!("{e:#}"),
+            })
     }
 
     /// The plugin's name.
@@ -333,99 +284,7 @@ impl Plugin {
 
     /// Whether the plugin exports `seam`.
     pub fn subscribes(&self, seam: Seam) -> bool {
-        match seam {
-            Seam::Routing => self.seams.routing.is_some(),
-            Seam::Rewrite => self.seams.rewrite.is_some(),
-            Seam::Steering => self.seams.steering.is_some(),
-            Seam::Result => self.seams.result.is_some(),
-        }
-    }
-
-    fn store(&self) -> Result<Store<Sandbox>, Error> {
-        let sandbox = Sandbox::new(self.name.clone(), self.config.clone(), &self.limits);
-        let mut store = Store::new(self.engine.wasmtime(), sandbox);
-        store.limiter(|s| &mut s.limiter);
-        store
-            .fuel_async_yield_interval(Some(FUEL_FLUSH_INTERVAL))
-            .and_then(|()| store.set_fuel(self.limits.fuel))
-            .map_err(|e| Error::Engine(format!("{e:#}")))?;
-        store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
-        self.arm(&mut store);
-        Ok(store)
-    }
-
-    /// Gives a call on `store` its deadline from now, taking turns as its
-    /// account.
-    fn arm(&self, store: &mut Store<Sandbox>) {
-        let turn = self.account.as_ref().map(|a| a.turn());
-        arm_deadline(
-            store,
-            self.limits.timeout,
-            Some((self.engine.long_lane(), turn)),
-        );
-    }
-
-    /// Makes instances ahead of need until `prepared` wait, on a task of
-    /// the current runtime (none outside one), one each time no call of
-    /// the plugin started for [`crate::prepared::IDLE`]: while calls keep
-    /// coming the task only looks again each period. One refill at a time
-    /// per plugin; nothing at all for a plugin that keeps none.
-    fn refill(&self) {
-        if !self.prepared.start_refill() {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            self.prepared.refilled();
-            return;
-        };
-        let plugin = self.clone();
-        rt.spawn(async move {
-            loop {
-                let made_all = plugin.fill_while_idle().await;
-                plugin.prepared.refilled();
-                // A call that took an instance while this task was ending
-                // saw a refill running and started none: go on for it. A
-                // plugin whose instance could not be made is not retried.
-                if !made_all || !plugin.prepared.start_refill() {
-                    break;
-                }
-            }
-        });
-    }
-
-    /// Makes instances whenever the plugin has been idle for
-    /// [`crate::prepared::IDLE`], until `prepared` wait (or the engine has
-    /// no room): `true`. `false` when one could not be made.
-    async fn fill_while_idle(&self) -> bool {
-        loop {
-            let seen = self.prepared.calls();
-            tokio::time::sleep(crate::prepared::IDLE).await;
-            if self.prepared.calls() != seen {
-                continue;
-            }
-            let Some(slot) = self.prepared.slot() else {
-                return true;
-            };
-            match self.prepare(slot).await {
-                Some(ready) => self.prepared.put(ready),
-                // The call that needs it instantiates afresh and meets the
-                // fault itself.
-                None => return false,
-            }
-        }
-    }
-
-    /// One instance made ahead of need in `slot`, if it starts and its
-    /// start-up memory fits in what prepared instances may hold.
-    async fn prepare(&self, mut slot: crate::prepared::Slot) -> Option<Ready> {
-        let mut store = self.store().ok()?;
-        let instance = self.pre.instantiate_async(&mut store).await.ok()?;
-        slot.hold(store.data().limiter.memory_used() as u64)
-            .then_some(Ready {
-                store,
-                instance,
-                slot,
-            })
+        self.exports.has(seam)
     }
 
     /// Drops the instances made ahead of need (they are made again as
@@ -433,366 +292,6 @@ impl Plugin {
     pub fn discard_prepared(&self) {
         self.prepared.discard();
     }
-
-    /// One call on a brand-new store and instance; the store is dropped
-    /// afterwards whatever happened, so a trap can never poison a later call.
-    ///
-    /// A quarantined plugin is not run (`quarantined`); otherwise the call
-    /// first takes its instance and memory from its account (or faults with
-    /// `share-exhausted`), and gives them back after its store is dropped,
-    /// so its pool slot is free before another call can be admitted.
-    ///
-    /// Each call is a `debug` span `guard` (plugin, digest, seam, account;
-    /// then outcome, fault, fuel, micros).
-    async fn invoke<R: ReturnSize>(
-        &self,
-        seam: Seam,
-        f: impl AsyncFnOnce(&mut Store<Sandbox>, Instance) -> wasmtime::Result<R>,
-    ) -> Called<R> {
-        use tracing::Instrument;
-        let span = tracing::debug_span!(
-            "guard",
-            plugin = %self.name,
-            digest = %self.digest.get(..12).unwrap_or(&self.digest),
-            %seam,
-            account = self.account.as_ref().map_or("-", |a| a.name()),
-            fault = tracing::field::Empty,
-            fuel = tracing::field::Empty,
-            micros = tracing::field::Empty,
-        );
-        let called = self.invoke_unspanned(f).instrument(span.clone()).await;
-        if let Err((fault, _)) = &called.result {
-            span.record("fault", tracing::field::display(fault));
-        }
-        span.record("fuel", called.fuel_used);
-        span.record("micros", called.micros);
-        called
-    }
-
-    async fn invoke_unspanned<R: ReturnSize>(
-        &self,
-        f: impl AsyncFnOnce(&mut Store<Sandbox>, Instance) -> wasmtime::Result<R>,
-    ) -> Called<R> {
-        let start = Instant::now();
-        let elapsed = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let ticket = match self.quarantine.admit() {
-            Ok(ticket) => ticket,
-            Err(probe_in) => {
-                return Called {
-                    result: Err((
-                        Fault::Quarantined,
-                        format!(
-                            "quarantined after repeated faults; not run (next probe in {} ms)",
-                            probe_in.as_millis()
-                        ),
-                    )),
-                    fuel_used: 0,
-                    micros: 0,
-                };
-            }
-        };
-        let admission = match &self.account {
-            None => None,
-            Some(account) => match account.admit(self.limits.memory_bytes).await {
-                Ok(admission) => Some(admission),
-                Err(why) => {
-                    return Called {
-                        result: Err((Fault::ShareExhausted, why)),
-                        fuel_used: 0,
-                        micros: elapsed(),
-                    };
-                }
-            },
-        };
-        let taken = self.prepared.take();
-        self.refill();
-        let (mut store, instance, slot) = match taken {
-            Some(Ready {
-                mut store,
-                instance,
-                slot,
-            }) => {
-                self.arm(&mut store);
-                (store, Ok(instance), Some(slot))
-            }
-            None => {
-                let mut store = match self.store() {
-                    Ok(store) => store,
-                    Err(e) => {
-                        return Called {
-                            result: Err((Fault::Instantiate, e.to_string())),
-                            fuel_used: 0,
-                            micros: 0,
-                        };
-                    }
-                };
-                let instance = self.pre.instantiate_async(&mut store).await;
-                (store, instance, None)
-            }
-        };
-        let result = match instance {
-            Err(e) => Err((Fault::classify(&e, false), root_cause(&e))),
-            Ok(instance) => match f(&mut store, instance).await {
-                Err(e) if crate::fault::is_hostcall_data_exhausted(&e) => {
-                    let fault = Fault::classify(&e, true);
-                    let budget = crate::sandbox::hostcall_data_budget(&self.limits);
-                    let what = if fault == Fault::HostBudget {
-                        "passed a host import"
-                    } else {
-                        "returned"
-                    };
-                    Err((
-                        fault,
-                        format!(
-                            "{what} more than {budget} bytes in one crossing (refused before \
-                             copying; max_return_bytes is {})",
-                            self.limits.max_return_bytes
-                        ),
-                    ))
-                }
-                Err(e) => Err((Fault::classify(&e, true), root_cause(&e))),
-                Ok(r) => match r.largest_string() {
-                    n if n > self.limits.max_return_bytes => Err((
-                        Fault::OversizedReturn,
-                        format!(
-                            "returned a {n}-byte string; the limit is {}",
-                            self.limits.max_return_bytes
-                        ),
-                    )),
-                    _ => Ok(r),
-                },
-            },
-        };
-        let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let fuel_used = self
-            .limits
-            .fuel
-            .saturating_sub(store.get_fuel().unwrap_or(0));
-        store.data().flush_output();
-        // The pool slot is free before the share is given back.
-        if store.data().limiter.memory_used() > crate::reaper::BIG {
-            crate::reaper::drop_later((store, slot, admission));
-        } else {
-            drop(store);
-            drop(slot);
-            drop(admission);
-        }
-        self.quarantine
-            .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));
-        Called {
-            result,
-            fuel_used,
-            micros,
-        }
-    }
-
-    pub(crate) async fn routing(
-        &self,
-        event: &types::RoutingEvent,
-    ) -> Option<Called<Option<Vec<String>>>> {
-        let idx = self.seams.routing.as_ref()?;
-        Some(
-            self.invoke(Seam::Routing, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_narrow(&mut *store, event).await
-            })
-            .await,
-        )
-    }
-
-    pub(crate) async fn rewrite(
-        &self,
-        event: &types::DispatchEvent,
-    ) -> Option<Called<Option<types::Rewrite>>> {
-        let idx = self.seams.rewrite.as_ref()?;
-        Some(
-            self.invoke(Seam::Rewrite, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_dispatch(&mut *store, event).await
-            })
-            .await,
-        )
-    }
-
-    pub(crate) async fn steering(
-        &self,
-        event: &types::BeforeToolCallEvent,
-    ) -> Option<Called<types::Verdict>> {
-        let idx = self.seams.steering.as_ref()?;
-        Some(
-            self.invoke(Seam::Steering, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_before_tool_call(&mut *store, event).await
-            })
-            .await,
-        )
-    }
-
-    pub(crate) async fn result(&self, event: &types::ToolResultEvent) -> Option<Called<()>> {
-        let idx = self.seams.result.as_ref()?;
-        Some(
-            self.invoke(Seam::Result, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_on_result(&mut *store, event).await
-            })
-            .await,
-        )
-    }
-}
-
-impl Plugin {
-    /// A store and an instance for calls made one after another on the same
-    /// instance: a snapshot's warm-up, a reused-instance measurement. Never
-    /// used to serve.
-    pub(crate) async fn instantiate_for_reuse(&self) -> Result<(Store<Sandbox>, Instance), Error> {
-        let mut store = self.store()?;
-        let instance = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|e| Error::Start {
-                path: self.path.clone(),
-                fault: Fault::classify(&e, false),
-                message: root_cause(&e),
-            })?;
-        Ok((store, instance))
-    }
-
-    /// Calls the seam of `event` on `instance`, discarding the reply;
-    /// `Ok(false)` if the plugin does not export that seam.
-    async fn call_on(
-        &self,
-        store: &mut Store<Sandbox>,
-        instance: &Instance,
-        event: &crate::event::Event,
-        state: &str,
-    ) -> wasmtime::Result<bool> {
-        use crate::event::Event;
-        match event {
-            Event::Routing(e) => {
-                if let Some(i) = &self.seams.routing {
-                    let wit = crate::wit::routing(e, &e.narrowed_tool_names, state);
-                    let guest = i.load(&mut *store, instance)?;
-                    guest.call_narrow(&mut *store, &wit).await?;
-                    return Ok(true);
-                }
-            }
-            Event::Rewrite(e) => {
-                if let Some(i) = &self.seams.rewrite {
-                    let wit = crate::wit::dispatch(e, &e.tool_name, &e.args, state);
-                    let guest = i.load(&mut *store, instance)?;
-                    guest.call_dispatch(&mut *store, &wit).await?;
-                    return Ok(true);
-                }
-            }
-            Event::Steering(e) => {
-                if let Some(i) = &self.seams.steering {
-                    let wit = crate::wit::before_tool_call(e, state);
-                    let guest = i.load(&mut *store, instance)?;
-                    guest.call_before_tool_call(&mut *store, &wit).await?;
-                    return Ok(true);
-                }
-            }
-            Event::Result(e) => {
-                if let Some(i) = &self.seams.result {
-                    let wit = crate::wit::tool_result(e, state);
-                    let guest = i.load(&mut *store, instance)?;
-                    guest.call_on_result(&mut *store, &wit).await?;
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
-    }
-
-    /// One more call on a kept instance, with fuel and the deadline reset.
-    pub(crate) async fn call_reused(
-        &self,
-        store: &mut Store<Sandbox>,
-        instance: &Instance,
-        event: &crate::event::Event,
-        state: &Value,
-    ) -> Result<bool, Fault> {
-        store
-            .set_fuel(self.limits.fuel)
-            .map_err(|_| Fault::Instantiate)?;
-        store.data_mut().refill(&self.limits);
-        arm_deadline(store, self.limits.timeout, None);
-        self.call_on(store, instance, event, &state.to_string())
-            .await
-            .map_err(|e| Fault::classify(&e, true))
-    }
-
-    /// One instance, after the `events` (each with the hook's state) were
-    /// made on it in order — the state a snapshot captures. Events for a
-    /// seam the plugin does not export are skipped. A fault is an error
-    /// naming the call, its seam and the fault.
-    pub(crate) async fn warm_up(
-        &self,
-        events: &[(crate::event::Event, Value)],
-    ) -> Result<(Store<Sandbox>, Instance), Error> {
-        let failed = |what: String, start: bool| {
-            let path = self.path.clone();
-            move |e: wasmtime::Error| Error::Snapshot {
-                path,
-                message: format!(
-                    "{what}: {} ({})",
-                    root_cause(&e),
-                    Fault::classify(&e, !start)
-                ),
-            }
-        };
-        let mut store = self.store()?;
-        let instance = self
-            .pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(failed("start".into(), true))?;
-        for (n, (event, state)) in events.iter().enumerate() {
-            let what = format!("warm-up call {} ({})", n + 1, event.seam());
-            self.call_on(&mut store, &instance, event, &state.to_string())
-                .await
-                .map_err(failed(what, false))?;
-        }
-        // What follows is the host reading the instance's state (a
-        // snapshot copies whole memories): not guest data, so not held to a
-        // guest call's hostcall data budget.
-        store.set_hostcall_fuel(usize::MAX);
-        Ok((store, instance))
-    }
-}
-
-/// How much fuel a running guest may burn before its fuel counter is
-/// written back to the store, where the host reads `fuel_used`.
-///
-/// Compiled code keeps the counter in a register and stores it only at
-/// calls, returns and when a slice of fuel runs out; a trap raised in
-/// between (the epoch deadline, a failed `memory.grow`) would otherwise
-/// leave the store holding the count from the guest's last call — a few
-/// hundred units for a loop that spun for its whole deadline. Handing the
-/// fuel out in slices of this size (each slice's end is also a yield to
-/// the executor) bounds that error to one slice.
-const FUEL_FLUSH_INTERVAL: u64 = 1_000_000;
-
-/// Gives a call `timeout` of wall-clock time from now.
-///
-/// At every epoch tick the guest is still running, it yields to the async
-/// executor (so a busy guest never holds a tokio worker for its whole
-/// deadline and other calls on the same thread make progress) and, once
-/// the deadline has passed, traps with `Trap::Interrupt` (a `deadline`
-/// fault). The deadline is checked on a tick, so it overshoots by at most
-/// one tick. With a `lane`, a long call takes turns in it (see
-/// [`crate::turns`]). Call it after the store's fuel is set.
-fn arm_deadline(
-    store: &mut Store<Sandbox>,
-    timeout: Duration,
-    lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
-) {
-    // A timeout too large to add to now never expires.
-    let fuel = store.get_fuel().unwrap_or(0);
-    let mut ticks = Ticks::new(Instant::now().checked_add(timeout), fuel, lane);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(move |store| Ok(ticks.tick(store.get_fuel().unwrap_or(0))));
 }
 
 impl std::fmt::Debug for Plugin {
@@ -823,39 +322,7 @@ pub fn compile(engine: &Engine, path: &Path, bytes: &[u8]) -> Result<Component, 
     })
 }
 
-fn root_cause(e: &wasmtime::Error) -> String {
+/// The innermost cause of a guest error, for a trace's `detail`.
+pub(crate) fn root_cause(e: &wasmtime::Error) -> String {
     e.root_cause().to_string()
-}
-
-/// The largest string a guard returned, checked against `max_return_bytes`.
-pub(crate) trait ReturnSize {
-    fn largest_string(&self) -> usize;
-}
-
-impl ReturnSize for () {
-    fn largest_string(&self) -> usize {
-        0
-    }
-}
-
-impl ReturnSize for Option<Vec<String>> {
-    fn largest_string(&self) -> usize {
-        self.iter().flatten().map(String::len).sum()
-    }
-}
-
-impl ReturnSize for Option<types::Rewrite> {
-    fn largest_string(&self) -> usize {
-        self.as_ref()
-            .map_or(0, |r| r.tool_name.len().max(r.args.len()))
-    }
-}
-
-impl ReturnSize for types::Verdict {
-    fn largest_string(&self) -> usize {
-        match self {
-            types::Verdict::Proceed => 0,
-            types::Verdict::Skip(s) => s.content.len(),
-        }
-    }
 }

@@ -13,7 +13,7 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, 
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 
-use crate::chain::Decision;
+use crate::chain::{Decision, Verdict};
 use crate::event::{Event, Seam};
 use crate::registry::{Snapshot, validate_tenant};
 use crate::shares::Busy;
@@ -108,7 +108,7 @@ impl DecideRequest {
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see [`crate::logging`]).
-    pub async fn decide(&self, snapshot: &Snapshot) -> Result<Decision<Value>, Busy> {
+    pub async fn decide(&self, snapshot: &Snapshot) -> Result<Decision<Verdict>, Busy> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
             "decide",
@@ -118,7 +118,7 @@ impl DecideRequest {
         self.decide_unspanned(snapshot).instrument(span).await
     }
 
-    async fn decide_unspanned(&self, snapshot: &Snapshot) -> Result<Decision<Value>, Busy> {
+    async fn decide_unspanned(&self, snapshot: &Snapshot) -> Result<Decision<Verdict>, Busy> {
         let tenant = self.tenant.as_deref();
         let _place = match snapshot.account(tenant) {
             None => None,
@@ -227,11 +227,13 @@ fn parse_fast(seam: Seam, body: &[u8]) -> Option<DecideRequest> {
 
 /// The answer's body: exactly the hook's return value, or, with `trace`,
 /// `{"result": ..., "trace": [...]}`.
-pub fn answer(decision: Decision<Value>, trace: bool) -> Value {
+pub fn answer(decision: Decision<Verdict>, trace: bool) -> Value {
+    // A verdict holds strings and JSON objects only: it always serialises.
+    let result = serde_json::to_value(decision.result).unwrap_or(Value::Null);
     if trace {
-        json!({"result": decision.result, "trace": decision.trace})
+        json!({"result": result, "trace": decision.trace})
     } else {
-        decision.result
+        result
     }
 }
 

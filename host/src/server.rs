@@ -436,7 +436,7 @@ async fn decide(
             tracing::debug!(account = %busy.account, "request refused: {busy}");
             ApiError::new(StatusCode::TOO_MANY_REQUESTS, busy.to_string())
         })?;
-    app.metrics.record_decision(seam, &decision);
+    app.metrics.record_decision(&decision);
     let body = request::answer(decision, with_trace);
     Ok(axum::Json(body).into_response())
 }

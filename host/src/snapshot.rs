@@ -29,6 +29,7 @@ use crate::error::Error;
 use crate::event::{
     BeforeToolCallEvent, DispatchEvent, Event, RoutingEvent, ToolInfo, ToolResultEvent,
 };
+use crate::fault::Fault;
 use crate::limits::Limits;
 use crate::plugin::{self, Plugin, PluginSpec};
 use crate::sandbox::Sandbox;
@@ -74,7 +75,7 @@ pub async fn snapshot(
         ..PluginSpec::new(path)
     };
     let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;
-    let (mut store, instance) = guard.warm_up(warm_up).await?;
+    let (mut store, instance) = run_warm_up(&guard, warm_up).await?;
     let mut access = Access {
         store: &mut store,
         instance,
@@ -88,6 +89,45 @@ pub async fn snapshot(
         Some(message) => Err(fail(format!("reading the instance's state: {message}"))),
         None => Ok(snapshot),
     }
+}
+
+/// One instance of `guard`, after the `events` (each with the hook's
+/// state) were made on it in order — the state a snapshot captures. Events
+/// for a seam the guard does not export are skipped. A fault is an error
+/// naming the call, its seam and the fault.
+async fn run_warm_up(
+    guard: &Plugin,
+    events: &[(Event, Value)],
+) -> Result<(Store<Sandbox>, Instance), Error> {
+    let failed = |what: String, start: bool| {
+        let path = guard.path().to_path_buf();
+        move |e: wasmtime::Error| Error::Snapshot {
+            path,
+            message: format!(
+                "{what}: {} ({})",
+                plugin::root_cause(&e),
+                Fault::classify(&e, !start)
+            ),
+        }
+    };
+    let mut store = guard.store()?;
+    let instance = guard
+        .pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(failed("start".into(), true))?;
+    for (n, (event, state)) in events.iter().enumerate() {
+        let what = format!("warm-up call {} ({})", n + 1, event.seam());
+        guard
+            .call_kept(&mut store, &instance, event, &state.to_string())
+            .await
+            .map_err(failed(what, false))?;
+    }
+    // What follows is the host reading the instance's state (a snapshot
+    // copies whole memories): not guest data, so not held to a guest
+    // call's hostcall data budget.
+    store.set_hostcall_fuel(usize::MAX);
+    Ok((store, instance))
 }
 
 /// Reads an instance's state through the accessor functions wizer's

@@ -1,86 +1,312 @@
-//! Events as the guest receives them: the JSON events of [`crate::event`]
-//! turned into the WIT records of `wit/guard.wit` (`args`, `result` and
-//! `state` as JSON text).
+//! The four seams as `wit/guard.wit` types them: each seam's [`Hook`] —
+//! its export, the JSON events of [`crate::event`] lowered into the WIT
+//! records the guest receives (`args`, `result` and `state` as JSON
+//! text), and the guest's reply lifted back into host types. Nothing
+//! outside this module (and the host imports in [`crate::sandbox`]) sees a
+//! generated type.
 
 use serde_json::{Map, Value};
+use wasmtime::Store;
+use wasmtime::component::{Instance, InstancePre};
 
-use crate::bindings::types;
-use crate::event::{BeforeToolCallEvent, DispatchEvent, RoutingEvent, ToolResultEvent};
+use crate::bindings::{result, rewrite, routing, steering, types};
+use crate::event::{
+    BeforeToolCallEvent, DispatchEvent, Rewrite, RoutingEvent, Seam, Skip, ToolResultEvent,
+};
+use crate::guard_call::{Hook, ResultHook, RewriteHook, RoutingHook, SteeringHook};
+use crate::sandbox::Sandbox;
 
-/// A routing event showing the guard `visible` (the chain's narrowing so
-/// far), each with its description when the event has one.
-pub(crate) fn routing(
-    event: &RoutingEvent,
-    visible: &[String],
-    state: &str,
-) -> types::RoutingEvent {
-    types::RoutingEvent {
-        run_id: event.run_id.clone(),
-        mode: event.mode.clone(),
-        intent_label: event.intent_label.clone(),
-        total_tools: event.total_tools,
-        narrowed_tool_names: visible.to_vec(),
-        saved_tokens_estimate: event.saved_tokens_estimate,
-        tools: visible
-            .iter()
-            .map(|name| types::ToolInfo {
-                name: name.clone(),
-                description: event
-                    .tools
-                    .iter()
-                    .find(|t| &t.name == name)
-                    .map(|t| t.description.clone())
-                    .unwrap_or_default(),
-            })
-            .collect(),
-        query: event.query.clone(),
-        state: state.to_string(),
+/// The typed export lookups of each seam a component exports.
+#[derive(Clone, Default)]
+pub(crate) struct Exports {
+    routing: Option<routing::GuestIndices>,
+    rewrite: Option<rewrite::GuestIndices>,
+    steering: Option<steering::GuestIndices>,
+    result: Option<result::GuestIndices>,
+}
+
+impl Exports {
+    /// The seams `pre` exports.
+    pub(crate) fn new(pre: &InstancePre<Sandbox>) -> Exports {
+        Exports {
+            routing: routing::GuestIndices::new(pre).ok(),
+            rewrite: rewrite::GuestIndices::new(pre).ok(),
+            steering: steering::GuestIndices::new(pre).ok(),
+            result: result::GuestIndices::new(pre).ok(),
+        }
+    }
+
+    /// Whether `seam` is exported.
+    pub(crate) fn has(&self, seam: Seam) -> bool {
+        match seam {
+            Seam::Routing => self.routing.is_some(),
+            Seam::Rewrite => self.rewrite.is_some(),
+            Seam::Steering => self.steering.is_some(),
+            Seam::Result => self.result.is_some(),
+        }
+    }
+
+    /// Loads every exported seam's function on `instance`, checking its
+    /// type; the error names the seam.
+    pub(crate) fn check(
+        &self,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> Result<(), (Seam, wasmtime::Error)> {
+        fn check<H: Hook>(
+            exports: &Exports,
+            store: &mut Store<Sandbox>,
+            instance: &Instance,
+        ) -> Result<(), (Seam, wasmtime::Error)> {
+            match H::export(exports) {
+                Some(export) => H::load(export, store, instance)
+                    .map(drop)
+                    .map_err(|e| (H::SEAM, e)),
+                None => Ok(()),
+            }
+        }
+        check::<RoutingHook>(self, store, instance)?;
+        check::<RewriteHook>(self, store, instance)?;
+        check::<SteeringHook>(self, store, instance)?;
+        check::<ResultHook>(self, store, instance)
     }
 }
 
-/// A dispatch event for the call `tool_name(args)` (the chain's rewrite so
-/// far, or the event's own call).
-pub(crate) fn dispatch(
-    event: &DispatchEvent,
-    tool_name: &str,
-    args: &Map<String, Value>,
-    state: &str,
-) -> types::DispatchEvent {
-    types::DispatchEvent {
-        run_id: event.run_id.clone(),
-        iteration_index: event.iteration_index,
-        node_name: event.node_name.clone(),
-        call_id: event.call_id.clone(),
-        tool_name: tool_name.to_string(),
-        args: Value::Object(args.clone()).to_string(),
-        available_tools: event.available_tools.clone(),
-        state: state.to_string(),
+impl Hook for RoutingHook {
+    const SEAM: Seam = Seam::Routing;
+    /// The event and the tools visible so far (the chain's narrowing).
+    type Input<'a> = (&'a RoutingEvent, &'a [String]);
+    type Event = types::RoutingEvent;
+    type Export = routing::GuestIndices;
+    type Guest = routing::Guest;
+    type Returned = Option<Vec<String>>;
+    /// The tools to keep, or `None`: no opinion.
+    type Reply = Option<Vec<String>>;
+
+    fn export(exports: &Exports) -> Option<&Self::Export> {
+        exports.routing.as_ref()
+    }
+
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest> {
+        export.load(store, instance)
+    }
+
+    /// Shows the guard the visible tools, each with its description when
+    /// the event has one.
+    fn lower((event, visible): Self::Input<'_>, state: &str) -> Self::Event {
+        types::RoutingEvent {
+            run_id: event.run_id.clone(),
+            mode: event.mode.clone(),
+            intent_label: event.intent_label.clone(),
+            total_tools: event.total_tools,
+            narrowed_tool_names: visible.to_vec(),
+            saved_tokens_estimate: event.saved_tokens_estimate,
+            tools: visible
+                .iter()
+                .map(|name| types::ToolInfo {
+                    name: name.clone(),
+                    description: event
+                        .tools
+                        .iter()
+                        .find(|t| &t.name == name)
+                        .map(|t| t.description.clone())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+            query: event.query.clone(),
+            state: state.to_string(),
+        }
+    }
+
+    fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
+        guest.call_narrow(store, event)
+    }
+
+    fn largest_string(returned: &Self::Returned) -> usize {
+        returned.iter().flatten().map(String::len).sum()
+    }
+
+    fn lift(returned: Self::Returned) -> Self::Reply {
+        returned
     }
 }
 
-/// A before-tool-call event.
-pub(crate) fn before_tool_call(
-    event: &BeforeToolCallEvent,
-    state: &str,
-) -> types::BeforeToolCallEvent {
-    types::BeforeToolCallEvent {
-        run_id: event.run_id.clone(),
-        tool_name: event.tool_name.clone(),
-        call_id: event.call_id.clone(),
-        args: Value::Object(event.args.clone()).to_string(),
-        state: state.to_string(),
+impl Hook for RewriteHook {
+    const SEAM: Seam = Seam::Rewrite;
+    /// The event and the call `tool_name(args)` the guard sees (the
+    /// chain's rewrite so far, or the event's own call).
+    type Input<'a> = (&'a DispatchEvent, &'a str, &'a Map<String, Value>);
+    type Event = types::DispatchEvent;
+    type Export = rewrite::GuestIndices;
+    type Guest = rewrite::Guest;
+    type Returned = Option<types::Rewrite>;
+    /// `None`: no rewrite; `Some(Err(why))`: a rewrite whose args are not a
+    /// JSON object.
+    type Reply = Option<Result<Rewrite, String>>;
+
+    fn export(exports: &Exports) -> Option<&Self::Export> {
+        exports.rewrite.as_ref()
+    }
+
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest> {
+        export.load(store, instance)
+    }
+
+    fn lower((event, tool_name, args): Self::Input<'_>, state: &str) -> Self::Event {
+        types::DispatchEvent {
+            run_id: event.run_id.clone(),
+            iteration_index: event.iteration_index,
+            node_name: event.node_name.clone(),
+            call_id: event.call_id.clone(),
+            tool_name: tool_name.to_string(),
+            args: Value::Object(args.clone()).to_string(),
+            available_tools: event.available_tools.clone(),
+            state: state.to_string(),
+        }
+    }
+
+    fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
+        guest.call_dispatch(store, event)
+    }
+
+    fn largest_string(returned: &Self::Returned) -> usize {
+        returned
+            .as_ref()
+            .map_or(0, |r| r.tool_name.len().max(r.args.len()))
+    }
+
+    /// Parses the args: they must be a JSON object.
+    fn lift(returned: Self::Returned) -> Self::Reply {
+        returned.map(|r| match serde_json::from_str::<Value>(&r.args) {
+            Ok(Value::Object(args)) => Ok(Rewrite {
+                tool_name: r.tool_name,
+                args,
+            }),
+            Ok(_) => Err("rewrite args are JSON but not an object; dropped".into()),
+            Err(e) => Err(format!("rewrite args are not valid JSON ({e}); dropped")),
+        })
     }
 }
 
-/// A tool-result event.
-pub(crate) fn tool_result(event: &ToolResultEvent, state: &str) -> types::ToolResultEvent {
-    types::ToolResultEvent {
-        run_id: event.run_id.clone(),
-        tool_name: event.tool_name.clone(),
-        result: event.result.to_string(),
-        call_id: event.call_id.clone(),
-        deferred: event.deferred,
-        is_error: event.is_error,
-        state: state.to_string(),
+impl Hook for SteeringHook {
+    const SEAM: Seam = Seam::Steering;
+    type Input<'a> = &'a BeforeToolCallEvent;
+    type Event = types::BeforeToolCallEvent;
+    type Export = steering::GuestIndices;
+    type Guest = steering::Guest;
+    type Returned = types::Verdict;
+    /// `None`: proceed; a skip's absent `is_error` is `true`, as in
+    /// symfonic's `result.get("is_error", True)`.
+    type Reply = Option<Skip>;
+
+    fn export(exports: &Exports) -> Option<&Self::Export> {
+        exports.steering.as_ref()
     }
+
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest> {
+        export.load(store, instance)
+    }
+
+    fn lower(event: Self::Input<'_>, state: &str) -> Self::Event {
+        types::BeforeToolCallEvent {
+            run_id: event.run_id.clone(),
+            tool_name: event.tool_name.clone(),
+            call_id: event.call_id.clone(),
+            args: Value::Object(event.args.clone()).to_string(),
+            state: state.to_string(),
+        }
+    }
+
+    fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
+        guest.call_before_tool_call(store, event)
+    }
+
+    fn largest_string(returned: &Self::Returned) -> usize {
+        match returned {
+            types::Verdict::Proceed => 0,
+            types::Verdict::Skip(s) => s.content.len(),
+        }
+    }
+
+    fn lift(returned: Self::Returned) -> Self::Reply {
+        match returned {
+            types::Verdict::Proceed => None,
+            types::Verdict::Skip(s) => Some(Skip {
+                content: s.content,
+                is_error: s.is_error.unwrap_or(true),
+            }),
+        }
+    }
+}
+
+impl Hook for ResultHook {
+    const SEAM: Seam = Seam::Result;
+    type Input<'a> = &'a ToolResultEvent;
+    type Event = types::ToolResultEvent;
+    type Export = result::GuestIndices;
+    type Guest = result::Guest;
+    type Returned = ();
+    type Reply = ();
+
+    fn export(exports: &Exports) -> Option<&Self::Export> {
+        exports.result.as_ref()
+    }
+
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest> {
+        export.load(store, instance)
+    }
+
+    fn lower(event: Self::Input<'_>, state: &str) -> Self::Event {
+        types::ToolResultEvent {
+            run_id: event.run_id.clone(),
+            tool_name: event.tool_name.clone(),
+            result: event.result.to_string(),
+            call_id: event.call_id.clone(),
+            deferred: event.deferred,
+            is_error: event.is_error,
+            state: state.to_string(),
+        }
+    }
+
+    fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
+        guest.call_on_result(store, event)
+    }
+
+    fn largest_string((): &Self::Returned) -> usize {
+        0
+    }
+
+    fn lift((): Self::Returned) -> Self::Reply {}
 }

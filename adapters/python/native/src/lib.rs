@@ -265,7 +265,7 @@ impl Host {
                 .decide(&registry.snapshot())
                 .await
                 .map_err(|busy| Refused::Busy(busy.to_string()))?;
-            metrics.record_decision(seam, &decision);
+            metrics.record_decision(&decision);
             Ok(toolgate::request::answer(decision, trace).to_string())
         });
         if self.inline {

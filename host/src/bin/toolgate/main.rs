@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
-use toolgate::{DecideRequest, Decision, Engine, EngineConfig, Event, Seam};
+use toolgate::{DecideRequest, Decision, Engine, EngineConfig, Event, Seam, Verdict};
 
 #[derive(Parser)]
 #[command(
@@ -683,7 +683,7 @@ fn parse_line(line: &str) -> Result<DecideRequest> {
     DecideRequest::from_value(seam, v).map_err(|e| anyhow!(e))
 }
 
-fn describe(n: usize, event: &Event, d: &Decision<Value>) -> String {
+fn describe(n: usize, event: &Event, d: &Decision<Verdict>) -> String {
     let what = match event {
         Event::Routing(e) => format!("routing {} tools", e.narrowed_tool_names.len()),
         Event::Rewrite(e) => format!("rewrite {}", e.tool_name),
@@ -699,7 +699,8 @@ fn describe(n: usize, event: &Event, d: &Decision<Value>) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ");
-    format!("#{n} {what} -> {} [{guards}]", d.result)
+    let result = serde_json::to_value(&d.result).unwrap_or(Value::Null);
+    format!("#{n} {what} -> {result} [{guards}]")
 }
 
 #[derive(Default)]
@@ -710,7 +711,7 @@ struct Summary {
 }
 
 impl Summary {
-    fn add(&mut self, d: &Decision<Value>) {
+    fn add(&mut self, d: &Decision<Verdict>) {
         self.decisions += 1;
         for t in &d.trace {
             let outcome = match t.fault {

@@ -1,0 +1,464 @@
+//! One guard call, the same way at every seam: quarantine admits it, its
+//! account gives it an instance and memory, it gets a prepared instance or
+//! a fresh store, the seam's export is called, a fault is classified by
+//! type, fuel and time are measured, and the store is torn down.
+//!
+//! What differs between seams — the event and reply types and the export
+//! to look up — is a [`Hook`], one per seam; the implementations, the only
+//! code here that knows the generated WIT types, are in [`crate::wit`]. A
+//! reply leaves this module lifted into host types.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::Store;
+use wasmtime::component::Instance;
+
+use crate::error::Error;
+use crate::event::{Event, Seam};
+use crate::fault::Fault;
+use crate::plugin::{Plugin, root_cause};
+use crate::prepared::{Ready, Slot};
+use crate::sandbox::Sandbox;
+use crate::turns::{AccountTurn, LongLane, Ticks};
+use crate::wit::Exports;
+
+/// One seam as a guest exports it: what the chain hands each guard, the
+/// guest's event and reply, and the export that takes one to the other.
+pub(crate) trait Hook {
+    /// The seam.
+    const SEAM: Seam;
+    /// What the chain hands each guard, in host types (the hook's state
+    /// goes beside it, as JSON text).
+    type Input<'a>;
+    /// The event as the guest receives it.
+    type Event: Sync;
+    /// The seam's typed export lookup, found once at load.
+    type Export: Clone + Send + Sync + 'static;
+    /// The seam's exported function, loaded on one instance.
+    type Guest: Send + Sync;
+    /// The reply as the guest returns it.
+    type Returned: Send;
+    /// The reply in host types.
+    type Reply;
+
+    /// This seam's lookup among a plugin's exports, if it exports the seam.
+    fn export(exports: &Exports) -> Option<&Self::Export>;
+
+    /// The seam's function on `instance`, its type checked.
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest>;
+
+    /// The guest's event for `input`, with `state` (JSON text).
+    fn lower(input: Self::Input<'_>, state: &str) -> Self::Event;
+
+    /// Calls the export.
+    fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send;
+
+    /// The size of the reply that `max_return_bytes` bounds, bytes.
+    fn largest_string(returned: &Self::Returned) -> usize;
+
+    /// The reply in host types.
+    fn lift(returned: Self::Returned) -> Self::Reply;
+}
+
+/// `on_tool_routing_decision`: the tools that stay visible, or nothing.
+pub(crate) enum RoutingHook {}
+/// `on_tool_call_dispatch`: a replacement call, or nothing.
+pub(crate) enum RewriteHook {}
+/// `on_before_tool_call`: proceed, or a refusal.
+pub(crate) enum SteeringHook {}
+/// `on_tool_result`: observes; returns nothing.
+pub(crate) enum ResultHook {}
+
+/// An event lowered for the guests of one seam, once, and handed to each
+/// guard in turn.
+pub(crate) struct GuestEvent<H: Hook>(H::Event);
+
+impl<H: Hook> GuestEvent<H> {
+    /// The guest's event for `input`, with `state` (JSON text).
+    pub(crate) fn new(input: H::Input<'_>, state: &str) -> Self {
+        GuestEvent(H::lower(input, state))
+    }
+}
+
+/// The result of one guard call: what it returned or why it faulted, and
+/// what it cost.
+#[derive(Debug)]
+pub(crate) struct Called<R> {
+    pub(crate) result: Result<R, (Fault, String)>,
+    pub(crate) fuel_used: u64,
+    pub(crate) micros: u64,
+}
+
+impl<R> Called<R> {
+    fn map<S>(self, f: impl FnOnce(R) -> S) -> Called<S> {
+        Called {
+            result: self.result.map(f),
+            fuel_used: self.fuel_used,
+            micros: self.micros,
+        }
+    }
+}
+
+impl Plugin {
+    /// Calls the seam of `event` (`None` if the plugin does not export
+    /// it) on a brand-new store and instance; the store is dropped
+    /// afterwards whatever happened, so a trap can never poison a later
+    /// call. The reply comes back in host types.
+    ///
+    /// A quarantined plugin is not run (`quarantined`); otherwise the call
+    /// first takes its instance and memory from its account (or faults with
+    /// `share-exhausted`), and gives them back after its store is dropped,
+    /// so its pool slot is free before another call can be admitted.
+    ///
+    /// Each call is a `debug` span `guard` (plugin, digest, seam, account;
+    /// then outcome, fault, fuel, micros).
+    pub(crate) async fn call<H: Hook>(&self, event: &GuestEvent<H>) -> Option<Called<H::Reply>> {
+        use tracing::Instrument;
+        let export = H::export(&self.exports)?;
+        let span = tracing::debug_span!(
+            "guard",
+            plugin = %self.name,
+            digest = %self.digest.get(..12).unwrap_or(&self.digest),
+            seam = %H::SEAM,
+            account = self.account.as_ref().map_or("-", |a| a.name()),
+            fault = tracing::field::Empty,
+            fuel = tracing::field::Empty,
+            micros = tracing::field::Empty,
+        );
+        let called = self
+            .invoke::<H>(export, &event.0)
+            .instrument(span.clone())
+            .await;
+        if let Err((fault, _)) = &called.result {
+            span.record("fault", tracing::field::display(fault));
+        }
+        span.record("fuel", called.fuel_used);
+        span.record("micros", called.micros);
+        Some(called.map(H::lift))
+    }
+
+    async fn invoke<H: Hook>(&self, export: &H::Export, event: &H::Event) -> Called<H::Returned> {
+        let start = Instant::now();
+        let elapsed = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let ticket = match self.quarantine.admit() {
+            Ok(ticket) => ticket,
+            Err(probe_in) => {
+                return Called {
+                    result: Err((
+                        Fault::Quarantined,
+                        format!(
+                            "quarantined after repeated faults; not run (next probe in {} ms)",
+                            probe_in.as_millis()
+                        ),
+                    )),
+                    fuel_used: 0,
+                    micros: 0,
+                };
+            }
+        };
+        let admission = match &self.account {
+            None => None,
+            Some(account) => match account.admit(self.limits.memory_bytes).await {
+                Ok(admission) => Some(admission),
+                Err(why) => {
+                    return Called {
+                        result: Err((Fault::ShareExhausted, why)),
+                        fuel_used: 0,
+                        micros: elapsed(),
+                    };
+                }
+            },
+        };
+        let taken = self.prepared.take();
+        self.refill();
+        let (mut store, instance, slot) = match taken {
+            Some(Ready {
+                mut store,
+                instance,
+                slot,
+            }) => {
+                self.arm(&mut store);
+                (store, Ok(instance), Some(slot))
+            }
+            None => {
+                let mut store = match self.store() {
+                    Ok(store) => store,
+                    Err(e) => {
+                        return Called {
+                            result: Err((Fault::Instantiate, e.to_string())),
+                            fuel_used: 0,
+                            micros: 0,
+                        };
+                    }
+                };
+                let instance = self.pre.instantiate_async(&mut store).await;
+                (store, instance, None)
+            }
+        };
+        let result = match instance {
+            Err(e) => Err((Fault::classify(&e, false), root_cause(&e))),
+            Ok(instance) => {
+                let returned = match H::load(export, &mut store, &instance) {
+                    Ok(guest) => H::call(&guest, &mut store, event).await,
+                    Err(e) => Err(e),
+                };
+                self.check_return::<H>(returned)
+            }
+        };
+        let micros = elapsed();
+        let fuel_used = self
+            .limits
+            .fuel
+            .saturating_sub(store.get_fuel().unwrap_or(0));
+        store.data().flush_output();
+        // The pool slot is free before the share is given back.
+        if store.data().limiter.memory_used() > crate::reaper::BIG {
+            crate::reaper::drop_later((store, slot, admission));
+        } else {
+            drop(store);
+            drop(slot);
+            drop(admission);
+        }
+        self.quarantine
+            .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));
+        Called {
+            result,
+            fuel_used,
+            micros,
+        }
+    }
+
+    /// A guest call's fault, classified by type, or its reply, if no
+    /// string in it is longer than `max_return_bytes`.
+    fn check_return<H: Hook>(
+        &self,
+        returned: wasmtime::Result<H::Returned>,
+    ) -> Result<H::Returned, (Fault, String)> {
+        match returned {
+            Err(e) if crate::fault::is_hostcall_data_exhausted(&e) => {
+                let fault = Fault::classify(&e, true);
+                let budget = crate::sandbox::hostcall_data_budget(&self.limits);
+                let what = if fault == Fault::HostBudget {
+                    "passed a host import"
+                } else {
+                    "returned"
+                };
+                Err((
+                    fault,
+                    format!(
+                        "{what} more than {budget} bytes in one crossing (refused before \
+                         copying; max_return_bytes is {})",
+                        self.limits.max_return_bytes
+                    ),
+                ))
+            }
+            Err(e) => Err((Fault::classify(&e, true), root_cause(&e))),
+            Ok(r) => match H::largest_string(&r) {
+                n if n > self.limits.max_return_bytes => Err((
+                    Fault::OversizedReturn,
+                    format!(
+                        "returned a {n}-byte string; the limit is {}",
+                        self.limits.max_return_bytes
+                    ),
+                )),
+                _ => Ok(r),
+            },
+        }
+    }
+
+    /// Calls the seam of `event` on a kept `instance`, outside the serving
+    /// path (a snapshot's warm-up, a reused-instance measurement): no
+    /// quarantine, no share, no fresh store; the reply is discarded.
+    /// `Ok(false)` if the plugin does not export that seam.
+    pub(crate) async fn call_kept(
+        &self,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+        event: &Event,
+        state: &str,
+    ) -> wasmtime::Result<bool> {
+        match event {
+            Event::Routing(e) => {
+                self.call_kept_at::<RoutingHook>(
+                    store,
+                    instance,
+                    (e, &e.narrowed_tool_names),
+                    state,
+                )
+                .await
+            }
+            Event::Rewrite(e) => {
+                self.call_kept_at::<RewriteHook>(store, instance, (e, &e.tool_name, &e.args), state)
+                    .await
+            }
+            Event::Steering(e) => {
+                self.call_kept_at::<SteeringHook>(store, instance, e, state)
+                    .await
+            }
+            Event::Result(e) => {
+                self.call_kept_at::<ResultHook>(store, instance, e, state)
+                    .await
+            }
+        }
+    }
+
+    async fn call_kept_at<H: Hook>(
+        &self,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+        input: H::Input<'_>,
+        state: &str,
+    ) -> wasmtime::Result<bool> {
+        let Some(export) = H::export(&self.exports) else {
+            return Ok(false);
+        };
+        let event = H::lower(input, state);
+        let guest = H::load(export, store, instance)?;
+        H::call(&guest, store, &event).await?;
+        Ok(true)
+    }
+
+    /// A new store for one call of this plugin: its sandbox, memory
+    /// limiter, fuel, host-call budget and deadline.
+    pub(crate) fn store(&self) -> Result<Store<Sandbox>, Error> {
+        let sandbox = Sandbox::new(self.name.clone(), self.config.clone(), &self.limits);
+        let mut store = Store::new(self.engine.wasmtime(), sandbox);
+        store.limiter(|s| &mut s.limiter);
+        store
+            .fuel_async_yield_interval(Some(FUEL_FLUSH_INTERVAL))
+            .and_then(|()| store.set_fuel(self.limits.fuel))
+            .map_err(|e| Error::Engine(format!("{e:#}")))?;
+        store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
+        self.arm(&mut store);
+        Ok(store)
+    }
+
+    /// A new instance of the plugin in `store`; a start-up fault is an
+    /// error naming the file.
+    pub(crate) async fn start(&self, store: &mut Store<Sandbox>) -> Result<Instance, Error> {
+        self.pre
+            .instantiate_async(store)
+            .await
+            .map_err(|e| Error::Start {
+                path: self.path.clone(),
+                fault: Fault::classify(&e, false),
+                message: root_cause(&e),
+            })
+    }
+
+    /// Gives a call on `store` its deadline from now, taking turns as its
+    /// account.
+    fn arm(&self, store: &mut Store<Sandbox>) {
+        let turn = self.account.as_ref().map(|a| a.turn());
+        arm_deadline(
+            store,
+            self.limits.timeout,
+            Some((self.engine.long_lane(), turn)),
+        );
+    }
+
+    /// Makes instances ahead of need until `prepared` wait, on a task of
+    /// the current runtime (none outside one), one each time no call of
+    /// the plugin started for [`crate::prepared::IDLE`]: while calls keep
+    /// coming the task only looks again each period. One refill at a time
+    /// per plugin; nothing at all for a plugin that keeps none.
+    pub(crate) fn refill(&self) {
+        if !self.prepared.start_refill() {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.prepared.refilled();
+            return;
+        };
+        let plugin = self.clone();
+        rt.spawn(async move {
+            loop {
+                let made_all = plugin.fill_while_idle().await;
+                plugin.prepared.refilled();
+                // A call that took an instance while this task was ending
+                // saw a refill running and started none: go on for it. A
+                // plugin whose instance could not be made is not retried.
+                if !made_all || !plugin.prepared.start_refill() {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// Makes instances whenever the plugin has been idle for
+    /// [`crate::prepared::IDLE`], until `prepared` wait (or the engine has
+    /// no room): `true`. `false` when one could not be made.
+    async fn fill_while_idle(&self) -> bool {
+        loop {
+            let seen = self.prepared.calls();
+            tokio::time::sleep(crate::prepared::IDLE).await;
+            if self.prepared.calls() != seen {
+                continue;
+            }
+            let Some(slot) = self.prepared.slot() else {
+                return true;
+            };
+            match self.prepare(slot).await {
+                Some(ready) => self.prepared.put(ready),
+                // The call that needs it instantiates afresh and meets the
+                // fault itself.
+                None => return false,
+            }
+        }
+    }
+
+    /// One instance made ahead of need in `slot`, if it starts and its
+    /// start-up memory fits in what prepared instances may hold.
+    async fn prepare(&self, mut slot: Slot) -> Option<Ready> {
+        let mut store = self.store().ok()?;
+        let instance = self.pre.instantiate_async(&mut store).await.ok()?;
+        slot.hold(store.data().limiter.memory_used() as u64)
+            .then_some(Ready {
+                store,
+                instance,
+                slot,
+            })
+    }
+}
+
+/// How much fuel a running guest may burn before its fuel counter is
+/// written back to the store, where the host reads `fuel_used`.
+///
+/// Compiled code keeps the counter in a register and stores it only at
+/// calls, returns and when a slice of fuel runs out; a trap raised in
+/// between (the epoch deadline, a failed `memory.grow`) would otherwise
+/// leave the store holding the count from the guest's last call — a few
+/// hundred units for a loop that spun for its whole deadline. Handing the
+/// fuel out in slices of this size (each slice's end is also a yield to
+/// the executor) bounds that error to one slice.
+const FUEL_FLUSH_INTERVAL: u64 = 1_000_000;
+
+/// Gives a call `timeout` of wall-clock time from now.
+///
+/// At every epoch tick the guest is still running, it yields to the async
+/// executor (so a busy guest never holds a tokio worker for its whole
+/// deadline and other calls on the same thread make progress) and, once
+/// the deadline has passed, traps with `Trap::Interrupt` (a `deadline`
+/// fault). The deadline is checked on a tick, so it overshoots by at most
+/// one tick. With a `lane`, a long call takes turns in it (see
+/// [`crate::turns`]). Call it after the store's fuel is set.
+pub(crate) fn arm_deadline(
+    store: &mut Store<Sandbox>,
+    timeout: Duration,
+    lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
+) {
+    // A timeout too large to add to now never expires.
+    let fuel = store.get_fuel().unwrap_or(0);
+    let mut ticks = Ticks::new(Instant::now().checked_add(timeout), fuel, lane);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |store| Ok(ticks.tick(store.get_fuel().unwrap_or(0))));
+}
