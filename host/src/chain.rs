@@ -387,3 +387,51 @@ fn drop_unavailable(tool_name: &str, event: &DispatchEvent, trace: &mut [GuardTr
     }
     tracing::warn!(seam = %Seam::Rewrite, guards = ?guards, call_id = %event.call_id, "{why}");
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A verdict serialises exactly as the hook's return value it holds,
+    /// and names itself in metrics as the chain's answer.
+    #[test]
+    fn a_verdict_is_the_hooks_return_value() {
+        let skip = Skip {
+            content: "no".into(),
+            is_error: true,
+        };
+        let mut args = serde_json::Map::new();
+        args.insert("z".into(), json!(1));
+        args.insert("a".into(), json!(10_u128.pow(30)));
+        let rewrite = Rewrite {
+            tool_name: "t".into(),
+            args,
+        };
+        let names = vec!["b".to_string(), "a".to_string()];
+        for (verdict, json, name) in [
+            (Verdict::Routing(names.clone()), json!(names), "narrow"),
+            (Verdict::Rewrite(None), Value::Null, "proceed"),
+            (
+                Verdict::Rewrite(Some(rewrite.clone())),
+                json!(rewrite),
+                "rewrite",
+            ),
+            (Verdict::Steering(None), Value::Null, "proceed"),
+            (Verdict::Steering(Some(skip.clone())), json!(skip), "skip"),
+            (Verdict::Result, json!(()), "observed"),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&verdict).ok(),
+                serde_json::to_string(&json).ok(),
+                "{verdict:?}"
+            );
+            assert_eq!(verdict.as_str(), name);
+        }
+        assert_eq!(
+            serde_json::to_string(&Verdict::Steering(Some(skip))).ok(),
+            Some(r#"{"action":"skip","content":"no","is_error":true}"#.to_string())
+        );
+    }
+}
