@@ -1,8 +1,11 @@
 //! One loaded guard: its compiled component, the seams it exports, its
 //! limits, and a single hook call on a fresh store.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -229,7 +232,7 @@ impl Plugin {
     async fn probe(&self, cap: Option<Duration>) -> Result<(), Error> {
         let path = &self.path;
         {
-            let mut store = self.store()?;
+            let (mut store, _) = self.store()?;
             if let Some(cap) = cap {
                 arm_deadline(
                     &mut store,
@@ -341,7 +344,7 @@ impl Plugin {
         }
     }
 
-    fn store(&self) -> Result<Store<Sandbox>, Error> {
+    fn store(&self) -> Result<(Store<Sandbox>, Arc<AtomicBool>), Error> {
         let sandbox = Sandbox::new(self.name.clone(), self.config.clone(), &self.limits);
         let mut store = Store::new(self.engine.wasmtime(), sandbox);
         store.limiter(|s| &mut s.limiter);
@@ -350,19 +353,19 @@ impl Plugin {
             .and_then(|()| store.set_fuel(self.limits.fuel))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
-        self.arm(&mut store);
-        Ok(store)
+        let long = self.arm(&mut store);
+        Ok((store, long))
     }
 
     /// Gives a call on `store` its deadline from now, taking turns as its
-    /// account.
-    fn arm(&self, store: &mut Store<Sandbox>) {
+    /// account; the flag is set once the call is long.
+    fn arm(&self, store: &mut Store<Sandbox>) -> Arc<AtomicBool> {
         let turn = self.account.as_ref().map(|a| a.turn());
         arm_deadline(
             store,
             self.limits.timeout,
             Some((self.engine.long_lane(), turn)),
-        );
+        )
     }
 
     /// Makes instances ahead of need until `prepared` wait, on a task of
@@ -418,7 +421,7 @@ impl Plugin {
     /// One instance made ahead of need in `slot`, if it starts and its
     /// start-up memory fits in what prepared instances may hold.
     async fn prepare(&self, mut slot: crate::prepared::Slot) -> Option<Ready> {
-        let mut store = self.store().ok()?;
+        let (mut store, _) = self.store().ok()?;
         let instance = self.pre.instantiate_async(&mut store).await.ok()?;
         slot.hold(store.data().limiter.memory_used() as u64)
             .then_some(Ready {
@@ -444,11 +447,7 @@ impl Plugin {
     ///
     /// Each call is a `debug` span `guard` (plugin, digest, seam, account;
     /// then outcome, fault, fuel, micros).
-    async fn invoke<R: ReturnSize>(
-        &self,
-        seam: Seam,
-        f: impl AsyncFnOnce(&mut Store<Sandbox>, Instance) -> wasmtime::Result<R>,
-    ) -> Called<R> {
+    async fn invoke<R: ReturnSize>(&self, seam: Seam, f: impl GuestCall<R>) -> Called<R> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
             "guard",
@@ -469,10 +468,7 @@ impl Plugin {
         called
     }
 
-    async fn invoke_unspanned<R: ReturnSize>(
-        &self,
-        f: impl AsyncFnOnce(&mut Store<Sandbox>, Instance) -> wasmtime::Result<R>,
-    ) -> Called<R> {
+    async fn invoke_unspanned<R: ReturnSize>(&self, f: impl GuestCall<R>) -> Called<R> {
         let start = Instant::now();
         let elapsed = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         let ticket = match self.quarantine.admit() {
@@ -506,61 +502,77 @@ impl Plugin {
         };
         let taken = self.prepared.take();
         self.refill();
-        let (mut store, instance, slot) = match taken {
+        let (store, long, instance, slot) = match taken {
             Some(Ready {
                 mut store,
                 instance,
                 slot,
             }) => {
-                self.arm(&mut store);
-                (store, Ok(instance), Some(slot))
+                let long = self.arm(&mut store);
+                (store, long, Some(instance), Some(slot))
             }
-            None => {
-                let mut store = match self.store() {
-                    Ok(store) => store,
-                    Err(e) => {
-                        return Called {
-                            result: Err((Fault::Instantiate, e.to_string())),
-                            fuel_used: 0,
-                            micros: 0,
-                        };
-                    }
-                };
-                let instance = self.pre.instantiate_async(&mut store).await;
-                (store, instance, None)
-            }
-        };
-        let result = match instance {
-            Err(e) => Err((Fault::classify(&e, false), root_cause(&e))),
-            Ok(instance) => match f(&mut store, instance).await {
-                Err(e) if crate::fault::is_hostcall_data_exhausted(&e) => {
-                    let fault = Fault::classify(&e, true);
-                    let budget = crate::sandbox::hostcall_data_budget(&self.limits);
-                    let what = if fault == Fault::HostBudget {
-                        "passed a host import"
-                    } else {
-                        "returned"
+            None => match self.store() {
+                Ok((store, long)) => (store, long, None, None),
+                Err(e) => {
+                    return Called {
+                        result: Err((Fault::Instantiate, e.to_string())),
+                        fuel_used: 0,
+                        micros: 0,
                     };
-                    Err((
-                        fault,
-                        format!(
-                            "{what} more than {budget} bytes in one crossing (refused before \
-                             copying; max_return_bytes is {})",
-                            self.limits.max_return_bytes
-                        ),
-                    ))
                 }
-                Err(e) => Err((Fault::classify(&e, true), root_cause(&e))),
-                Ok(r) => match r.largest_string() {
-                    n if n > self.limits.max_return_bytes => Err((
-                        Fault::OversizedReturn,
-                        format!(
-                            "returned a {n}-byte string; the limit is {}",
-                            self.limits.max_return_bytes
-                        ),
-                    )),
-                    _ => Ok(r),
+            },
+        };
+        // Instantiating and calling, as one future that owns the store: it
+        // moves to the long lane's threads if it runs long (turns.rs).
+        let pre = self.pre.clone();
+        let call = Box::pin(async move {
+            let mut store = store;
+            let instance = match instance {
+                Some(instance) => instance,
+                None => match pre.instantiate_async(&mut store).await {
+                    Ok(instance) => instance,
+                    Err(e) => return (store, Err((e, false))),
                 },
+            };
+            let (store, called) = f(store, instance).await;
+            (store, called.map_err(|e| (e, true)))
+        });
+        let Some((store, called)) = self.engine.long_lane().run(&long, call).await else {
+            return Called {
+                result: Err((Fault::Deadline, "the host is shutting down".into())),
+                fuel_used: 0,
+                micros: elapsed(),
+            };
+        };
+        let result = match called {
+            Err((e, false)) => Err((Fault::classify(&e, false), root_cause(&e))),
+            Err((e, true)) if crate::fault::is_hostcall_data_exhausted(&e) => {
+                let fault = Fault::classify(&e, true);
+                let budget = crate::sandbox::hostcall_data_budget(&self.limits);
+                let what = if fault == Fault::HostBudget {
+                    "passed a host import"
+                } else {
+                    "returned"
+                };
+                Err((
+                    fault,
+                    format!(
+                        "{what} more than {budget} bytes in one crossing (refused before \
+                         copying; max_return_bytes is {})",
+                        self.limits.max_return_bytes
+                    ),
+                ))
+            }
+            Err((e, true)) => Err((Fault::classify(&e, true), root_cause(&e))),
+            Ok(r) => match r.largest_string() {
+                n if n > self.limits.max_return_bytes => Err((
+                    Fault::OversizedReturn,
+                    format!(
+                        "returned a {n}-byte string; the limit is {}",
+                        self.limits.max_return_bytes
+                    ),
+                )),
+                _ => Ok(r),
             },
         };
         let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -590,11 +602,18 @@ impl Plugin {
         &self,
         event: &types::RoutingEvent,
     ) -> Option<Called<Option<Vec<String>>>> {
-        let idx = self.seams.routing.as_ref()?;
+        let idx = self.seams.routing.clone()?;
+        let event = event.clone();
         Some(
-            self.invoke(Seam::Routing, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_narrow(&mut *store, event).await
+            self.invoke(Seam::Routing, move |mut store, instance| {
+                Box::pin(async move {
+                    let called = async {
+                        let guest = idx.load(&mut store, &instance)?;
+                        guest.call_narrow(&mut store, &event).await
+                    }
+                    .await;
+                    (store, called)
+                })
             })
             .await,
         )
@@ -604,11 +623,18 @@ impl Plugin {
         &self,
         event: &types::DispatchEvent,
     ) -> Option<Called<Option<types::Rewrite>>> {
-        let idx = self.seams.rewrite.as_ref()?;
+        let idx = self.seams.rewrite.clone()?;
+        let event = event.clone();
         Some(
-            self.invoke(Seam::Rewrite, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_dispatch(&mut *store, event).await
+            self.invoke(Seam::Rewrite, move |mut store, instance| {
+                Box::pin(async move {
+                    let called = async {
+                        let guest = idx.load(&mut store, &instance)?;
+                        guest.call_dispatch(&mut store, &event).await
+                    }
+                    .await;
+                    (store, called)
+                })
             })
             .await,
         )
@@ -618,22 +644,36 @@ impl Plugin {
         &self,
         event: &types::BeforeToolCallEvent,
     ) -> Option<Called<types::Verdict>> {
-        let idx = self.seams.steering.as_ref()?;
+        let idx = self.seams.steering.clone()?;
+        let event = event.clone();
         Some(
-            self.invoke(Seam::Steering, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_before_tool_call(&mut *store, event).await
+            self.invoke(Seam::Steering, move |mut store, instance| {
+                Box::pin(async move {
+                    let called = async {
+                        let guest = idx.load(&mut store, &instance)?;
+                        guest.call_before_tool_call(&mut store, &event).await
+                    }
+                    .await;
+                    (store, called)
+                })
             })
             .await,
         )
     }
 
     pub(crate) async fn result(&self, event: &types::ToolResultEvent) -> Option<Called<()>> {
-        let idx = self.seams.result.as_ref()?;
+        let idx = self.seams.result.clone()?;
+        let event = event.clone();
         Some(
-            self.invoke(Seam::Result, async |store, instance| {
-                let guest = idx.load(&mut *store, &instance)?;
-                guest.call_on_result(&mut *store, event).await
+            self.invoke(Seam::Result, move |mut store, instance| {
+                Box::pin(async move {
+                    let called = async {
+                        let guest = idx.load(&mut store, &instance)?;
+                        guest.call_on_result(&mut store, &event).await
+                    }
+                    .await;
+                    (store, called)
+                })
             })
             .await,
         )
@@ -645,7 +685,7 @@ impl Plugin {
     /// instance: a snapshot's warm-up, a reused-instance measurement. Never
     /// used to serve.
     pub(crate) async fn instantiate_for_reuse(&self) -> Result<(Store<Sandbox>, Instance), Error> {
-        let mut store = self.store()?;
+        let (mut store, _) = self.store()?;
         let instance = self
             .pre
             .instantiate_async(&mut store)
@@ -742,7 +782,7 @@ impl Plugin {
                 ),
             }
         };
-        let mut store = self.store()?;
+        let (mut store, _) = self.store()?;
         let instance = self
             .pre
             .instantiate_async(&mut store)
@@ -760,6 +800,30 @@ impl Plugin {
         store.set_hostcall_fuel(usize::MAX);
         Ok((store, instance))
     }
+}
+
+/// One guest call: given the store and the instance, a future (owning
+/// both, so it may move to the long lane's threads) that calls the export
+/// and hands the store back with the result.
+trait GuestCall<R>:
+    FnOnce(
+        Store<Sandbox>,
+        Instance,
+    ) -> Pin<Box<dyn Future<Output = (Store<Sandbox>, wasmtime::Result<R>)> + Send>>
+    + Send
+    + 'static
+{
+}
+
+impl<R, F> GuestCall<R> for F where
+    F: FnOnce(
+            Store<Sandbox>,
+            Instance,
+        )
+            -> Pin<Box<dyn Future<Output = (Store<Sandbox>, wasmtime::Result<R>)> + Send>>
+        + Send
+        + 'static
+{
 }
 
 /// How much fuel a running guest may burn before its fuel counter is
@@ -787,12 +851,14 @@ fn arm_deadline(
     store: &mut Store<Sandbox>,
     timeout: Duration,
     lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
-) {
+) -> Arc<AtomicBool> {
     // A timeout too large to add to now never expires.
     let fuel = store.get_fuel().unwrap_or(0);
     let mut ticks = Ticks::new(Instant::now().checked_add(timeout), fuel, lane);
+    let long = ticks.long();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |store| Ok(ticks.tick(store.get_fuel().unwrap_or(0))));
+    long
 }
 
 impl std::fmt::Debug for Plugin {
@@ -828,7 +894,7 @@ fn root_cause(e: &wasmtime::Error) -> String {
 }
 
 /// The largest string a guard returned, checked against `max_return_bytes`.
-pub(crate) trait ReturnSize {
+pub(crate) trait ReturnSize: Send + 'static {
     fn largest_string(&self) -> usize;
 }
 

@@ -14,8 +14,8 @@
 //! teardowns lag behind is slowed down on its own share, no one else's.
 //! The caller's answer never waits for the teardown.
 
-use std::sync::mpsc::{self, Sender};
 use std::sync::OnceLock;
+use std::sync::mpsc::{self, Sender};
 
 /// Memory an instance's memories must hold for its teardown to go to the
 /// reaper; smaller ones are dropped in place (a hop to another thread
