@@ -523,9 +523,10 @@ impl Plugin {
             },
         };
         // Instantiating and calling, as one future that owns the store: it
-        // moves to the long lane's threads if it runs long (turns.rs).
+        // moves to the long lane's threads if it runs long (turns.rs),
+        // taking the guard call's span with it.
         let pre = self.pre.clone();
-        let call = Box::pin(async move {
+        let call = Box::pin(tracing::Instrument::in_current_span(async move {
             let mut store = store;
             let instance = match instance {
                 Some(instance) => instance,
@@ -536,7 +537,7 @@ impl Plugin {
             };
             let (store, called) = f(store, instance).await;
             (store, called.map_err(|e| (e, true)))
-        });
+        }));
         let Some((store, called)) = self.engine.long_lane().run(&long, call).await else {
             return Called {
                 result: Err((Fault::Deadline, "the host is shutting down".into())),

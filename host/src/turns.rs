@@ -1,13 +1,19 @@
 //! Turns on the CPU for guard calls that run long.
 //!
 //! A running guest is interrupted at every epoch tick (1 ms by default) by
-//! its store's deadline callback. A call that has burnt [`LONG_FUEL`] or
-//! is still running at its [`LONG_TICKS`]th tick — far past a well-behaved
+//! its store's deadline callback. A call that has burnt [`LONG_FUEL`], or
+//! has spent [`LONG_BUSY`] inside its own polls — far past a well-behaved
 //! guard's whole budget — is a *long call*, and from then on it runs only
-//! while it holds a turn in the host-wide [`LongLane`]: at most [`EngineConfig::long_lane`] long calls
-//! run at once, whoever they belong to. At every tick a long call gives its
-//! turn back and queues for the next one, so long calls take turns slice by
-//! slice.
+//! while it holds a turn in the host-wide [`LongLane`]: at most
+//! [`EngineConfig::long_lane`] long calls run at once, whoever they belong
+//! to. At every tick a long call gives its turn back and queues for the
+//! next one, so long calls take turns slice by slice.
+//!
+//! Both measures count only what the call itself did: fuel is its guest
+//! code, and poll time is the time its guest (with its page faults, bulk
+//! memory copies and host calls) held a thread, not the time it waited in
+//! a queue. A quick call merely kept waiting by a busy host never turns
+//! long.
 //!
 //! Turns are fair between accounts, not between calls: before queueing for
 //! the lane a long call takes its account's own turn (one per account), so
@@ -45,14 +51,13 @@ use wasmtime::UpdateDeadline;
 
 /// Fuel after which a call is long: about a millisecond of straight-line
 /// guest code, several times what a compiled guard spends per call (see
-/// BENCHMARKS.md). Counted in fuel rather than ticks so that a quick call
-/// that was merely kept waiting by a busy host never waits for a turn too.
+/// BENCHMARKS.md).
 pub const LONG_FUEL: u64 = 2_000_000;
 
-/// Ticks after which a call is long whatever its fuel: a guest that spends
-/// its time in work fuel does not count (filling memory, page faults, host
-/// calls).
-pub const LONG_TICKS: u32 = 5;
+/// Time inside its own polls after which a call is long whatever its fuel:
+/// a guest that spends its time in work fuel does not count (filling or
+/// copying memory, page faults, host calls).
+pub const LONG_BUSY: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The `nice` value of the threads long calls run on: against a serving
 /// thread at the default priority they get about a tenth of a busy core.
@@ -133,8 +138,9 @@ impl LongLane {
         })
     }
 
-    /// Runs `call` on this thread until it turns long (`long` set by its
-    /// [`Ticks`]), then on the lane's threads. `None` only if the lane's
+    /// Runs `call` on this thread until it turns long — by its fuel (`long`
+    /// set by its [`Ticks`]) or by the time spent in its polls (set here) —
+    /// then on the lane's threads. `None` only if the lane's
     /// threads shut down under it (the engine is being dropped). Dropping
     /// the returned future stops the call wherever it runs.
     pub(crate) async fn run<T: Send + 'static>(
@@ -142,20 +148,29 @@ impl LongLane {
         long: &AtomicBool,
         mut call: Pin<Box<dyn Future<Output = T> + Send>>,
     ) -> Option<T> {
-        let Some(runtime) = &self.threads.0 else {
-            return Some(call.await);
-        };
-        let here = std::future::poll_fn(|cx| match call.as_mut().poll(cx) {
-            Poll::Ready(done) => Poll::Ready(Some(done)),
-            Poll::Pending if long.load(Ordering::Relaxed) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+        let mut busy = std::time::Duration::ZERO;
+        let here = std::future::poll_fn(|cx| {
+            let start = Instant::now();
+            let polled = call.as_mut().poll(cx);
+            busy += start.elapsed();
+            if busy >= LONG_BUSY {
+                long.store(true, Ordering::Relaxed);
+            }
+            match polled {
+                Poll::Ready(done) => Poll::Ready(Some(done)),
+                Poll::Pending if long.load(Ordering::Relaxed) && self.threads.0.is_some() => {
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            }
         })
         .await;
-        match here {
-            Some(done) => Some(done),
+        match (here, &self.threads.0) {
+            (Some(done), _) => Some(done),
             // Spawning polls it once at once there, with a waker of the
             // new task: whatever it waits for wakes it on the lane.
-            None => AbortOnDrop(runtime.spawn(call)).await,
+            (None, Some(runtime)) => AbortOnDrop(runtime.spawn(call)).await,
+            (None, None) => Some(call.await),
         }
     }
 
@@ -209,11 +224,10 @@ struct Held {
 }
 
 /// The deadline callback's state for one call: its wall-clock deadline,
-/// its fuel and ticks so far, and the turn it holds.
+/// the fuel it started with, and the turn it holds.
 pub(crate) struct Ticks {
     deadline: Option<Instant>,
     fuel: u64,
-    ticks: u32,
     lane: Option<(Arc<LongLane>, Option<Arc<Semaphore>>)>,
     held: Arc<Mutex<Option<Held>>>,
     long: Arc<AtomicBool>,
@@ -231,7 +245,6 @@ impl Ticks {
         Ticks {
             deadline,
             fuel,
-            ticks: 0,
             lane: lane.map(|(lane, account)| (Arc::clone(lane), account.map(|a| Arc::clone(&a.0)))),
             held: Arc::default(),
             long: Arc::default(),
@@ -252,19 +265,10 @@ impl Ticks {
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return UpdateDeadline::Interrupt;
         }
-        self.ticks = self.ticks.saturating_add(1);
         let Some((lane, account)) = &self.lane else {
             return UpdateDeadline::Yield(1);
         };
-        // A call is long past its fuel or its ticks, or from its first tick
-        // while another call of its account is long (an account that floods
-        // long calls gets no quick start for each new one).
-        let account_is_long = account.as_ref().is_some_and(|a| a.available_permits() == 0);
-        if self.fuel.saturating_sub(fuel_left) < LONG_FUEL
-            && self.ticks < LONG_TICKS
-            && !account_is_long
-            && !self.long.load(Ordering::Relaxed)
-        {
+        if self.fuel.saturating_sub(fuel_left) < LONG_FUEL && !self.long.load(Ordering::Relaxed) {
             return UpdateDeadline::Yield(1);
         }
         self.long.store(true, Ordering::Relaxed);
