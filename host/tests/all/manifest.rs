@@ -77,8 +77,11 @@ path = "a.wasm"
     assert_eq!(first.spec.limits.log_bytes, 2 << 10);
     assert_eq!(first.spec.on_error, OnError::Skip);
     assert_eq!(
-        first.tenants,
-        Some(vec!["acme".to_string(), "globex".to_string()])
+        first
+            .tenants
+            .as_ref()
+            .map(|t| t.iter().map(|t| t.as_str()).collect::<Vec<_>>()),
+        Some(vec!["acme", "globex"])
     );
     assert_eq!(
         first.spec.config,
