@@ -176,5 +176,8 @@ fn spawn_ticker(engine: &wasmtime::Engine, tick: Duration) -> Result<(), crate::
             }
         })
         .map(drop)
-        .map_err(|e| crate::Error::Engine(format!("cannot start the epoch ticker: {e}")))
+        .map_err(|source| crate::Error::Thread {
+            what: "epoch ticker",
+            source,
+        })
 }

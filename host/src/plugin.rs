@@ -141,7 +141,10 @@ impl Plugin {
             Ok::<_, Error>((compile(&e, &path, &bytes)?, digest(&bytes)))
         })
         .await
-        .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
+        .map_err(|source| Error::Task {
+            what: "compile",
+            source,
+        })??;
         Plugin::from_component(engine, spec, component, digest).await
     }
 

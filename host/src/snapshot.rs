@@ -62,7 +62,10 @@ pub async fn snapshot(
         let (engine, path) = (engine.clone(), path.to_path_buf());
         tokio::task::spawn_blocking(move || plugin::compile(&engine, &path, &instrumented))
             .await
-            .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??
+            .map_err(|source| Error::Task {
+                what: "compile",
+                source,
+            })??
     };
     let spec = PluginSpec {
         limits: Limits {
