@@ -38,7 +38,7 @@ pub struct Reused {
 impl Reused {
     /// Instantiates `plugin` once.
     pub async fn new(plugin: Arc<Plugin>) -> Result<Self, Error> {
-        let mut store = plugin.store()?;
+        let (mut store, _) = plugin.store()?;
         let instance = plugin.start(&mut store).await?;
         Ok(Reused {
             plugin,

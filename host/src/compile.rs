@@ -139,12 +139,14 @@ fn run_child(
     bytes: &[u8],
     bounds: &CompileBounds,
 ) -> Result<Vec<u8>, Error> {
-    let spawn_failed = |e: std::io::Error| {
-        Error::Engine(format!(
+    let spawn_failed = |e: std::io::Error| Error::Compiler {
+        path: path.into(),
+        message: format!(
             "cannot run the compiler {} for {}: {e}",
             program.display(),
             path.display()
-        ))
+        ),
+        source: Some(e),
     };
     let mut child = Command::new(program)
         .args(child_args(config, bounds))
@@ -158,7 +160,11 @@ fn run_child(
     else {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(Error::Engine("the compiler's pipes are missing".into()));
+        return Err(Error::Compiler {
+            path: path.into(),
+            message: format!("the compiler's pipes for {} are missing", path.display()),
+            source: None,
+        });
     };
     let input = bytes.to_vec();
     // A child that dies early closes its stdin: the write error is moot,
@@ -210,10 +216,11 @@ fn run_child(
         )));
     }
     let Some(status) = status else {
-        return Err(Error::Engine(format!(
-            "lost the compiler process for {}",
-            path.display()
-        )));
+        return Err(Error::Compiler {
+            path: path.into(),
+            message: format!("lost the compiler process for {}", path.display()),
+            source: None,
+        });
     };
     if status.success() {
         if out.len() as u64 > out_cap {

@@ -34,9 +34,9 @@ pub struct EngineConfig {
     /// only where reserving large virtual address ranges is not allowed.
     /// Default: true.
     pub pooling: bool,
-    /// How many *long calls* (guard calls still running at their second
-    /// epoch tick) may run at once, host-wide; the others wait their turn,
-    /// one account after another (see [`crate::turns`]). Default: half the
+    /// How many *long calls* (see [`crate::turns`]) may run at once,
+    /// host-wide, and how many low-priority threads they run on; the others
+    /// wait their turn, one account after another. Default: half the
     /// machine's cores, at least 1.
     pub long_lane: u32,
 }
@@ -176,5 +176,8 @@ fn spawn_ticker(engine: &wasmtime::Engine, tick: Duration) -> Result<(), crate::
             }
         })
         .map(drop)
-        .map_err(|e| crate::Error::Engine(format!("cannot start the epoch ticker: {e}")))
+        .map_err(|source| crate::Error::Thread {
+            what: "epoch ticker",
+            source,
+        })
 }

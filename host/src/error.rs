@@ -12,6 +12,53 @@ pub enum Error {
     /// The wasmtime engine could not be configured.
     #[error("engine: {0}")]
     Engine(String),
+    /// A plugin directory could not be watched for changes.
+    #[error("cannot watch {path}: {source}")]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// The watcher's error.
+        source: notify::Error,
+    },
+    /// A signal handler could not be installed.
+    #[error("cannot listen for {signal}: {source}")]
+    Signal {
+        /// The signal, e.g. `SIGHUP`.
+        signal: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A thread of the host's own could not be started.
+    #[error("cannot start the {what}: {source}")]
+    Thread {
+        /// The thread, e.g. `epoch ticker`.
+        what: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A task the host ran on its blocking threads panicked or was
+    /// cancelled.
+    #[error("{what} task failed: {source}")]
+    Task {
+        /// The task, e.g. `compile` or `load`.
+        what: &'static str,
+        /// The join error.
+        source: tokio::task::JoinError,
+    },
+    /// The compiler child process could not be run, or was lost.
+    #[error("{message}")]
+    Compiler {
+        /// The component being compiled.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+        /// The I/O error, when there is one.
+        source: Option<std::io::Error>,
+    },
+    /// A manifest (`toolgate.toml`) that cannot be read or is rejected:
+    /// its file, line and key.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
     /// A file could not be read.
     #[error("{path}: cannot read: {source}")]
     Read {
@@ -135,4 +182,20 @@ pub enum Error {
         /// What is wrong and how to fix it.
         message: String,
     },
+}
+
+impl Error {
+    /// Whether the error may pass on its own (an I/O or engine error, a
+    /// task or compiler process lost): what failed is tried again at the
+    /// next reload even if nothing changed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Engine(_)
+                | Error::Read { .. }
+                | Error::Task { .. }
+                | Error::Thread { .. }
+                | Error::Compiler { .. }
+        )
+    }
 }

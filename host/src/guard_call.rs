@@ -9,6 +9,7 @@
 //! reply leaves this module lifted into host types.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
@@ -25,20 +26,20 @@ use crate::wit::Exports;
 
 /// One seam as a guest exports it: what the chain hands each guard, the
 /// guest's event and reply, and the export that takes one to the other.
-pub(crate) trait Hook {
+pub(crate) trait Hook: 'static {
     /// The seam.
     const SEAM: Seam;
     /// What the chain hands each guard, in host types (the hook's state
     /// goes beside it, as JSON text).
     type Input<'a>;
     /// The event as the guest receives it.
-    type Event: Sync;
+    type Event: Send + Sync;
     /// The seam's typed export lookup, found once at load.
     type Export: Clone + Send + Sync + 'static;
     /// The seam's exported function, loaded on one instance.
     type Guest: Send + Sync;
     /// The reply as the guest returns it.
-    type Returned: Send;
+    type Returned: Send + 'static;
     /// The reply in host types.
     type Reply;
 
@@ -79,13 +80,13 @@ pub(crate) enum SteeringHook {}
 pub(crate) enum ResultHook {}
 
 /// An event lowered for the guests of one seam, once, and handed to each
-/// guard in turn.
-pub(crate) struct GuestEvent<H: Hook>(H::Event);
+/// guard in turn (shared: a call may move to the long lane's threads).
+pub(crate) struct GuestEvent<H: Hook>(Arc<H::Event>);
 
 impl<H: Hook> GuestEvent<H> {
     /// The guest's event for `input`, with `state` (JSON text).
     pub(crate) fn new(input: H::Input<'_>, state: &str) -> Self {
-        GuestEvent(H::lower(input, state))
+        GuestEvent(Arc::new(H::lower(input, state)))
     }
 }
 
@@ -146,7 +147,11 @@ impl Plugin {
         Some(called.map(H::lift))
     }
 
-    async fn invoke<H: Hook>(&self, export: &H::Export, event: &H::Event) -> Called<H::Returned> {
+    async fn invoke<H: Hook>(
+        &self,
+        export: &H::Export,
+        event: &Arc<H::Event>,
+    ) -> Called<H::Returned> {
         let start = Instant::now();
         let elapsed = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         let ticket = match self.quarantine.admit() {
@@ -180,39 +185,56 @@ impl Plugin {
         };
         let taken = self.prepared.take();
         self.refill();
-        let (mut store, instance, slot) = match taken {
+        let (store, long, instance, slot) = match taken {
             Some(Ready {
                 mut store,
                 instance,
                 slot,
             }) => {
-                self.arm(&mut store);
-                (store, Ok(instance), Some(slot))
+                let long = self.arm(&mut store);
+                (store, long, Some(instance), Some(slot))
             }
-            None => {
-                let mut store = match self.store() {
-                    Ok(store) => store,
-                    Err(e) => {
-                        return Called {
-                            result: Err((Fault::Instantiate, e.to_string())),
-                            fuel_used: 0,
-                            micros: 0,
-                        };
-                    }
-                };
-                let instance = self.pre.instantiate_async(&mut store).await;
-                (store, instance, None)
-            }
+            None => match self.store() {
+                Ok((store, long)) => (store, long, None, None),
+                Err(e) => {
+                    return Called {
+                        result: Err((Fault::Instantiate, e.to_string())),
+                        fuel_used: 0,
+                        micros: 0,
+                    };
+                }
+            },
         };
-        let result = match instance {
-            Err(e) => Err((Fault::classify(&e, false), root_cause(&e))),
-            Ok(instance) => {
-                let returned = match H::load(export, &mut store, &instance) {
-                    Ok(guest) => H::call(&guest, &mut store, event).await,
-                    Err(e) => Err(e),
-                };
-                self.check_return::<H>(returned)
-            }
+        // Instantiating and calling, as one future that owns the store: it
+        // moves to the long lane's threads if it runs long (turns.rs),
+        // taking the guard call's span with it.
+        let (pre, export, event) = (self.pre.clone(), export.clone(), Arc::clone(event));
+        let call = Box::pin(tracing::Instrument::in_current_span(async move {
+            let mut store = store;
+            let instance = match instance {
+                Some(instance) => instance,
+                None => match pre.instantiate_async(&mut store).await {
+                    Ok(instance) => instance,
+                    Err(e) => return (store, Err((e, false))),
+                },
+            };
+            let called = match H::load(&export, &mut store, &instance) {
+                Ok(guest) => H::call(&guest, &mut store, &event).await,
+                Err(e) => Err(e),
+            };
+            (store, called.map_err(|e| (e, true)))
+        }));
+        let Some((store, called)) = self.engine.long_lane().run(&long, call).await else {
+            return Called {
+                result: Err((Fault::Deadline, "the host is shutting down".into())),
+                fuel_used: 0,
+                micros: elapsed(),
+            };
+        };
+        let result = match called {
+            Err((e, false)) => Err((Fault::classify(&e, false), root_cause(&e))),
+            Err((e, true)) => Err(self.classify_call(&e)),
+            Ok(returned) => self.check_size::<H>(returned),
         };
         let micros = elapsed();
         let fuel_used = self
@@ -237,41 +259,40 @@ impl Plugin {
         }
     }
 
-    /// A guest call's fault, classified by type, or its reply, if no
-    /// string in it is longer than `max_return_bytes`.
-    fn check_return<H: Hook>(
-        &self,
-        returned: wasmtime::Result<H::Returned>,
-    ) -> Result<H::Returned, (Fault, String)> {
-        match returned {
-            Err(e) if crate::fault::is_hostcall_data_exhausted(&e) => {
-                let fault = Fault::classify(&e, true);
-                let budget = crate::sandbox::hostcall_data_budget(&self.limits);
-                let what = if fault == Fault::HostBudget {
-                    "passed a host import"
-                } else {
-                    "returned"
-                };
-                Err((
-                    fault,
-                    format!(
-                        "{what} more than {budget} bytes in one crossing (refused before \
-                         copying; max_return_bytes is {})",
-                        self.limits.max_return_bytes
-                    ),
-                ))
-            }
-            Err(e) => Err((Fault::classify(&e, true), root_cause(&e))),
-            Ok(r) => match H::largest_string(&r) {
-                n if n > self.limits.max_return_bytes => Err((
-                    Fault::OversizedReturn,
-                    format!(
-                        "returned a {n}-byte string; the limit is {}",
-                        self.limits.max_return_bytes
-                    ),
-                )),
-                _ => Ok(r),
-            },
+    /// A guest call's fault, classified by type, with its detail.
+    fn classify_call(&self, e: &wasmtime::Error) -> (Fault, String) {
+        let fault = Fault::classify(e, true);
+        if !crate::fault::is_hostcall_data_exhausted(e) {
+            return (fault, root_cause(e));
+        }
+        let budget = crate::sandbox::hostcall_data_budget(&self.limits);
+        let what = if fault == Fault::HostBudget {
+            "passed a host import"
+        } else {
+            "returned"
+        };
+        (
+            fault,
+            format!(
+                "{what} more than {budget} bytes in one crossing (refused before \
+                 copying; max_return_bytes is {})",
+                self.limits.max_return_bytes
+            ),
+        )
+    }
+
+    /// A guest's reply, if no string in it is longer than
+    /// `max_return_bytes`.
+    fn check_size<H: Hook>(&self, returned: H::Returned) -> Result<H::Returned, (Fault, String)> {
+        match H::largest_string(&returned) {
+            n if n > self.limits.max_return_bytes => Err((
+                Fault::OversizedReturn,
+                format!(
+                    "returned a {n}-byte string; the limit is {}",
+                    self.limits.max_return_bytes
+                ),
+            )),
+            _ => Ok(returned),
         }
     }
 
@@ -328,8 +349,9 @@ impl Plugin {
     }
 
     /// A new store for one call of this plugin: its sandbox, memory
-    /// limiter, fuel, host-call budget and deadline.
-    pub(crate) fn store(&self) -> Result<Store<Sandbox>, Error> {
+    /// limiter, fuel, host-call budget and deadline; the flag is set once
+    /// the call is long.
+    pub(crate) fn store(&self) -> Result<(Store<Sandbox>, Arc<AtomicBool>), Error> {
         let sandbox = Sandbox::new(self.name.clone(), self.config.clone(), &self.limits);
         let mut store = Store::new(self.engine.wasmtime(), sandbox);
         store.limiter(|s| &mut s.limiter);
@@ -338,8 +360,8 @@ impl Plugin {
             .and_then(|()| store.set_fuel(self.limits.fuel))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
         store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
-        self.arm(&mut store);
-        Ok(store)
+        let long = self.arm(&mut store);
+        Ok((store, long))
     }
 
     /// A new instance of the plugin in `store`; a start-up fault is an
@@ -356,14 +378,14 @@ impl Plugin {
     }
 
     /// Gives a call on `store` its deadline from now, taking turns as its
-    /// account.
-    fn arm(&self, store: &mut Store<Sandbox>) {
+    /// account; the flag is set once the call is long.
+    fn arm(&self, store: &mut Store<Sandbox>) -> Arc<AtomicBool> {
         let turn = self.account.as_ref().map(|a| a.turn());
         arm_deadline(
             store,
             self.limits.timeout,
             Some((self.engine.long_lane(), turn)),
-        );
+        )
     }
 
     /// Makes instances ahead of need until `prepared` wait, on a task of
@@ -419,7 +441,7 @@ impl Plugin {
     /// One instance made ahead of need in `slot`, if it starts and its
     /// start-up memory fits in what prepared instances may hold.
     async fn prepare(&self, mut slot: Slot) -> Option<Ready> {
-        let mut store = self.store().ok()?;
+        let (mut store, _) = self.store().ok()?;
         let instance = self.pre.instantiate_async(&mut store).await.ok()?;
         slot.hold(store.data().limiter.memory_used() as u64)
             .then_some(Ready {
@@ -455,10 +477,12 @@ pub(crate) fn arm_deadline(
     store: &mut Store<Sandbox>,
     timeout: Duration,
     lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
-) {
+) -> Arc<AtomicBool> {
     // A timeout too large to add to now never expires.
     let fuel = store.get_fuel().unwrap_or(0);
     let mut ticks = Ticks::new(Instant::now().checked_add(timeout), fuel, lane);
+    let long = ticks.long();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |store| Ok(ticks.tick(store.get_fuel().unwrap_or(0))));
+    long
 }

@@ -45,7 +45,7 @@ use crate::files::{self, Opened, PluginDir, Symlinks};
 use crate::limits::Limits;
 use crate::plugin::{OnError, PluginSpec};
 use crate::policy::Policy;
-use crate::registry::validate_tenant;
+use crate::tenant::TenantName;
 
 /// The manifest's file name.
 pub const FILE_NAME: &str = "toolgate.toml";
@@ -114,7 +114,7 @@ pub struct Entry {
     pub spec: PluginSpec,
     /// The tenants it applies to; `None` for every call (including calls
     /// with no tenant). Only set in the global manifest.
-    pub tenants: Option<Vec<String>>,
+    pub tenants: Option<Vec<TenantName>>,
 }
 
 /// A parsed and checked manifest.
@@ -210,7 +210,7 @@ macro_rules! limits_of {
 #[serde(deny_unknown_fields)]
 struct RawPlugin {
     name: Option<Spanned<String>>,
-    path: Spanned<String>,
+    path: Option<Spanned<String>>,
     fuel: Option<Spanned<u64>>,
     memory_mib: Option<Spanned<u64>>,
     timeout_ms: Option<Spanned<u64>>,
@@ -322,9 +322,11 @@ impl Manifest {
         };
         let raw: RawManifest = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            let message = e.message().trim().to_string();
-            let key = key_of(&message, text, span.start);
-            at(span, key, message)
+            at(
+                span.clone(),
+                key_at(text, span),
+                e.message().trim().to_string(),
+            )
         })?;
         let mut policy = policy.clone();
         if scope == Scope::Tenant {
@@ -378,10 +380,15 @@ impl Manifest {
         let mut names = BTreeSet::new();
         let mut plugins = Vec::new();
         for (i, p) in raw.plugin.into_iter().enumerate() {
-            let p = p.into_inner();
+            let (span, p) = (p.span(), p.into_inner());
+            // Checked here, not by serde: the error then names the key
+            // from what the manifest holds, never from a message's text.
+            let Some(path) = p.path else {
+                return Err(at(span, Some("path".into()), "missing field `path`".into()));
+            };
             let prefix = format!("plugin[{}]", i + 1);
             let key = |k: &str| Some(format!("{prefix}.{k}"));
-            let rel = p.path.get_ref();
+            let rel = path.get_ref();
             let rel_path = Path::new(rel);
             if rel.is_empty()
                 || rel_path.is_absolute()
@@ -390,7 +397,7 @@ impl Manifest {
                     .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
             {
                 return Err(at(
-                    p.path.span(),
+                    path.span(),
                     key("path"),
                     format!(
                         "{rel:?} must be a relative path inside the manifest's directory (no `..`, not absolute)"
@@ -402,7 +409,7 @@ impl Manifest {
             // a device: it never tells whether a host path exists.
             if opened.as_ref().is_none_or(|d| d.check(rel_path).is_err()) {
                 return Err(at(
-                    p.path.span(),
+                    path.span(),
                     key("path"),
                     format!(
                         "component file {} is missing or not a regular file inside the \
@@ -418,7 +425,7 @@ impl Manifest {
                         .file_stem()
                         .map(|s| s.to_string_lossy().into_owned())
                         .unwrap_or_default(),
-                    p.path.span(),
+                    path.span(),
                 ),
             };
             if let Err(why) = validate_name(&name) {
@@ -456,10 +463,11 @@ impl Manifest {
                                 .into(),
                         ));
                     }
-                    for name in &list {
-                        validate_tenant(name)
-                            .map_err(|why| at(span.clone(), key("tenants"), why))?;
-                    }
+                    let list = list
+                        .into_iter()
+                        .map(TenantName::try_from)
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|why| at(span.clone(), key("tenants"), why.to_string()))?;
                     Some(list)
                 }
             };
@@ -670,23 +678,39 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// The key a toml error is about: the one it quotes (unknown / missing /
-/// duplicate key), else the `key = ` at the start of the error's line.
-fn key_of(message: &str, text: &str, offset: usize) -> Option<String> {
-    let quoted = ["unknown field `", "missing field `", "duplicate key `"]
-        .iter()
-        .find_map(|p| message.split_once(p))
-        .and_then(|(_, rest)| rest.split_once('`'))
-        .map(|(k, _)| k.to_string());
-    quoted.or_else(|| {
-        let start = text[..offset.min(text.len())]
-            .rfind('\n')
-            .map_or(0, |i| i + 1);
-        let line = text[start..].lines().next().unwrap_or("");
-        let (k, _) = line.split_once('=')?;
-        let k = k.trim();
-        (!k.is_empty() && !k.starts_with('[')).then(|| k.to_string())
-    })
+/// The key a toml error at `span` of `text` is about, found from the span
+/// and the document (never from the error's message): the key the span
+/// covers (an unknown or a duplicate key, a table's header), else the
+/// `key = ` the span's line starts with (a value of the wrong type).
+fn key_at(text: &str, span: Range<usize>) -> Option<String> {
+    let bare = |k: &str| {
+        !k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+    };
+    let start = span.start.min(text.len());
+    let covered = text.get(span).map_or("", str::trim);
+    let covered = covered.trim_start_matches('[').trim_end_matches(']').trim();
+    let after_equals = text
+        .get(..start)
+        .is_some_and(|t| t.trim_end().ends_with('='));
+    if bare(covered) && !after_equals {
+        return Some(covered.to_string());
+    }
+    let line_start = text.get(..start)?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(line_start..)?.lines().next().unwrap_or("").trim();
+    if let Some(header) = line.strip_prefix('[') {
+        let header = header
+            .trim_start_matches('[')
+            .split(']')
+            .next()
+            .unwrap_or("")
+            .trim();
+        return bare(header).then(|| header.to_string());
+    }
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty()).then(|| k.to_string())
 }
 
 /// A toml value as JSON; datetimes become their RFC 3339 text.

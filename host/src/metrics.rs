@@ -449,32 +449,30 @@ impl Metrics {
 
     /// Sets the plugin and share gauges from the snapshot serving now.
     fn observe_snapshot(&self, snapshot: &Snapshot) {
+        // Counted from the description `GET /v1/plugins` answers, so the
+        // two never disagree.
+        let described = snapshot.describe();
         self.plugins_loaded.clear();
         self.plugins_loaded
             .get_or_create(&ChainLabels {
                 chain: "global".into(),
             })
-            .set(gauge_value(snapshot.global_plugins.len()));
-        for (tenant, chain) in &snapshot.tenants {
+            .set(gauge_value(described.global.len()));
+        for (tenant, own) in &described.tenants {
             self.plugins_loaded
                 .get_or_create(&ChainLabels {
                     chain: format!("tenant:{tenant}"),
                 })
-                .set(gauge_value(chain.plugins().len()));
+                .set(gauge_value(own.len()));
         }
-        self.load_errors.set(gauge_value(snapshot.errors.len()));
+        self.load_errors.set(gauge_value(described.errors.len()));
         self.quarantined.clear();
         self.quarantines.clear();
-        let plugins = snapshot
-            .global_plugins
-            .iter()
-            .map(|p| &p.plugin)
-            .chain(snapshot.tenants.values().flat_map(|c| c.plugins()));
-        for plugin in plugins {
-            let health = plugin.health();
+        for plugin in described.plugins() {
             let labels = PluginLabels {
-                plugin: plugin.name().to_string(),
+                plugin: plugin.name.to_string(),
             };
+            let health = &plugin.health;
             self.quarantined.get_or_create(&labels).set(i64::from(
                 health.state != crate::quarantine::HealthState::Ok,
             ));

@@ -120,7 +120,10 @@ impl Plugin {
             Ok::<_, Error>((compile(&e, &path, &bytes)?, digest(&bytes)))
         })
         .await
-        .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??;
+        .map_err(|source| Error::Task {
+            what: "compile",
+            source,
+        })??;
         Plugin::from_component(engine, spec, component, digest).await
     }
 
@@ -206,7 +209,7 @@ impl Plugin {
     /// One instantiation (its deadline capped at `cap`) and a type check
     /// of every exported seam.
     async fn probe(&self, cap: Option<Duration>) -> Result<(), Error> {
-        let mut store = self.store()?;
+        let (mut store, _) = self.store()?;
         if let Some(cap) = cap {
             arm_deadline(
                 &mut store,

@@ -57,6 +57,7 @@ use crate::manifest::{self, Manifest, Scope};
 use crate::plugin::{Plugin, PluginSpec};
 use crate::policy::Policy;
 use crate::shares::Account;
+use crate::tenant::TenantName;
 
 /// One plugin of a loaded directory, with what it was loaded from.
 #[derive(Clone, Debug)]
@@ -64,7 +65,7 @@ pub struct LoadedPlugin {
     /// The plugin.
     pub plugin: Arc<Plugin>,
     /// Global plugins only: the tenants it applies to (`None`: every call).
-    pub tenants: Option<Vec<String>>,
+    pub tenants: Option<Vec<TenantName>>,
     /// Digest and settings, to tell an unchanged plugin on reload.
     fingerprint: String,
 }
@@ -122,6 +123,76 @@ pub struct LoadIssue {
     pub path: PathBuf,
     /// Why.
     pub message: String,
+    /// What kind of failure it is.
+    pub kind: IssueKind,
+}
+
+/// What kind of failure a [`LoadIssue`] is, by where it arose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum IssueKind {
+    /// A manifest (`toolgate.toml`) that cannot be read or is rejected:
+    /// the directory's previous plugins keep serving.
+    Manifest,
+    /// A directory that cannot be used: gone, unreadable, a symlink where
+    /// a tenant's directory must be a directory, a bad tenant name.
+    Directory,
+    /// A component file refused or unread: missing, not a regular file
+    /// inside its directory, too large, an I/O error.
+    File,
+    /// A component that does not compile (not a component, invalid, over
+    /// the compile bounds, the compiler process lost).
+    Compile,
+    /// A component that does not link or does not match the contract:
+    /// an import the host lacks, no seam, a seam of the wrong shape.
+    Contract,
+    /// A component that fails to start (the load probe).
+    Probe,
+    /// A plugin or tenant that does not fit its share or the pool.
+    Share,
+    /// Limits outside what the engine allows.
+    Limits,
+    /// The host itself failed (the engine, a task, a thread).
+    Host,
+}
+
+impl IssueKind {
+    /// The kind of a load that failed with `e`.
+    pub fn of(e: &Error) -> IssueKind {
+        match e {
+            Error::Manifest(_) => IssueKind::Manifest,
+            Error::Read { .. } | Error::Refused { .. } | Error::TooLarge { .. } => IssueKind::File,
+            Error::CoreModule { .. }
+            | Error::NotWasm { .. }
+            | Error::Compile { .. }
+            | Error::CompileBound { .. }
+            | Error::Compiler { .. } => IssueKind::Compile,
+            Error::Link { .. } | Error::NoSeams { .. } | Error::Contract { .. } => {
+                IssueKind::Contract
+            }
+            Error::Start { .. } => IssueKind::Probe,
+            Error::Limits { .. } => IssueKind::Limits,
+            _ => IssueKind::Host,
+        }
+    }
+}
+
+impl LoadIssue {
+    /// An issue of `kind` with `path` and `message`.
+    pub fn new(kind: IssueKind, path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        LoadIssue {
+            path: path.into(),
+            message: message.into(),
+            kind,
+        }
+    }
+
+    /// The issue of a load of `path` that failed with `e`, its kind by
+    /// `e`'s type.
+    pub fn of(path: &Path, e: &Error) -> Self {
+        LoadIssue::new(IssueKind::of(e), path, e.to_string())
+    }
 }
 
 impl Snapshot {
@@ -138,18 +209,6 @@ impl Snapshot {
         tenant
             .and_then(|t| self.combined.get(t))
             .unwrap_or(&self.global)
-    }
-}
-
-/// Checks a tenant name: 1–64 characters of `[A-Za-z0-9_.-]`, not
-/// starting with a dot (so no `..`, no hidden directories, no separators).
-pub fn validate_tenant(name: &str) -> Result<(), String> {
-    if manifest::is_plain_name(name) && !name.starts_with('.') {
-        Ok(())
-    } else {
-        Err(format!(
-            "invalid tenant name {name:?}: use 1-64 characters of letters, digits, '_', '-', '.', not starting with '.'"
-        ))
     }
 }
 
@@ -322,15 +381,11 @@ enum Plan {
     },
 }
 
-fn issue(path: &Path, e: &impl std::fmt::Display) -> LoadIssue {
-    LoadIssue {
-        path: path.to_path_buf(),
-        message: e.to_string(),
+fn join_error(source: tokio::task::JoinError) -> Error {
+    Error::Task {
+        what: "load",
+        source,
     }
-}
-
-fn join_error(e: tokio::task::JoinError) -> Error {
-    Error::Engine(format!("load task failed: {e}"))
 }
 
 impl Registry {
@@ -629,12 +684,13 @@ impl Registry {
             policy: previous.policy.clone(),
         };
         let (pdir, entries, set_policy) = match plan {
-            Err(e) => return Some(keep_previous(issue(&dir, &join_error(e)))),
+            Err(e) => return Some(keep_previous(LoadIssue::of(&dir, &join_error(e)))),
             // The tenant listing reports a tenant directory turned symlink.
             Ok(Plan::Gone | Plan::Refused(_)) if tenant.is_some() => return None,
             Ok(Plan::Gone) => {
                 let gone = Error::Refused { path: dir.clone() };
-                return Some(keep_previous(issue(&dir, &gone)));
+                let why = LoadIssue::new(IssueKind::Directory, &dir, gone.to_string());
+                return Some(keep_previous(why));
             }
             Ok(Plan::Failed(why) | Plan::Refused(why)) => return Some(keep_previous(why)),
             Ok(Plan::Load {
@@ -678,14 +734,15 @@ impl Registry {
             let path = entry.spec.path.clone();
             let mib = (entry.spec.limits.memory_bytes as u64).div_ceil(1 << 20);
             if mib > fits_mib {
-                state.errors.push(LoadIssue {
-                    path: path.clone(),
-                    message: format!(
+                state.errors.push(LoadIssue::new(
+                    IssueKind::Share,
+                    &path,
+                    format!(
                         "{}: memory_mib {mib} does not fit in the memory share its calls are \
                          charged to ({fits_mib} MiB; see [shares])",
                         path.display()
                     ),
-                });
+                ));
                 state.plugins.extend(old.cloned());
                 continue;
             }
@@ -698,7 +755,7 @@ impl Registry {
             let bytes = match read {
                 Ok(b) => b,
                 Err(e) => {
-                    state.errors.push(issue(&path, &e));
+                    state.errors.push(LoadIssue::of(&path, &e));
                     state.plugins.extend(old.cloned());
                     continue;
                 }
@@ -734,9 +791,9 @@ impl Registry {
                     });
                 }
                 Err(e) => {
-                    let why = issue(&path, &e);
+                    let why = LoadIssue::of(&path, &e);
                     // An engine or I/O error may pass: try again next time.
-                    if !matches!(e, Error::Engine(_) | Error::Read { .. }) {
+                    if !e.is_transient() {
                         state.failed.push((fingerprint, why.clone()));
                     }
                     state.errors.push(why);
@@ -921,10 +978,11 @@ fn list_tenants(root: &Path) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
     let entries = match std::fs::read_dir(&tenants_dir) {
         Ok(entries) => entries,
         Err(e) => {
-            errors.push(LoadIssue {
-                path: tenants_dir.clone(),
-                message: format!("cannot read: {e}"),
-            });
+            errors.push(LoadIssue::new(
+                IssueKind::Directory,
+                &tenants_dir,
+                format!("cannot read: {e}"),
+            ));
             return Ok((names, errors));
         }
     };
@@ -940,17 +998,15 @@ fn list_tenants(root: &Path) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
         let path = entry.path();
         if kind.is_symlink() {
             // Where it points is never looked at, nor told.
-            errors.push(LoadIssue {
-                message: format!(
-                    "{}: not loaded: a tenant directory must be a directory, not a symlink",
-                    path.display()
-                ),
-                path,
-            });
+            let message = format!(
+                "{}: not loaded: a tenant directory must be a directory, not a symlink",
+                path.display()
+            );
+            errors.push(LoadIssue::new(IssueKind::Directory, path, message));
         } else if kind.is_dir() {
-            match validate_tenant(&name) {
-                Ok(()) => names.push(name),
-                Err(message) => errors.push(LoadIssue { path, message }),
+            match TenantName::try_from(name) {
+                Ok(name) => names.push(name.into()),
+                Err(e) => errors.push(LoadIssue::new(IssueKind::Directory, path, e.to_string())),
             }
         }
     }
@@ -972,13 +1028,15 @@ fn plan_scope(
     let pdir = match PluginDir::open(dir, symlinks) {
         Opened::Dir(d) => d,
         Opened::Missing => return Plan::Gone,
-        Opened::Refused(e) => return Plan::Refused(issue(dir, &e)),
+        Opened::Refused(e) => {
+            return Plan::Refused(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
+        }
     };
     let manifest_path = dir.join(manifest::FILE_NAME);
     let entries = match pdir.read_optional(Path::new(manifest::FILE_NAME), max_manifest_bytes) {
         Err(e) => {
-            let e = manifest::ManifestError::unreadable(&manifest_path, &e);
-            return Plan::Failed(issue(&manifest_path, &e));
+            let e = Error::from(manifest::ManifestError::unreadable(&manifest_path, &e));
+            return Plan::Failed(LoadIssue::of(&manifest_path, &e));
         }
         Ok(Some(bytes)) => {
             match Manifest::parse_bytes(&manifest_path, &bytes, scope, max_memory_bytes, policy) {
@@ -990,7 +1048,10 @@ fn plan_scope(
                         policy: set,
                     };
                 }
-                Err(e) => return Plan::Failed(issue(&e.path, &e)),
+                Err(e) => {
+                    let path = e.path.clone();
+                    return Plan::Failed(LoadIssue::of(&path, &Error::from(e)));
+                }
             }
         }
         Ok(None) => match pdir.wasm_names() {
@@ -1007,7 +1068,9 @@ fn plan_scope(
                     }
                 })
                 .collect(),
-            Err(e) => return Plan::Failed(issue(dir, &e)),
+            Err(e) => {
+                return Plan::Failed(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
+            }
         },
     };
     Plan::Load {
@@ -1055,10 +1118,11 @@ impl Snapshot {
             errors.extend(state.errors.iter().cloned());
             let admitted = u32::try_from(tenant_plugins.len() + 1).unwrap_or(u32::MAX);
             if let Err(e) = policy.shares.plan(pool, admitted, name) {
-                errors.push(LoadIssue {
-                    path: PathBuf::from("tenants").join(name),
-                    message: e.to_string(),
-                });
+                errors.push(LoadIssue::new(
+                    IssueKind::Share,
+                    PathBuf::from("tenants").join(name),
+                    e.to_string(),
+                ));
                 continue;
             }
             tenant_plugins.insert(name.clone(), state.plugins.clone());
@@ -1091,7 +1155,7 @@ impl Snapshot {
         names.extend(
             global_plugins
                 .iter()
-                .flat_map(|p| p.tenants.iter().flatten().cloned()),
+                .flat_map(|p| p.tenants.iter().flatten().map(|t| t.to_string())),
         );
         // Each tenant's own chain, charged to its account: the same plugins
         // its combined chain runs.

@@ -15,8 +15,9 @@ use serde_json::{Map, Value, json};
 
 use crate::chain::{Decision, Verdict};
 use crate::event::{Event, Seam};
-use crate::registry::{Snapshot, validate_tenant};
+use crate::registry::Snapshot;
 use crate::shares::Busy;
+use crate::tenant::TenantName;
 
 /// A seam request, checked.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,9 +27,8 @@ pub struct DecideRequest {
     /// The hook's state: a JSON object (`{}` when absent or `null`).
     pub state: Value,
     /// The tenant whose chain runs after the global one (`None`: only the
-    /// global chain). Always a valid tenant name
-    /// ([`validate_tenant`]).
-    pub tenant: Option<String>,
+    /// global chain).
+    pub tenant: Option<TenantName>,
 }
 
 impl DecideRequest {
@@ -83,8 +83,7 @@ impl DecideRequest {
         let tenant = match fields.remove("tenant") {
             None | Some(Value::Null) => None,
             Some(Value::String(t)) => {
-                validate_tenant(&t).map_err(|e| format!("field `tenant`: {e}"))?;
-                Some(t)
+                Some(TenantName::try_from(t).map_err(|e| format!("field `tenant`: {e}"))?)
             }
             Some(other) => {
                 return Err(format!(
@@ -215,7 +214,7 @@ fn parse_fast(seam: Seam, body: &[u8]) -> Option<DecideRequest> {
     };
     let tenant = match fields.tenant {
         None | Some(Value::Null) => None,
-        Some(Value::String(t)) if validate_tenant(&t).is_ok() => Some(t),
+        Some(Value::String(t)) => Some(TenantName::try_from(t).ok()?),
         Some(_) => return None,
     };
     Some(DecideRequest {

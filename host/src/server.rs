@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
-//! | GET | `/v1/plugins` | every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
+//! | GET | `/v1/plugins` | the [`Description`](crate::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`](crate::registry::ReloadReport) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
 //!
@@ -47,15 +47,13 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use tower_http::catch_panic::CatchPanicLayer;
 
-use crate::chain::Chain;
 use crate::event::Seam;
 use crate::metrics::{self, Metrics};
-use crate::registry::{Registry, Snapshot};
+use crate::registry::Registry;
 use crate::request::{self, DecideRequest};
 
 /// How the service answers. Every field documents its default.
@@ -460,78 +458,9 @@ fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {
     Ok(trace)
 }
 
-#[derive(Serialize)]
-struct PluginInfo<'a> {
-    name: &'a str,
-    path: &'a std::path::Path,
-    digest: &'a str,
-    seams: Vec<Seam>,
-    limits: &'a crate::Limits,
-    on_error: crate::OnError,
-    health: crate::quarantine::Health,
-    /// The tenants a global plugin is restricted to (`tenants = [...]`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tenants: Option<&'a [String]>,
-}
-
-fn info<'a>(p: &'a crate::Plugin, tenants: Option<&'a [String]>) -> PluginInfo<'a> {
-    PluginInfo {
-        name: p.name(),
-        path: p.path(),
-        digest: p.digest(),
-        seams: p.seams(),
-        limits: p.limits(),
-        on_error: p.on_error(),
-        health: p.health(),
-        tenants,
-    }
-}
-
-fn describe(chain: &Chain) -> Vec<PluginInfo<'_>> {
-    chain.plugins().iter().map(|p| info(p, None)).collect()
-}
-
-/// What `GET /v1/plugins` answers for `snapshot`: its generation, the
-/// global plugins (with `tenants` when restricted), each tenant's own chain (name, path, digest, seams,
-/// limits, `on_error` of every plugin) and the load errors.
-pub fn describe_snapshot(snapshot: &Snapshot) -> Value {
-    let tenants: Map<String, Value> = snapshot
-        .tenants
-        .iter()
-        .map(|(name, chain)| (name.clone(), json!(describe(chain))))
-        .collect();
-    json!({
-        "generation": snapshot.generation,
-        // Every global plugin, those restricted to some tenants included
-        // (as `toolgate list` shows them).
-        "global": snapshot
-            .global_plugins
-            .iter()
-            .map(|p| info(&p.plugin, p.tenants.as_deref()))
-            .collect::<Vec<_>>(),
-        "tenants": tenants,
-        "errors": snapshot.errors,
-        "policy": snapshot.policy,
-        "shares": shares(snapshot),
-    })
-}
-
 async fn plugins(State(app): State<Shared>) -> Response {
-    axum::Json(describe_snapshot(&app.registry.snapshot())).into_response()
-}
-
-/// Each account's usage now: `{"global": {...}, "tenants": {name: {...}}}`.
-pub fn shares(snapshot: &crate::Snapshot) -> Value {
-    let tenants: Map<String, Value> = snapshot
-        .accounts
-        .tenants
-        .iter()
-        .map(|(name, a)| (name.clone(), json!(a.usage())))
-        .collect();
-    json!({
-        "global": snapshot.accounts.global.as_ref().map(|a| a.usage()),
-        "tenants": tenants,
-    })
+    let snapshot = app.registry.snapshot();
+    axum::Json(snapshot.describe()).into_response()
 }
 
 async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {

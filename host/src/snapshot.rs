@@ -63,7 +63,10 @@ pub async fn snapshot(
         let (engine, path) = (engine.clone(), path.to_path_buf());
         tokio::task::spawn_blocking(move || plugin::compile(&engine, &path, &instrumented))
             .await
-            .map_err(|e| Error::Engine(format!("compile task failed: {e}")))??
+            .map_err(|source| Error::Task {
+                what: "compile",
+                source,
+            })??
     };
     let spec = PluginSpec {
         limits: Limits {
@@ -110,7 +113,7 @@ async fn run_warm_up(
             ),
         }
     };
-    let mut store = guard.store()?;
+    let (mut store, _) = guard.store()?;
     let instance = guard
         .pre
         .instantiate_async(&mut store)

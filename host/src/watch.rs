@@ -78,10 +78,16 @@ pub fn spawn_with(registry: Arc<Registry>, settle: Duration) -> Result<WatchHand
             }
         }
     })
-    .map_err(|e| Error::Engine(format!("cannot watch {}: {e}", root.display())))?;
+    .map_err(|source| Error::Watch {
+        path: root.clone(),
+        source,
+    })?;
     watcher
         .watch(&root, RecursiveMode::Recursive)
-        .map_err(|e| Error::Engine(format!("cannot watch {}: {e}", root.display())))?;
+        .map_err(|source| Error::Watch {
+            path: root.clone(),
+            source,
+        })?;
     let task = tokio::spawn(async move {
         while rx.recv().await.is_some() {
             // Debounce: wait until nothing has changed for `settle`.
@@ -125,8 +131,10 @@ async fn reload_and_log(registry: &Registry, why: &str) {
 #[cfg(unix)]
 pub fn on_sighup(registry: Arc<Registry>) -> Result<JoinHandle<()>, Error> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup())
-        .map_err(|e| Error::Engine(format!("cannot listen for SIGHUP: {e}")))?;
+    let mut hup = signal(SignalKind::hangup()).map_err(|source| Error::Signal {
+        signal: "SIGHUP",
+        source,
+    })?;
     Ok(tokio::spawn(async move {
         while hup.recv().await.is_some() {
             let registry = Arc::clone(&registry);

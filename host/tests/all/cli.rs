@@ -370,3 +370,167 @@ fn bench_reports_each_guard_and_the_chain() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--seconds"), "{}", stderr(&out));
 }
+
+/// Asks the HTTP service, in process, over the plugin directory `dir`:
+/// `GET path` when `body` is `None`, else `POST path` with it. Returns
+/// the answer's text.
+fn http(dir: &Path, path: &str, body: Option<Value>) -> String {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let registry = toolgate::Registry::open(super::engine(), dir)
+            .await
+            .expect("registry");
+        let router = toolgate::server::router(
+            std::sync::Arc::new(registry),
+            std::sync::Arc::new(toolgate::metrics::Metrics::new()),
+            toolgate::server::ServerConfig::default(),
+        );
+        let request = match body {
+            None => Request::get(path).body(Body::empty()),
+            Some(body) => Request::post(path)
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string())),
+        }
+        .expect("request");
+        let response = router.oneshot(request).await.expect("infallible");
+        assert!(response.status().is_success(), "{}", response.status());
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        String::from_utf8(bytes.to_vec()).expect("UTF-8")
+    })
+}
+
+/// `toolgate list` and `GET /v1/plugins` describe the same plugins with
+/// the same fields: a global plugin restricted to some tenants (with its
+/// `tenants`) and a tenant's own chain included, and the `plugins_loaded`
+/// gauge counts what they list.
+#[test]
+fn list_and_http_describe_the_same_plugins() {
+    let dir = plugin_dir(&[
+        ("10-sql-guard.wasm", toolgate_tests::SQL_GUARD),
+        ("20-no-email.wasm", toolgate_tests::NO_EMAIL),
+    ]);
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"10-sql-guard.wasm\"\n\n\
+         [[plugin]]\nname = \"no-email\"\npath = \"20-no-email.wasm\"\ntenants = [\"acme\"]\n",
+    )
+    .expect("manifest");
+    let acme = dir.path().join("tenants").join("acme");
+    std::fs::create_dir_all(&acme).expect("tenant dir");
+    std::fs::copy(toolgate_tests::NO_EMAIL, acme.join("own.wasm")).expect("copy");
+
+    let listed = stdout_json(&run(
+        &["list", "--plugins", &dir.path().display().to_string()],
+        "",
+    ));
+    let served: Value = serde_json::from_str(&http(dir.path(), "/v1/plugins", None)).expect("JSON");
+
+    let global = listed["plugins"].as_array().expect("plugins");
+    let names: Vec<&str> = global
+        .iter()
+        .map(|p| p["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["10-sql-guard", "no-email"], "{listed}");
+    assert_eq!(global[0].get("tenants"), None, "{listed}");
+    assert_eq!(global[1]["tenants"], json!(["acme"]), "{listed}");
+    let fields =
+        |p: &Value| -> Vec<String> { p.as_object().expect("object").keys().cloned().collect() };
+    assert_eq!(
+        fields(&global[1]),
+        [
+            "name", "path", "digest", "seams", "limits", "on_error", "health", "tenants"
+        ],
+        "{listed}"
+    );
+    assert_eq!(
+        listed["plugins"], served["global"],
+        "list: {listed}\nHTTP: {served}"
+    );
+    assert_eq!(
+        listed["tenants"], served["tenants"],
+        "list: {listed}\nHTTP: {served}"
+    );
+    assert_eq!(listed["tenants"]["acme"][0]["name"], "acme/own", "{listed}");
+    assert_eq!(listed["policy"], served["policy"]);
+    assert_eq!(listed["generation"], served["generation"]);
+    assert_eq!(listed["errors"], json!([]));
+    assert_eq!(served["errors"], json!([]));
+
+    let metrics = http(dir.path(), "/metrics", None);
+    assert!(
+        metrics.contains("toolgate_plugins_loaded{chain=\"global\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("toolgate_plugins_loaded{chain=\"tenant:acme\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// A trace line with `"state": null` is replayed as HTTP answers the same
+/// request body: the state is `{}`, and the decision is the same.
+#[test]
+fn replay_takes_a_null_state_and_answers_as_http() {
+    let dir = plugin_dir(&[
+        ("10-sql-guard.wasm", toolgate_tests::SQL_GUARD),
+        ("20-no-email.wasm", toolgate_tests::NO_EMAIL),
+    ]);
+    let events = [
+        json!({"run_id": "r", "tool_name": "run_query", "call_id": "1", "args": {"sql": "DELETE FROM t"}}),
+        json!({"run_id": "r", "tool_name": "send", "call_id": "2", "args": {"to": "a@b.example"}}),
+        json!({"run_id": "r", "tool_name": "run_query", "call_id": "3", "args": {"sql": "SELECT 1"}}),
+    ];
+    let trace = events
+        .iter()
+        .map(|e| json!({"seam": "steering", "event": e, "state": null}).to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let file = dir.path().join("trace.jsonl");
+    std::fs::write(&file, trace).expect("write");
+    let out = run(
+        &[
+            "replay",
+            "--json",
+            "--plugins",
+            &dir.path().display().to_string(),
+            &file.display().to_string(),
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let replayed: Vec<Value> = text
+        .lines()
+        .take_while(|l| *l != "--")
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(replayed.len(), events.len(), "{text}");
+    // Who answered what, without the timings.
+    let answers = |trace: &Value| -> Vec<(Value, Value)> {
+        trace
+            .as_array()
+            .expect("trace")
+            .iter()
+            .map(|t| (t["plugin"].clone(), t["outcome"].clone()))
+            .collect()
+    };
+    for (line, event) in replayed.iter().zip(&events) {
+        let served: Value = serde_json::from_str(&http(
+            dir.path(),
+            "/v1/steering?trace=1",
+            Some(json!({"event": event, "state": null})),
+        ))
+        .expect("JSON");
+        assert_eq!(line["result"], served["result"], "{line}\nHTTP: {served}");
+        assert_eq!(answers(&line["trace"]), answers(&served["trace"]), "{line}");
+    }
+    assert_ne!(replayed[0]["result"], json!(null), "{text}");
+}

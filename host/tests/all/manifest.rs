@@ -77,8 +77,11 @@ path = "a.wasm"
     assert_eq!(first.spec.limits.log_bytes, 2 << 10);
     assert_eq!(first.spec.on_error, OnError::Skip);
     assert_eq!(
-        first.tenants,
-        Some(vec!["acme".to_string(), "globex".to_string()])
+        first
+            .tenants
+            .as_ref()
+            .map(|t| t.iter().map(|t| t.as_str()).collect::<Vec<_>>()),
+        Some(vec!["acme", "globex"])
     );
     assert_eq!(
         first.spec.config,
@@ -390,4 +393,54 @@ fn manifest_error_is_a_load_issue_naming_the_line() {
         // running every file.
         assert!(snap.chain(None).plugins().is_empty());
     });
+}
+
+/// Every load error says its kind: a rejected manifest is `manifest`, a
+/// component that is not one is `compile`, and `toolgate list` / `serve`
+/// tell manifest errors apart by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_issues_say_their_kind() {
+    use toolgate::registry::IssueKind;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").expect("write");
+    let tenant = dir.path().join("tenants").join("acme");
+    std::fs::create_dir_all(&tenant).expect("tenant dir");
+    std::fs::write(tenant.join("toolgate.toml"), "[[plugin]]\nfuel = 1\n").expect("write");
+    let registry = toolgate::Registry::open(super::engine(), dir.path())
+        .await
+        .expect("registry");
+    let snapshot = registry.snapshot();
+    let kinds: Vec<(IssueKind, String)> = snapshot
+        .errors
+        .iter()
+        .map(|e| (e.kind, e.path.display().to_string()))
+        .collect();
+    assert!(
+        kinds
+            .iter()
+            .any(|(k, p)| *k == IssueKind::Compile && p.ends_with("core.wasm")),
+        "{kinds:?}"
+    );
+    let manifest = snapshot
+        .errors
+        .iter()
+        .find(|e| e.kind == IssueKind::Manifest)
+        .expect("the tenant's manifest is rejected");
+    assert!(manifest.path.ends_with("tenants/acme/toolgate.toml"));
+    assert!(
+        manifest
+            .message
+            .contains(":1: key `path`: missing field `path`"),
+        "{}",
+        manifest.message
+    );
+    let listed = serde_json::to_value(snapshot.describe()).expect("JSON");
+    assert!(
+        listed["errors"]
+            .as_array()
+            .expect("errors")
+            .iter()
+            .any(|e| e["kind"] == "manifest"),
+        "{listed}"
+    );
 }

@@ -164,9 +164,9 @@ async fn invalid_tenant_directory_is_reported_and_skipped() {
         "{:?}",
         snap.errors
     );
-    assert!(toolgate::registry::validate_tenant("../acme").is_err());
-    assert!(toolgate::registry::validate_tenant("a/b").is_err());
-    assert!(toolgate::registry::validate_tenant("acme-1.prod").is_ok());
+    assert!(toolgate::TenantName::try_from("../acme").is_err());
+    assert!(toolgate::TenantName::try_from("a/b").is_err());
+    assert!(toolgate::TenantName::try_from("acme-1.prod").is_ok());
 }
 
 #[tokio::test]

@@ -275,7 +275,18 @@ async fn a_memory_bomb_at_concurrency_commits_no_more_than_its_share() {
     }
     assert!(most_mib <= 128, "committed {most_mib} MiB at once");
     assert!(most_mib > 0, "the sampling saw the bombs run");
-    assert_eq!(account.usage().memory_mib, 0, "all given back");
+    // Big instances are torn down off the serving threads (reaper.rs);
+    // their share comes back once they are.
+    let given_back = tokio::time::timeout(Duration::from_secs(10), async {
+        while account.usage().memory_mib > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    assert!(
+        given_back.await.is_ok(),
+        "all given back: {:?}",
+        account.usage()
+    );
 }
 
 #[tokio::test]

@@ -316,8 +316,10 @@ impl Host {
     /// What is loaded, as JSON text: the same document as `toolgate
     /// serve`'s `GET /v1/plugins` (`generation`, `global`, `tenants`,
     /// `errors`).
-    fn plugins(&self) -> String {
-        toolgate::server::describe_snapshot(&self.registry.snapshot()).to_string()
+    fn plugins(&self) -> PyResult<String> {
+        let snapshot = self.registry.snapshot();
+        serde_json::to_string(&snapshot.describe())
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
     /// The seams at least one plugin of the chain for `tenant` subscribes

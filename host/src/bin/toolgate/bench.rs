@@ -46,9 +46,12 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     if args.concurrency == 0 || args.concurrency > 4096 {
         return Err(bad("--concurrency must be between 1 and 4096"));
     }
-    if let Some(t) = &args.tenant {
-        toolgate::registry::validate_tenant(t).map_err(bad)?;
-    }
+    let tenant = args
+        .tenant
+        .as_deref()
+        .map(toolgate::TenantName::try_from)
+        .transpose()
+        .map_err(|e| bad(e.to_string()))?;
     let lines = match &args.trace {
         Some(file) => read_trace(file)?,
         None => EXAMPLE_TRACE
@@ -64,8 +67,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         window: Duration::from_secs_f64(args.seconds),
         concurrency: args.concurrency,
     };
-    let chain = snapshot.chain(args.tenant.as_deref());
-    let report = toolgate::bench::measure(chain, args.tenant.clone(), &events, &settings).await?;
+    let chain = snapshot.chain(tenant.as_deref());
+    let report =
+        toolgate::bench::measure(chain, tenant.map(String::from), &events, &settings).await?;
     if report.seams.is_empty() {
         return Err(bad(format!(
             "nothing to measure: no guard in {} subscribes to a seam the trace has events for",

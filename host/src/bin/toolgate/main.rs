@@ -471,9 +471,11 @@ async fn run(cli: Cli) -> Result<()> {
             if !state.is_object() {
                 return Err(bad("state must be a JSON object"));
             }
-            if let Some(t) = &tenant {
-                toolgate::registry::validate_tenant(t).map_err(bad)?;
-            }
+            let tenant = tenant
+                .as_deref()
+                .map(toolgate::TenantName::try_from)
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?;
             let registry = open(&plugins, &cache, &load).await?;
             let decision = registry
                 .snapshot()
@@ -600,7 +602,7 @@ async fn open_for(
     let manifest_errors: Vec<&toolgate::registry::LoadIssue> = snapshot
         .errors
         .iter()
-        .filter(|e| e.path.file_name() == Some(toolgate::manifest::FILE_NAME.as_ref()))
+        .filter(|e| e.kind == toolgate::registry::IssueKind::Manifest)
         .filter(|e| !global_only || e.path == global_manifest)
         .collect();
     if let Some(first) = manifest_errors.first() {
@@ -790,44 +792,21 @@ async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
         .await
         .with_context(|| format!("listing {}", dir.display()))?;
     let snapshot = registry.snapshot();
-    fn describe(p: &toolgate::Plugin, tenants: Option<&[String]>) -> Value {
-        let mut v = json!({
-            "name": p.name(),
-            "path": p.path(),
-            "digest": p.digest(),
-            "seams": p.seams(),
-            "limits": p.limits(),
-            "on_error": p.on_error(),
-            "health": p.health(),
-        });
-        if let Some(t) = tenants {
-            v["tenants"] = json!(t);
-        }
-        v
-    }
-    let plugins: Vec<Value> = snapshot
-        .global_plugins
+    let description = snapshot.describe();
+    let errors: Vec<&str> = description
+        .errors
         .iter()
-        .map(|p| describe(&p.plugin, p.tenants.as_deref()))
+        .map(|e| e.message.as_str())
         .collect();
-    let tenants: serde_json::Map<String, Value> = snapshot
-        .tenants
-        .iter()
-        .map(|(name, chain)| {
-            let own: Vec<Value> = chain.plugins().iter().map(|p| describe(p, None)).collect();
-            (name.clone(), Value::Array(own))
-        })
-        .collect();
-    let errors: Vec<String> = snapshot.errors.iter().map(|e| e.message.clone()).collect();
     println!(
         "{}",
         serde_json::to_string_pretty(&json!({
-            "generation": snapshot.generation,
-            "plugins": plugins,
-            "tenants": tenants,
+            "generation": description.generation,
+            "plugins": description.global,
+            "tenants": description.tenants,
             "errors": errors,
-            "policy": snapshot.policy,
-            "shares": toolgate::server::shares(&snapshot),
+            "policy": description.policy,
+            "shares": description.shares,
             "cache": {"dir": registry.cache().dir(), "stats": registry.cache_stats()},
         }))?
     );

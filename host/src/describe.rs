@@ -1,0 +1,128 @@
+//! What a loaded plugin set holds, described once for every face:
+//! `GET /v1/plugins` and the Python `Host.plugins()` serialize a
+//! [`Description`] as is, `toolgate list` prints the same data, and the
+//! `plugins_loaded` and quarantine gauges count from it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::chain::Chain;
+use crate::event::Seam;
+use crate::limits::Limits;
+use crate::plugin::{OnError, Plugin};
+use crate::policy::Policy;
+use crate::quarantine::Health;
+use crate::registry::{LoadIssue, Snapshot};
+use crate::shares::Usage;
+use crate::tenant::TenantName;
+
+/// One loaded plugin as the faces show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct PluginInfo<'a> {
+    /// Its name (a tenant's plugins are `<tenant>/<name>`).
+    pub name: &'a str,
+    /// The component file.
+    pub path: &'a Path,
+    /// The component's digest (SHA-256, hex).
+    pub digest: &'a str,
+    /// The seams it subscribes to.
+    pub seams: Vec<Seam>,
+    /// Its limits.
+    pub limits: &'a Limits,
+    /// What a fault of it does.
+    pub on_error: OnError,
+    /// Its quarantine state now.
+    pub health: Health,
+    /// A global plugin restricted to some tenants (`tenants = [...]`):
+    /// those tenants. Absent for every other plugin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenants: Option<&'a [TenantName]>,
+}
+
+impl<'a> PluginInfo<'a> {
+    /// `plugin`, restricted to `tenants` when it is a global plugin that
+    /// names some.
+    pub fn of(plugin: &'a Plugin, tenants: Option<&'a [TenantName]>) -> Self {
+        PluginInfo {
+            name: plugin.name(),
+            path: plugin.path(),
+            digest: plugin.digest(),
+            seams: plugin.seams(),
+            limits: plugin.limits(),
+            on_error: plugin.on_error(),
+            health: plugin.health(),
+            tenants,
+        }
+    }
+
+    fn chain(chain: &'a Chain) -> Vec<Self> {
+        chain.plugins().iter().map(|p| Self::of(p, None)).collect()
+    }
+}
+
+/// Each account's usage now.
+#[derive(Clone, Debug, Serialize)]
+pub struct SharesInUse<'a> {
+    /// The global account's (calls with no tenant, or for a tenant
+    /// without a directory).
+    pub global: Option<Usage>,
+    /// Each tenant account's, by tenant.
+    pub tenants: BTreeMap<&'a str, Usage>,
+}
+
+/// A loaded plugin set, described: what `GET /v1/plugins` answers.
+#[derive(Clone, Debug, Serialize)]
+pub struct Description<'a> {
+    /// The snapshot generation.
+    pub generation: u64,
+    /// Every global plugin in order, those restricted to some tenants
+    /// included (with their `tenants`).
+    pub global: Vec<PluginInfo<'a>>,
+    /// Each tenant's own chain (without the global plugins), by tenant.
+    pub tenants: BTreeMap<&'a str, Vec<PluginInfo<'a>>>,
+    /// What could not be loaded, and why.
+    pub errors: &'a [LoadIssue],
+    /// The operator's policy in force.
+    pub policy: &'a Policy,
+    /// Each account's shares in use now.
+    pub shares: SharesInUse<'a>,
+}
+
+impl Description<'_> {
+    /// Every plugin described: the global ones, then each tenant's own.
+    pub fn plugins(&self) -> impl Iterator<Item = &PluginInfo<'_>> {
+        self.global.iter().chain(self.tenants.values().flatten())
+    }
+}
+
+impl Snapshot {
+    /// This plugin set described, the one way every face shows it.
+    pub fn describe(&self) -> Description<'_> {
+        Description {
+            generation: self.generation,
+            global: self
+                .global_plugins
+                .iter()
+                .map(|p| PluginInfo::of(&p.plugin, p.tenants.as_deref()))
+                .collect(),
+            tenants: self
+                .tenants
+                .iter()
+                .map(|(name, chain)| (name.as_str(), PluginInfo::chain(chain)))
+                .collect(),
+            errors: &self.errors,
+            policy: &self.policy,
+            shares: SharesInUse {
+                global: self.accounts.global.as_ref().map(|a| a.usage()),
+                tenants: self
+                    .accounts
+                    .tenants
+                    .iter()
+                    .map(|(name, a)| (name.as_str(), a.usage()))
+                    .collect(),
+            },
+        }
+    }
+}
