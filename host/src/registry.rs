@@ -464,8 +464,38 @@ impl Registry {
     /// Watches the directory and reloads on change (see [`crate::watch`]).
     /// Must be called inside a Tokio runtime; dropping the handle stops it.
     pub fn watch(self: Arc<Self>) -> Result<crate::watch::WatchHandle, Error> {
-        let settle = self.settle;
-        crate::watch::spawn_with(self, settle)
+        let (root, settle) = (self.root().to_path_buf(), self.settle);
+        crate::watch::spawn(
+            &root,
+            settle,
+            self.reload_fn("after a change in the plugin directory"),
+        )
+    }
+
+    /// Reloads on every `SIGHUP` until the task is aborted. Must be called
+    /// inside a Tokio runtime.
+    #[cfg(unix)]
+    pub fn on_sighup(self: Arc<Self>) -> Result<tokio::task::JoinHandle<()>, Error> {
+        crate::watch::on_sighup(self.reload_fn("on SIGHUP"))
+    }
+
+    /// A reload that logs its outcome; `why` says what asked for it.
+    fn reload_fn(self: Arc<Self>, why: &'static str) -> crate::watch::Reload {
+        Arc::new(move || {
+            let registry = Arc::clone(&self);
+            Box::pin(async move {
+                match registry.reload().await {
+                    Ok(report) => tracing::info!(
+                        generation = report.generation,
+                        loaded = report.loaded.len(),
+                        removed = report.removed.len(),
+                        errors = report.errors.len(),
+                        "reloaded {why}"
+                    ),
+                    Err(e) => tracing::error!("reload {why} failed: {e}"),
+                }
+            })
+        })
     }
 
     /// The snapshot serving now. Hold it for the length of one call: a

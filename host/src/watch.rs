@@ -1,10 +1,12 @@
-//! Hot reload: watch a plugin directory tree and reload the [`Registry`]
-//! when it changes; reload on `SIGHUP`.
+//! Hot reload: watch a plugin directory tree and call a reload when it
+//! changes; call it on `SIGHUP`.
 //!
 //! The watcher (inotify on Linux, via `notify`) collects change events for
-//! the whole tree, waits until the tree has been quiet for the settle delay
-//! (default 250 ms), then calls [`Registry::reload`] once. Calls in flight
-//! finish on the snapshot they started with; new calls see the new one.
+//! the whole tree, waits until the tree has been quiet for its settle delay,
+//! then calls the reload once. It knows nothing of what a reload does: the
+//! [`Registry`](crate::Registry) hands it one (`Registry::watch`,
+//! `Registry::on_sighup`), in which calls in flight finish on the snapshot
+//! they started with and new calls see the new one.
 //!
 //! **Shipping a file safely (the atomic-rename convention).** Write the new
 //! component or manifest under a name the watcher ignores — a dotfile
@@ -20,7 +22,9 @@
 //! serving; the copy's later writes trigger another reload that loads the
 //! complete file.
 
+use std::future::Future;
 use std::path::{Component, Path};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +34,10 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::error::Error;
-use crate::registry::Registry;
+
+/// What the watcher calls once the tree has settled, and `SIGHUP` calls:
+/// a reload, run on a task of its own.
+pub type Reload = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// A running watcher; dropping it stops watching.
 pub struct WatchHandle {
@@ -50,18 +57,11 @@ impl std::fmt::Debug for WatchHandle {
     }
 }
 
-/// Watches `registry`'s directory with its configured settle delay.
-/// Must be called inside a Tokio runtime.
-pub fn spawn(registry: Arc<Registry>) -> Result<WatchHandle, Error> {
-    let settle = registry.settle();
-    spawn_with(registry, settle)
-}
-
-/// Watches `registry`'s directory, reloading once the tree has been quiet
-/// for `settle`. Must be called inside a Tokio runtime.
-pub fn spawn_with(registry: Arc<Registry>, settle: Duration) -> Result<WatchHandle, Error> {
+/// Watches the tree under `root`, calling `reload` once it has been quiet
+/// for `settle` after a change. Must be called inside a Tokio runtime.
+pub fn spawn(root: &Path, settle: Duration, reload: Reload) -> Result<WatchHandle, Error> {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-    let root = registry.root().to_path_buf();
+    let root = root.to_path_buf();
     let filter_root = root.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         match res {
@@ -100,10 +100,7 @@ pub fn spawn_with(registry: Arc<Registry>, settle: Duration) -> Result<WatchHand
             }
             // Not awaited: a reload that waits for a slow compile in one
             // directory must not hold up the next change in another.
-            let registry = Arc::clone(&registry);
-            tokio::spawn(async move {
-                reload_and_log(&registry, "after a change in the plugin directory").await;
-            });
+            tokio::spawn(reload());
         }
     });
     Ok(WatchHandle {
@@ -112,24 +109,10 @@ pub fn spawn_with(registry: Arc<Registry>, settle: Duration) -> Result<WatchHand
     })
 }
 
-/// Reloads `registry` and logs the outcome; `why` says what asked for it.
-async fn reload_and_log(registry: &Registry, why: &str) {
-    match registry.reload().await {
-        Ok(report) => tracing::info!(
-            generation = report.generation,
-            loaded = report.loaded.len(),
-            removed = report.removed.len(),
-            errors = report.errors.len(),
-            "reloaded {why}"
-        ),
-        Err(e) => tracing::error!("reload {why} failed: {e}"),
-    }
-}
-
-/// Reloads `registry` on every `SIGHUP` until the task is aborted. Must be
+/// Calls `reload` on every `SIGHUP` until the task is aborted. Must be
 /// called inside a Tokio runtime.
 #[cfg(unix)]
-pub fn on_sighup(registry: Arc<Registry>) -> Result<JoinHandle<()>, Error> {
+pub fn on_sighup(reload: Reload) -> Result<JoinHandle<()>, Error> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hup = signal(SignalKind::hangup()).map_err(|source| Error::Signal {
         signal: "SIGHUP",
@@ -137,8 +120,7 @@ pub fn on_sighup(registry: Arc<Registry>) -> Result<JoinHandle<()>, Error> {
     })?;
     Ok(tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            let registry = Arc::clone(&registry);
-            tokio::spawn(async move { reload_and_log(&registry, "on SIGHUP").await });
+            tokio::spawn(reload());
         }
     }))
 }

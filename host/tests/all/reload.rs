@@ -460,7 +460,7 @@ async fn watcher_reloads_on_add_replace_manifest_edit_and_remove() {
 async fn sighup_reloads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reg = Arc::new(open(dir.path(), None).await);
-    let task = toolgate::watch::on_sighup(Arc::clone(&reg)).expect("sighup");
+    let task = Arc::clone(&reg).on_sighup().expect("sighup");
     copy(SQL_GUARD, &dir.path().join("sql.wasm"));
     let status = std::process::Command::new("kill")
         .args(["-HUP", &std::process::id().to_string()])

@@ -898,10 +898,10 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let _watch = if args.no_watch {
         None
     } else {
-        Some(toolgate::watch::spawn(Arc::clone(&registry))?)
+        Some(Arc::clone(&registry).watch()?)
     };
     #[cfg(unix)]
-    let hup = toolgate::watch::on_sighup(Arc::clone(&registry))?;
+    let hup = Arc::clone(&registry).on_sighup()?;
     let metrics = Arc::new(Metrics::new());
     let router = server::router(Arc::clone(&registry), Arc::clone(&metrics), config.clone());
     say!(
