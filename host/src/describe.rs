@@ -14,7 +14,7 @@ use crate::limits::Limits;
 use crate::plugin::{OnError, Plugin};
 use crate::policy::Policy;
 use crate::quarantine::Health;
-use crate::registry::{LoadIssue, Snapshot};
+use crate::registry::{LoadIssue, PluginSet};
 use crate::shares::Usage;
 use crate::tenant::TenantName;
 
@@ -97,7 +97,7 @@ impl Description<'_> {
     }
 }
 
-impl Snapshot {
+impl PluginSet {
     /// This plugin set described, the one way every face shows it.
     pub fn describe(&self) -> Description<'_> {
         Description {

@@ -72,6 +72,6 @@ pub use fault::Fault;
 pub use limits::Limits;
 pub use plugin::{OnError, Plugin, PluginSpec};
 pub use policy::Policy;
-pub use registry::{Registry, RegistryOptions, Snapshot};
+pub use registry::{PluginSet, Registry, RegistryOptions, Snapshot};
 pub use request::DecideRequest;
 pub use tenant::TenantName;

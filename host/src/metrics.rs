@@ -49,7 +49,7 @@ use prometheus_client::registry::Registry;
 
 use crate::chain::{Decision, GuardTrace, Verdict};
 use crate::event::Seam;
-use crate::registry::Snapshot;
+use crate::registry::PluginSet;
 use crate::shares::Usage;
 use crate::turns::LaneUsage;
 
@@ -448,7 +448,7 @@ impl Metrics {
     }
 
     /// Sets the plugin and share gauges from the snapshot serving now.
-    fn observe_snapshot(&self, snapshot: &Snapshot) {
+    fn observe_snapshot(&self, snapshot: &PluginSet) {
         // Counted from the description `GET /v1/plugins` answers, so the
         // two never disagree.
         let described = snapshot.describe();

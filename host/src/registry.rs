@@ -80,9 +80,15 @@ impl LoadedPlugin {
     }
 }
 
-/// One loaded state of the plugin directory.
+/// The former name of [`PluginSet`], kept for code that uses it
+/// ("snapshot" now means only a pre-initialised component, see
+/// [`crate::snapshot`]).
+pub type Snapshot = PluginSet;
+
+/// One loaded state of the plugin directory: every chain and the accounts
+/// they are charged to, swapped in whole by a reload.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub struct PluginSet {
     /// Incremented by every reload that changed something.
     pub generation: u64,
     /// The global chain a call with no tenant runs (global plugins without a
@@ -195,7 +201,7 @@ impl LoadIssue {
     }
 }
 
-impl Snapshot {
+impl PluginSet {
     /// The account a request for `tenant` is charged to: the tenant's own
     /// when it has a directory, else the global account.
     pub fn account(&self, tenant: Option<&str>) -> Option<&Arc<Account>> {
@@ -318,7 +324,7 @@ impl Drop for Queued<'_> {
 pub struct Registry {
     engine: Engine,
     root: PathBuf,
-    current: ArcSwap<Snapshot>,
+    current: ArcSwap<PluginSet>,
     /// Serialises swapping in a new snapshot (never held across I/O).
     publishing: std::sync::Mutex<()>,
     /// One lock per directory: a directory's load never waits for
@@ -417,7 +423,7 @@ impl Registry {
         let registry = Registry {
             engine,
             root,
-            current: ArcSwap::from_pointee(Snapshot::default()),
+            current: ArcSwap::from_pointee(PluginSet::default()),
             publishing: Default::default(),
             scopes: Default::default(),
             cache: Arc::new(options.cache),
@@ -498,9 +504,10 @@ impl Registry {
         })
     }
 
-    /// The snapshot serving now. Hold it for the length of one call: a
-    /// reload never changes a snapshot already taken.
-    pub fn snapshot(&self) -> Arc<Snapshot> {
+    /// The plugin set serving now, as taken at this moment. Hold it for the
+    /// length of one call: a reload swaps in a new set and never changes
+    /// one already taken.
+    pub fn snapshot(&self) -> Arc<PluginSet> {
         self.current.load_full()
     }
 
@@ -643,7 +650,7 @@ impl Registry {
             .config()
             .pooling
             .then_some(self.engine.config().max_instances);
-        let snapshot = Snapshot::build(
+        let snapshot = PluginSet::build(
             generation,
             scopes,
             listing,
@@ -949,7 +956,7 @@ impl Registry {
     }
 
     /// Drops compiled components no plugin uses any more.
-    fn forget_unused(&self, snapshot: &Snapshot) {
+    fn forget_unused(&self, snapshot: &PluginSet) {
         let used: BTreeSet<&str> = snapshot
             .scopes
             .values()
@@ -1110,7 +1117,7 @@ fn plan_scope(
     }
 }
 
-impl Snapshot {
+impl PluginSet {
     /// The snapshot of `scopes` under the policy in force (the global
     /// manifest's, else `fallback`): tenants admitted in name order while
     /// their shares fit in `pool` and the memory budget, every guard given
@@ -1123,7 +1130,7 @@ impl Snapshot {
         fallback: &Policy,
         old: &Accounts,
         pool: Option<u32>,
-    ) -> Snapshot {
+    ) -> PluginSet {
         let policy = scopes
             .get(&ScopeKey::Global)
             .and_then(|s| s.policy.clone())
@@ -1208,7 +1215,7 @@ impl Snapshot {
                 (name, Chain::new(all))
             })
             .collect();
-        Snapshot {
+        PluginSet {
             generation,
             global,
             tenants,

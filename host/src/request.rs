@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::chain::{Decision, Verdict};
 use crate::event::{Event, Seam};
-use crate::registry::Snapshot;
+use crate::registry::PluginSet;
 use crate::shares::Busy;
 use crate::tenant::TenantName;
 
@@ -107,7 +107,7 @@ impl DecideRequest {
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see [`crate::logging`]).
-    pub async fn decide(&self, snapshot: &Snapshot) -> Result<Decision<Verdict>, Busy> {
+    pub async fn decide(&self, snapshot: &PluginSet) -> Result<Decision<Verdict>, Busy> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
             "decide",
@@ -117,7 +117,7 @@ impl DecideRequest {
         self.decide_unspanned(snapshot).instrument(span).await
     }
 
-    async fn decide_unspanned(&self, snapshot: &Snapshot) -> Result<Decision<Verdict>, Busy> {
+    async fn decide_unspanned(&self, snapshot: &PluginSet) -> Result<Decision<Verdict>, Busy> {
         let tenant = self.tenant.as_deref();
         let _place = match snapshot.account(tenant) {
             None => None,

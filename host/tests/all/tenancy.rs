@@ -84,7 +84,7 @@ async fn a_tenant_manifest_above_a_ceiling_is_refused_and_its_previous_chain_kee
         snap.global_plugins[0].plugin.limits().timeout,
         Duration::from_millis(1000)
     );
-    let own = |snap: &toolgate::Snapshot, t: &str| snap.tenants[t].plugins()[0].limits().clone();
+    let own = |snap: &toolgate::PluginSet, t: &str| snap.tenants[t].plugins()[0].limits().clone();
     assert_eq!(own(&snap, "a").timeout, Duration::from_millis(50));
     // A tenant without a manifest: the defaults, lowered to the ceilings.
     assert_eq!(own(&snap, "b").timeout, Duration::from_millis(100));
