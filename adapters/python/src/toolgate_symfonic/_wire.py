@@ -13,7 +13,7 @@ import functools
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: Keys of the JSON state the adapter sends with every event. Anything else in
@@ -144,3 +144,24 @@ def tenant_dir(tenant_id: str) -> str:
     if len(encoded) <= 64:
         return encoded
     return "___x" + hashlib.sha256(raw).hexdigest()[:56]
+
+
+def tool_name_of(tool: Any) -> str | None:
+    """The ``name`` of a LangChain tool (or any object / mapping with one)."""
+    name = tool.get("name") if isinstance(tool, Mapping) else getattr(tool, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def describe_tools(tools: Sequence[Any]) -> list[dict[str, str]]:
+    """``[{"name", "description"}]`` for the tools that have a name."""
+    out = []
+    for tool in tools:
+        name = tool_name_of(tool)
+        if name is None:
+            continue
+        if isinstance(tool, Mapping):
+            desc = tool.get("description")
+        else:
+            desc = getattr(tool, "description", None)
+        out.append({"name": name, "description": desc if isinstance(desc, str) else ""})
+    return out

@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,7 +42,7 @@ from ._transport import (
     ServiceError,
     open_host,
 )
-from ._wire import json_safe, state_subset, tenant_dir
+from ._wire import describe_tools, json_safe, state_subset, tenant_dir, tool_name_of
 
 if TYPE_CHECKING:
     from toolgate import Host
@@ -460,6 +460,49 @@ class ToolgateHandler(BaseCallbackHandler):
         run = self._runs.get(str(run_id))
         return frozenset() if run is None else run.hidden
 
+    async def routing_verdict(
+        self, state: Any, tools: list[Any], *, always_route: bool = True
+    ) -> _Run | None:
+        """The run's routing record once the guards have been consulted.
+
+        What a palette resolver applies: for the run ``state`` belongs to,
+        the routing seam is consulted once (with symfonic's routing event,
+        or with one built from ``tools`` when ``always_route``) and its
+        verdict kept; ``None`` when the state names no run or there is
+        nothing to route.
+        """
+        sub = state_subset(state)
+        run_id = sub.get("run_id")
+        if not run_id:
+            return None
+        run = self._remember(sub, run_id)
+        if run.routed:
+            return run
+        if run.routing_event is not None:
+            event = dict(run.routing_event)
+        elif always_route:
+            names = [n for n in (tool_name_of(t) for t in tools) if n]
+            event = {
+                "run_id": run_id,
+                "mode": "off",
+                "intent_label": "",
+                "total_tools": len(names),
+                "narrowed_tool_names": names,
+                "saved_tokens_estimate": 0,
+            }
+        else:
+            return None
+        described = {t["name"]: t for t in describe_tools(tools)}
+        event["tools"] = [
+            described.get(name, {"name": name, "description": ""})
+            for name in event["narrowed_tool_names"]
+        ]
+        query = state.get("query") if isinstance(state, Mapping) else None
+        if isinstance(query, str):
+            event["query"] = query
+        await self._route(run, event)
+        return run
+
     async def _route(self, run: _Run, wire_event: dict[str, Any]) -> None:
         """Consults the routing seam once and records the verdict on ``run``."""
         run.routed = True
@@ -648,24 +691,3 @@ def _rewrite_verdict(value: Any) -> dict[str, Any] | None:
     if not isinstance(name, str) or not isinstance(args, Mapping):
         raise ServiceError(f"rewrite answer lacks tool_name/args: {_preview(value)}")
     return {"tool_name": name, "args": dict(args)}
-
-
-def tool_name_of(tool: Any) -> str | None:
-    """The ``name`` of a LangChain tool (or any object / mapping with one)."""
-    name = tool.get("name") if isinstance(tool, Mapping) else getattr(tool, "name", None)
-    return name if isinstance(name, str) and name else None
-
-
-def describe_tools(tools: Sequence[Any]) -> list[dict[str, str]]:
-    """``[{"name", "description"}]`` for the tools that have a name."""
-    out = []
-    for tool in tools:
-        name = tool_name_of(tool)
-        if name is None:
-            continue
-        if isinstance(tool, Mapping):
-            desc = tool.get("description")
-        else:
-            desc = getattr(tool, "description", None)
-        out.append({"name": name, "description": desc if isinstance(desc, str) else ""})
-    return out

@@ -12,11 +12,9 @@ narrowed by symfonic's own routing when ``tool_routing_mode="enforce"``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._wire import state_subset
-from .handler import describe_tools, tool_name_of
+from ._wire import tool_name_of
 
 if TYPE_CHECKING:
     from .handler import ToolgateHandler
@@ -78,7 +76,7 @@ class ToolgatePaletteResolver:
                 base = None
         tools = list(base) if base is not None else list(all_tools)
         try:
-            run = await self._verdict(state, tools)
+            run = await self.handler.routing_verdict(state, tools, always_route=self.always_route)
         except Exception:
             logger.exception("toolgate: palette resolution failed; palette unchanged")
             return base
@@ -90,37 +88,3 @@ class ToolgatePaletteResolver:
         if not hidden:
             return base
         return [t for t in tools if tool_name_of(t) not in hidden]
-
-    async def _verdict(self, state: Any, tools: list[Any]) -> Any:
-        """The run's routing record once the guards have been consulted."""
-        sub = state_subset(state)
-        run_id = sub.get("run_id")
-        if not run_id:
-            return None
-        run = self.handler._remember(sub, run_id)
-        if run.routed:
-            return run
-        if run.routing_event is not None:
-            event = dict(run.routing_event)
-        elif self.always_route:
-            names = [n for n in (tool_name_of(t) for t in tools) if n]
-            event = {
-                "run_id": run_id,
-                "mode": "off",
-                "intent_label": "",
-                "total_tools": len(names),
-                "narrowed_tool_names": names,
-                "saved_tokens_estimate": 0,
-            }
-        else:
-            return None
-        described = {t["name"]: t for t in describe_tools(tools)}
-        event["tools"] = [
-            described.get(name, {"name": name, "description": ""})
-            for name in event["narrowed_tool_names"]
-        ]
-        query = state.get("query") if isinstance(state, Mapping) else None
-        if isinstance(query, str):
-            event["query"] = query
-        await self.handler._route(run, event)
-        return run
