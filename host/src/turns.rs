@@ -359,7 +359,11 @@ mod tests {
         );
         assert_eq!(long_on.as_deref(), Some("toolgate-long"));
         if cfg!(target_os = "linux") {
-            assert_eq!(priority, Some(LONG_NICE));
+            // At least this low: a process already below it stays there.
+            assert!(
+                priority.is_some_and(|p| p >= LONG_NICE),
+                "lane thread priority {priority:?}"
+            );
         }
     }
 
