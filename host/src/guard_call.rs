@@ -242,13 +242,14 @@ impl Plugin {
             .fuel
             .saturating_sub(store.get_fuel().unwrap_or(0));
         store.data().flush_output();
-        // The pool slot is free before the share is given back.
-        if store.data().limiter.memory_used() > crate::reaper::BIG {
-            crate::reaper::drop_later((store, slot, admission));
+        // Dropped in this order: the pool slot is free before the share is
+        // given back.
+        let big = store.data().limiter.memory_used() > crate::reaper::BIG;
+        let remains = (store, slot, admission);
+        if big {
+            crate::reaper::drop_later(remains);
         } else {
-            drop(store);
-            drop(slot);
-            drop(admission);
+            drop(remains);
         }
         self.quarantine
             .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));

@@ -149,6 +149,7 @@ impl LongLane {
         mut call: Pin<Box<dyn Future<Output = T> + Send>>,
     ) -> Option<T> {
         let mut busy = std::time::Duration::ZERO;
+        // Ready with the lane's runtime once the call is long and can move.
         let here = std::future::poll_fn(|cx| {
             let start = Instant::now();
             let polled = call.as_mut().poll(cx);
@@ -156,21 +157,20 @@ impl LongLane {
             if busy >= LONG_BUSY {
                 long.store(true, Ordering::Relaxed);
             }
-            match polled {
-                Poll::Ready(done) => Poll::Ready(Some(done)),
-                Poll::Pending if long.load(Ordering::Relaxed) && self.threads.0.is_some() => {
-                    Poll::Ready(None)
+            match (polled, &self.threads.0) {
+                (Poll::Ready(done), _) => Poll::Ready(Ok(done)),
+                (Poll::Pending, Some(lane)) if long.load(Ordering::Relaxed) => {
+                    Poll::Ready(Err(lane))
                 }
-                Poll::Pending => Poll::Pending,
+                (Poll::Pending, _) => Poll::Pending,
             }
         })
         .await;
-        match (here, &self.threads.0) {
-            (Some(done), _) => Some(done),
+        match here {
+            Ok(done) => Some(done),
             // Spawning polls it once at once there, with a waker of the
             // new task: whatever it waits for wakes it on the lane.
-            (None, Some(runtime)) => AbortOnDrop(runtime.spawn(call)).await,
-            (None, None) => Some(call.await),
+            Err(lane) => AbortOnDrop(lane.spawn(call)).await,
         }
     }
 
