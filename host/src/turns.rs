@@ -373,9 +373,14 @@ mod tests {
         let long = Arc::new(AtomicBool::new(true));
         let spins = Arc::new(AtomicU64::new(0));
         let counted = Arc::clone(&spins);
+        let on_lane = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&on_lane);
         let call = Box::pin(async move {
             loop {
                 counted.fetch_add(1, Ordering::Relaxed);
+                if thread_name().as_deref() == Some("toolgate-long") {
+                    seen.store(true, Ordering::Relaxed);
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
         });
@@ -384,7 +389,11 @@ mod tests {
         assert!(running.await.is_err(), "the spinner never ends by itself");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         let after_drop = spins.load(Ordering::Relaxed);
-        assert!(after_drop > 0, "it ran on the lane");
+        assert!(after_drop > 0, "it ran");
+        assert!(
+            on_lane.load(Ordering::Relaxed),
+            "it ran on the lane's threads"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         assert_eq!(
             spins.load(Ordering::Relaxed),
