@@ -35,6 +35,9 @@ pub struct PluginInfo<'a> {
     pub on_error: OnError,
     /// Its quarantine state now.
     pub health: Health,
+    /// Instances it keeps made ahead of need (its manifest's `prepared`,
+    /// or what `"auto"` decided at load).
+    pub prepared: u32,
     /// A global plugin restricted to some tenants (`tenants = [...]`):
     /// those tenants. Absent for every other plugin.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,6 +56,7 @@ impl<'a> PluginInfo<'a> {
             limits: plugin.limits(),
             on_error: plugin.on_error(),
             health: plugin.health(),
+            prepared: plugin.prepared_depth(),
             tenants,
         }
     }

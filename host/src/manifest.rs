@@ -20,7 +20,7 @@
 //! host_calls = 100
 //! log_kib = 16
 //! on_error = "deny"          # "skip" (default) | "deny"
-//! prepared = 1               # instances made ahead of need, 0..=8 (default 0)
+//! prepared = 1               # instances made ahead of need: "auto" (default) or 0..=8
 //! tenants = ["acme"]         # global manifest only; default: every call
 //! config = { tables = ["users"] }
 //! ```
@@ -45,6 +45,7 @@ use crate::files::{self, Opened, PluginDir, Symlinks};
 use crate::limits::Limits;
 use crate::plugin::{OnError, PluginSpec};
 use crate::policy::Policy;
+use crate::prepared::Depth;
 use crate::tenant::TenantName;
 
 /// The manifest's file name.
@@ -218,9 +219,32 @@ struct RawPlugin {
     host_calls: Option<Spanned<u32>>,
     log_kib: Option<Spanned<u64>>,
     on_error: Option<OnError>,
-    prepared: Option<Spanned<u32>>,
+    prepared: Option<Spanned<RawDepth>>,
     tenants: Option<Spanned<Vec<String>>>,
     config: Option<Spanned<toml::Table>>,
+}
+
+/// `prepared` as written: `"auto"` or a count.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDepth {
+    Count(i64),
+    Word(String),
+}
+
+impl RawDepth {
+    fn depth(&self) -> Result<Depth, String> {
+        let max = crate::prepared::MAX_DEPTH;
+        match self {
+            RawDepth::Word(w) if w == "auto" => Ok(Depth::Auto),
+            RawDepth::Word(w) => Err(format!("\"{w}\" is not \"auto\" or a count 0..={max}")),
+            RawDepth::Count(n) => u32::try_from(*n)
+                .ok()
+                .filter(|&n| n <= max)
+                .map(Depth::Fixed)
+                .ok_or_else(|| format!("{n} is out of range: must be \"auto\" or 0..={max}")),
+        }
+    }
 }
 
 impl Manifest {
@@ -472,15 +496,11 @@ impl Manifest {
                 }
             };
             let prepared = match &p.prepared {
-                None => crate::plugin::DEFAULT_PREPARED,
-                Some(v) => range(
-                    v,
-                    format!("{prefix}.prepared"),
-                    0,
-                    crate::plugin::MAX_PREPARED,
-                    "",
-                )
-                .map_err(|(span, key, msg)| at(span, Some(key), msg))?,
+                None => Depth::Auto,
+                Some(v) => v
+                    .get_ref()
+                    .depth()
+                    .map_err(|msg| at(v.span(), Some(format!("{prefix}.prepared")), msg))?,
             };
             let config = match p.config {
                 None => Value::Object(Default::default()),

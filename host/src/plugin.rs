@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::event::Seam;
 use crate::guard_call::arm_deadline;
 use crate::limits::Limits;
-use crate::prepared::Prepared;
+use crate::prepared::{self, Depth, Prepared};
 use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
@@ -49,9 +49,9 @@ pub struct PluginSpec {
     pub config: Value,
     /// What a fault means.
     pub on_error: OnError,
-    /// Instances kept made ahead of need (see [`crate::prepared`]); 0:
-    /// none. Default: 0.
-    pub prepared: u32,
+    /// Instances kept made ahead of need (see [`crate::prepared`]).
+    /// Default: [`Depth::Auto`].
+    pub prepared: Depth,
 }
 
 impl PluginSpec {
@@ -69,18 +69,10 @@ impl PluginSpec {
             limits: Limits::default(),
             config: Value::Object(Default::default()),
             on_error: OnError::Skip,
-            prepared: DEFAULT_PREPARED,
+            prepared: Depth::Auto,
         }
     }
 }
-
-/// Instances a plugin keeps prepared unless its spec says otherwise: none
-/// (measured on a 2-core machine: no gain at light load, where a call's
-/// cost is a cold cache rather than its instantiation; BENCHMARKS.md).
-pub const DEFAULT_PREPARED: u32 = 0;
-
-/// The most instances a manifest may ask to keep prepared.
-pub const MAX_PREPARED: u32 = 8;
 
 /// A loaded, linked guard, ready to be instantiated once per call.
 ///
@@ -181,10 +173,7 @@ impl Plugin {
             exports,
             account: None,
             quarantine: Arc::new(Quarantine::new(QuarantinePolicy::off())),
-            prepared: Arc::new(Prepared::new(
-                usize::try_from(spec.prepared.min(MAX_PREPARED)).unwrap_or(0),
-                Arc::clone(engine.prepared_slots()),
-            )),
+            prepared: Arc::new(Prepared::new(0, Arc::clone(engine.prepared_slots()))),
         };
         if plugin.seams().is_empty() {
             let exports = component
@@ -202,13 +191,45 @@ impl Plugin {
             });
         }
         plugin.probe(probe_timeout).await?;
+        let depth = match spec.prepared {
+            Depth::Fixed(n) => n.min(prepared::MAX_DEPTH),
+            Depth::Auto => plugin.auto_depth(probe_timeout).await,
+        };
+        let mut plugin = plugin;
+        plugin.prepared = Arc::new(Prepared::new(
+            usize::try_from(depth).unwrap_or(0),
+            Arc::clone(engine.prepared_slots()),
+        ));
         plugin.refill();
         Ok(plugin)
     }
 
-    /// One instantiation (its deadline capped at `cap`) and a type check
-    /// of every exported seam.
-    async fn probe(&self, cap: Option<Duration>) -> Result<(), Error> {
+    /// What [`Depth::Auto`] means for this plugin: the best of
+    /// [`prepared::AUTO_SAMPLES`] instantiations against
+    /// [`prepared::AUTO_THRESHOLD`]. Each runs under the probe's deadline;
+    /// one that fails (the probe passed, so only a busy host) counts as
+    /// slow.
+    async fn auto_depth(&self, cap: Option<Duration>) -> u32 {
+        let mut best = Duration::MAX;
+        for _ in 0..prepared::AUTO_SAMPLES {
+            let Ok(mut store) = self.probe_store(cap) else {
+                continue;
+            };
+            let started = std::time::Instant::now();
+            if self.start(&mut store).await.is_ok() {
+                best = best.min(started.elapsed());
+            }
+        }
+        if best >= prepared::AUTO_THRESHOLD {
+            prepared::AUTO_DEPTH
+        } else {
+            0
+        }
+    }
+
+    /// A store for a load-time instantiation: the plugin's limits, its
+    /// deadline capped at `cap`.
+    fn probe_store(&self, cap: Option<Duration>) -> Result<wasmtime::Store<Sandbox>, Error> {
         let (mut store, _) = self.store()?;
         if let Some(cap) = cap {
             arm_deadline(
@@ -217,6 +238,13 @@ impl Plugin {
                 Some((self.engine.long_lane(), None)),
             );
         }
+        Ok(store)
+    }
+
+    /// One instantiation (its deadline capped at `cap`) and a type check
+    /// of every exported seam.
+    async fn probe(&self, cap: Option<Duration>) -> Result<(), Error> {
+        let mut store = self.probe_store(cap)?;
         let instance = self.start(&mut store).await?;
         self.exports
             .check(&mut store, &instance)
@@ -288,6 +316,12 @@ impl Plugin {
     /// Whether the plugin exports `seam`.
     pub fn subscribes(&self, seam: Seam) -> bool {
         self.exports.has(seam)
+    }
+
+    /// Instances kept made ahead of need: the spec's depth, or what
+    /// [`Depth::Auto`] decided at load.
+    pub fn prepared_depth(&self) -> u32 {
+        u32::try_from(self.prepared.depth()).unwrap_or(u32::MAX)
     }
 
     /// Drops the instances made ahead of need (they are made again as

@@ -14,6 +14,13 @@
 //! without prepared instances, and no work is added; what a caller saves
 //! at light load is the instantiation (see BENCHMARKS.md).
 //!
+//! How many a plugin keeps is its [`Depth`]: by default [`Depth::Auto`],
+//! decided at load by what an instantiation of the plugin costs. Measured
+//! (BENCHMARKS.md): a Rust guard instantiates in ~10 µs and a caller at
+//! light load gains nothing from a prepared instance; a Go guard (its
+//! runtime's start-up, ~0.3 ms) or a componentize-py guard (~40 core
+//! modules, ~0.8 ms) gains that much on every call at light load.
+//!
 //! What this holds: each waiting instance holds one pool slot and the
 //! memory its start-up committed (a Rust guard: its initial linear memory,
 //! ~1 MiB; an interpreted guest: tens of MiB). Only slots no share reserves
@@ -31,6 +38,43 @@ use wasmtime::Store;
 use wasmtime::component::Instance;
 
 use crate::sandbox::Sandbox;
+
+/// How many instances a plugin keeps made ahead of need (`prepared` in a
+/// manifest).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Depth {
+    /// Decided at load: [`AUTO_DEPTH`] when one instantiation of the plugin
+    /// (the best of [`AUTO_SAMPLES`] after the load probe) takes at least
+    /// [`AUTO_THRESHOLD`], else none.
+    #[default]
+    Auto,
+    /// Exactly this many (at most [`MAX_DEPTH`]); 0: none.
+    Fixed(u32),
+}
+
+impl std::fmt::Display for Depth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Depth::Auto => f.write_str("auto"),
+            Depth::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// The most instances a plugin may keep prepared.
+pub const MAX_DEPTH: u32 = 8;
+
+/// The depth [`Depth::Auto`] picks for a plugin that is costly to
+/// instantiate: one call at light load, and the next arriving meanwhile.
+pub const AUTO_DEPTH: u32 = 2;
+
+/// The instantiation time from which [`Depth::Auto`] prepares instances:
+/// about ten times a Rust guard's, a third of a Go guard's.
+pub const AUTO_THRESHOLD: Duration = Duration::from_micros(100);
+
+/// Instantiations timed at load for [`Depth::Auto`] (the best counts: the
+/// others met a busy machine).
+pub const AUTO_SAMPLES: usize = 3;
 
 /// The most linear memory all prepared instances may hold together.
 pub const MAX_PREPARED_BYTES: u64 = 512 << 20;
@@ -166,6 +210,11 @@ impl Prepared {
         }
         self.calls.fetch_add(1, Ordering::Relaxed);
         self.lock().pop()
+    }
+
+    /// Instances kept waiting at most.
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
     }
 
     /// Calls that asked for an instance so far.

@@ -74,7 +74,7 @@ pub async fn snapshot(
             ..Limits::default()
         },
         // A warm-up makes its own instance.
-        prepared: 0,
+        prepared: crate::prepared::Depth::Fixed(0),
         ..PluginSpec::new(path)
     };
     let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;

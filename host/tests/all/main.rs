@@ -56,7 +56,7 @@ pub async fn plugin_with(
         limits,
         config,
         on_error,
-        prepared: toolgate::plugin::DEFAULT_PREPARED,
+        prepared: toolgate::prepared::Depth::Fixed(0),
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }

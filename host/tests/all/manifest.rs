@@ -175,6 +175,31 @@ fn bad_on_error_is_rejected() {
 }
 
 #[test]
+fn prepared_is_auto_unless_a_count_is_given() {
+    use toolgate::prepared::Depth;
+    let m = parse(
+        "[[plugin]]\nname = \"one\"\npath = \"a.wasm\"\n\
+         [[plugin]]\nname = \"two\"\npath = \"a.wasm\"\nprepared = \"auto\"\n\
+         [[plugin]]\nname = \"three\"\npath = \"b.wasm\"\nprepared = 0\n\
+         [[plugin]]\nname = \"four\"\npath = \"b.wasm\"\nprepared = 8\n",
+        Scope::Global,
+    )
+    .expect("parses");
+    let depths: Vec<Depth> = m.plugins.iter().map(|p| p.spec.prepared).collect();
+    assert_eq!(
+        depths,
+        [Depth::Auto, Depth::Auto, Depth::Fixed(0), Depth::Fixed(8)]
+    );
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\nprepared = \"sometimes\"\n",
+        Scope::Global,
+        3,
+        "plugin[1].prepared",
+        "is not \"auto\"",
+    );
+}
+
+#[test]
 fn out_of_range_limits_are_rejected() {
     for (line, key) in [
         ("fuel = 0", "plugin[1].fuel"),
@@ -185,6 +210,7 @@ fn out_of_range_limits_are_rejected() {
         ("max_return_kib = 0", "plugin[1].max_return_kib"),
         ("log_kib = 2000000", "plugin[1].log_kib"),
         ("prepared = 9", "plugin[1].prepared"),
+        ("prepared = -1", "plugin[1].prepared"),
     ] {
         rejects(
             &format!("[[plugin]]\npath = \"a.wasm\"\n{line}\n"),

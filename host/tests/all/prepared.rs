@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
+use toolgate::prepared::Depth;
 use toolgate::{Fault, Limits, OnError, Plugin, PluginSpec};
 use toolgate_tests::{HOSTILE, SQL_GUARD};
 
@@ -27,7 +28,7 @@ async fn load(engine: &Engine, path: &str, prepared: u32) -> Arc<Plugin> {
     let spec = PluginSpec {
         limits: Limits::default(),
         on_error: OnError::Skip,
-        prepared,
+        prepared: Depth::Fixed(prepared),
         ..PluginSpec::new(path)
     };
     Arc::new(Plugin::load(engine, spec).await.expect("loads"))
