@@ -45,6 +45,7 @@ pub mod fault;
 pub mod files;
 mod guard_call;
 pub mod limits;
+mod loader;
 pub mod logging;
 pub mod manifest;
 pub mod metrics;

@@ -19,21 +19,10 @@
 //! to T), then T's own; it never reaches another tenant's guards. A call
 //! with no tenant runs the global plugins that apply to every call.
 //!
-//! On [`Registry::reload`] a plugin whose bytes and settings did not change
-//! is reused as is; one whose settings changed is re-linked from the
-//! component already compiled; only new bytes are compiled, and those go
-//! through the on-disk [`CompiledCache`] first. A file that fails to load
-//! keeps its previous version serving; a manifest that fails to parse keeps
-//! the directory's whole previous chain serving.
-//!
-//! Tenants are not trusted. Files are read by the rules of [`crate::files`]
-//! (regular files inside their own directory, no symlinks in a tenant's,
-//! size-capped, on blocking threads); compiles wait in a bounded queue and
-//! are bounded in time and memory ([`crate::compile`]); a plugin that
-//! failed is not compiled or probed again while its bytes and settings are
-//! unchanged; the load probe's deadline is capped. Each directory loads
-//! under its own lock and is swapped in when done, so one tenant's slow
-//! load holds up no other's. The caps are [`LoadLimits`].
+//! A reload loads the global directory and each tenant's concurrently
+//! ([`crate::loader`]: reuse, compiles, the caps on untrusted files, which
+//! are [`LoadLimits`]); each directory loads under its own lock and is
+//! swapped in when done, so one tenant's slow load holds up no other.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -44,41 +33,17 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use futures_util::future::join_all;
 use serde::Serialize;
-use tokio::sync::{Mutex, Semaphore};
-use wasmtime::component::Component;
+use tokio::sync::Mutex;
 
-use crate::cache::{CacheOutcome, CacheStats, CompiledCache, Lookup};
+use crate::cache::{CacheStats, CompiledCache};
 use crate::chain::Chain;
-use crate::compile::{CompileBounds, Compiler};
 use crate::engine::Engine;
 use crate::error::Error;
-use crate::files::{Opened, PluginDir, Symlinks};
-use crate::manifest::{self, Manifest, Scope};
-use crate::plugin::{Plugin, PluginSpec};
+pub use crate::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
+use crate::loader::{Loader, ScopeKey, ScopeReport, ScopeState};
+use crate::plugin::Plugin;
 use crate::policy::Policy;
 use crate::shares::Account;
-use crate::tenant::TenantName;
-
-/// One plugin of a loaded directory, with what it was loaded from.
-#[derive(Clone, Debug)]
-pub struct LoadedPlugin {
-    /// The plugin.
-    pub plugin: Arc<Plugin>,
-    /// Global plugins only: the tenants it applies to (`None`: every call).
-    pub tenants: Option<Vec<TenantName>>,
-    /// Digest and settings, to tell an unchanged plugin on reload.
-    fingerprint: String,
-}
-
-impl LoadedPlugin {
-    fn applies_to(&self, tenant: Option<&str>) -> bool {
-        match (&self.tenants, tenant) {
-            (None, _) => true,
-            (Some(list), Some(t)) => list.iter().any(|x| x == t),
-            (Some(_), None) => false,
-        }
-    }
-}
 
 /// The former name of [`PluginSet`], kept for code that uses it
 /// ("snapshot" now means only a pre-initialised component, see
@@ -122,85 +87,6 @@ pub struct Accounts {
     pub tenants: BTreeMap<String, Arc<Account>>,
 }
 
-/// A file that could not be loaded.
-#[derive(Clone, Debug, Serialize)]
-pub struct LoadIssue {
-    /// The file.
-    pub path: PathBuf,
-    /// Why.
-    pub message: String,
-    /// What kind of failure it is.
-    pub kind: IssueKind,
-}
-
-/// What kind of failure a [`LoadIssue`] is, by where it arose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum IssueKind {
-    /// A manifest (`toolgate.toml`) that cannot be read or is rejected:
-    /// the directory's previous plugins keep serving.
-    Manifest,
-    /// A directory that cannot be used: gone, unreadable, a symlink where
-    /// a tenant's directory must be a directory, a bad tenant name.
-    Directory,
-    /// A component file refused or unread: missing, not a regular file
-    /// inside its directory, too large, an I/O error.
-    File,
-    /// A component that does not compile (not a component, invalid, over
-    /// the compile bounds, the compiler process lost).
-    Compile,
-    /// A component that does not link or does not match the contract:
-    /// an import the host lacks, no seam, a seam of the wrong shape.
-    Contract,
-    /// A component that fails to start (the load probe).
-    Probe,
-    /// A plugin or tenant that does not fit its share or the pool.
-    Share,
-    /// Limits outside what the engine allows.
-    Limits,
-    /// The host itself failed (the engine, a task, a thread).
-    Host,
-}
-
-impl IssueKind {
-    /// The kind of a load that failed with `e`.
-    pub fn of(e: &Error) -> IssueKind {
-        match e {
-            Error::Manifest(_) => IssueKind::Manifest,
-            Error::Read { .. } | Error::Refused { .. } | Error::TooLarge { .. } => IssueKind::File,
-            Error::CoreModule { .. }
-            | Error::NotWasm { .. }
-            | Error::Compile { .. }
-            | Error::CompileBound { .. }
-            | Error::Compiler { .. } => IssueKind::Compile,
-            Error::Link { .. } | Error::NoSeams { .. } | Error::Contract { .. } => {
-                IssueKind::Contract
-            }
-            Error::Start { .. } => IssueKind::Probe,
-            Error::Limits { .. } => IssueKind::Limits,
-            _ => IssueKind::Host,
-        }
-    }
-}
-
-impl LoadIssue {
-    /// An issue of `kind` with `path` and `message`.
-    pub fn new(kind: IssueKind, path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
-        LoadIssue {
-            path: path.into(),
-            message: message.into(),
-            kind,
-        }
-    }
-
-    /// The issue of a load of `path` that failed with `e`, its kind by
-    /// `e`'s type.
-    pub fn of(path: &Path, e: &Error) -> Self {
-        LoadIssue::new(IssueKind::of(e), path, e.to_string())
-    }
-}
-
 impl PluginSet {
     /// The account a request for `tenant` is charged to: the tenant's own
     /// when it has a directory, else the global account.
@@ -218,51 +104,11 @@ impl PluginSet {
     }
 }
 
-/// What loading a directory may cost: the caps on files, compiles and the
-/// load probe. Operator settings; every default is safe for untrusted
-/// tenants.
-#[derive(Clone, Debug)]
-pub struct LoadLimits {
-    /// Largest manifest read, in bytes; larger is refused unread.
-    /// Default: 1 MiB ([`manifest::MAX_MANIFEST_BYTES`]).
-    pub max_manifest_bytes: u64,
-    /// Largest component read (and so compiled), in bytes; larger is
-    /// refused unread. Default: 64 MiB.
-    pub max_component_bytes: u64,
-    /// How components are compiled. Default: [`Compiler::InProcess`];
-    /// `toolgate` uses [`Compiler::Subprocess`], which also bounds memory.
-    pub compiler: Compiler,
-    /// The time and memory bound of one compile. Default: 120 s, 2 GiB.
-    pub compile: CompileBounds,
-    /// Compiles that may run at once, all directories together (a
-    /// directory never runs more than one). Default: 2.
-    pub compile_jobs: usize,
-    /// The most the load probe (one instantiation of a new plugin) may
-    /// take, whatever the plugin's own `timeout`. Default: 1 s.
-    pub probe_timeout: Duration,
-}
-
-impl Default for LoadLimits {
-    fn default() -> Self {
-        LoadLimits {
-            max_manifest_bytes: manifest::MAX_MANIFEST_BYTES,
-            max_component_bytes: 64 << 20,
-            compiler: Compiler::default(),
-            compile: CompileBounds::default(),
-            compile_jobs: 2,
-            probe_timeout: Duration::from_secs(1),
-        }
-    }
-}
-
-/// How a [`Registry`] keeps compiled code and watches its directory.
+/// How a [`Registry`] keeps compiled code and loads its directories.
 #[derive(Debug)]
 pub struct RegistryOptions {
     /// The compiled-component cache. Default: [`CompiledCache::from_env`].
     pub cache: CompiledCache,
-    /// How long the directory must be quiet after a change before the
-    /// watcher reloads (see [`crate::watch`]). Default: 250 ms.
-    pub settle: Duration,
     /// Tenant ceilings, shares and quarantine when the global manifest
     /// does not set them (it overrides them key by key). Default:
     /// [`Policy::default`].
@@ -276,31 +122,10 @@ impl Default for RegistryOptions {
     fn default() -> Self {
         RegistryOptions {
             cache: CompiledCache::from_env(),
-            settle: Duration::from_millis(250),
             policy: Policy::default(),
             load: LoadLimits::default(),
         }
     }
-}
-
-/// One directory of plugins: the global one or a tenant's.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum ScopeKey {
-    Global,
-    Tenant(String),
-}
-
-/// What one directory has loaded.
-#[derive(Clone, Debug, Default)]
-struct ScopeState {
-    plugins: Vec<LoadedPlugin>,
-    errors: Vec<LoadIssue>,
-    /// Plugins that failed to load, by fingerprint (bytes and settings):
-    /// not compiled or probed again until one of them changes.
-    failed: Vec<(String, LoadIssue)>,
-    /// The global directory's manifest's policy (ceilings, shares,
-    /// quarantine), when it sets one.
-    policy: Option<Policy>,
 }
 
 /// Serialises the loads of one directory; at most one more waits.
@@ -322,24 +147,16 @@ impl Drop for Queued<'_> {
 
 /// The live plugin set of one directory.
 pub struct Registry {
-    engine: Engine,
-    root: PathBuf,
+    /// Loads each directory; the registry swaps in what it loaded.
+    loader: Loader,
     current: ArcSwap<PluginSet>,
     /// Serialises swapping in a new snapshot (never held across I/O).
     publishing: std::sync::Mutex<()>,
     /// One lock per directory: a directory's load never waits for
     /// another's (a slow compile in one tenant stalls no other).
     scopes: std::sync::Mutex<HashMap<ScopeKey, Arc<ScopeLock>>>,
-    cache: Arc<CompiledCache>,
-    settle: Duration,
     /// The policy of the options; the global manifest may override it.
     policy: Policy,
-    load: LoadLimits,
-    /// The compile queue: FIFO, `compile_jobs` at a time.
-    compile_slots: Arc<Semaphore>,
-    /// Components compiled by this registry, by digest: a plugin whose
-    /// settings change is re-linked, not recompiled.
-    compiled: std::sync::Mutex<HashMap<String, Component>>,
 }
 
 /// What a reload did.
@@ -360,37 +177,11 @@ pub struct ReloadReport {
 }
 
 impl ReloadReport {
-    fn absorb(&mut self, other: ReloadReport) {
+    fn absorb(&mut self, other: ScopeReport) {
         self.loaded.extend(other.loaded);
         self.removed.extend(other.removed);
         self.compiled.extend(other.compiled);
         self.cache_hits.extend(other.cache_hits);
-    }
-}
-
-/// What a directory's manifest (or listing) says to load.
-enum Plan {
-    /// The directory is gone.
-    Gone,
-    /// The directory is not a directory, or (a tenant's) is a symlink.
-    Refused(LoadIssue),
-    /// The directory (or its manifest) cannot be used: keep the previous
-    /// plugins, report why.
-    Failed(LoadIssue),
-    /// Load these, reading files through `dir`.
-    Load {
-        dir: Arc<PluginDir>,
-        entries: Vec<manifest::Entry>,
-        /// The policy the global manifest sets (`None` for a tenant, or
-        /// without a manifest).
-        policy: Option<Policy>,
-    },
-}
-
-fn join_error(source: tokio::task::JoinError) -> Error {
-    Error::Task {
-        what: "load",
-        source,
     }
 }
 
@@ -421,17 +212,11 @@ impl Registry {
             });
         }
         let registry = Registry {
-            engine,
-            root,
+            loader: Loader::new(engine, root, options.cache, options.load),
             current: ArcSwap::from_pointee(PluginSet::default()),
             publishing: Default::default(),
             scopes: Default::default(),
-            cache: Arc::new(options.cache),
-            settle: options.settle,
             policy: options.policy,
-            compile_slots: Arc::new(Semaphore::new(options.load.compile_jobs.max(1))),
-            load: options.load,
-            compiled: Default::default(),
         };
         registry.reload().await?;
         Ok(registry)
@@ -439,38 +224,34 @@ impl Registry {
 
     /// The directory this registry serves.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.loader.root()
     }
 
     /// The engine plugins are loaded into.
     pub fn engine(&self) -> &Engine {
-        &self.engine
+        self.loader.engine()
     }
 
     /// The compiled-component cache's counters.
     pub fn cache_stats(&self) -> CacheStats {
-        self.cache.stats()
+        self.loader.cache().stats()
     }
 
     /// The compiled-component cache.
     pub fn cache(&self) -> &CompiledCache {
-        &self.cache
-    }
-
-    /// The watcher's settle delay.
-    pub fn settle(&self) -> Duration {
-        self.settle
+        self.loader.cache()
     }
 
     /// The caps on files, compiles and the load probe.
     pub fn load_limits(&self) -> &LoadLimits {
-        &self.load
+        self.loader.limits()
     }
 
-    /// Watches the directory and reloads on change (see [`crate::watch`]).
-    /// Must be called inside a Tokio runtime; dropping the handle stops it.
-    pub fn watch(self: Arc<Self>) -> Result<crate::watch::WatchHandle, Error> {
-        let (root, settle) = (self.root().to_path_buf(), self.settle);
+    /// Watches the directory and reloads once it has been quiet for
+    /// `settle` after a change (see [`crate::watch`]). Must be called
+    /// inside a Tokio runtime; dropping the handle stops it.
+    pub fn watch(self: Arc<Self>, settle: Duration) -> Result<crate::watch::WatchHandle, Error> {
+        let root = self.root().to_path_buf();
         crate::watch::spawn(
             &root,
             settle,
@@ -522,10 +303,7 @@ impl Registry {
     /// (and then re-read); when a reload is already waiting for it, this one
     /// leaves it to that one.
     pub async fn reload(&self) -> Result<ReloadReport, Error> {
-        let root = self.root.clone();
-        let (listed, listing_errors) = tokio::task::spawn_blocking(move || list_tenants(&root))
-            .await
-            .map_err(join_error)??;
+        let (listed, listing_errors) = self.loader.tenants().await?;
         // Tenants listed now, and tenants loaded before (gone ones are
         // removed by their own load, under their lock).
         let mut names: BTreeSet<String> = listed.into_iter().collect();
@@ -537,9 +315,11 @@ impl Registry {
         // The global directory first: its manifest sets the policy (the
         // ceilings) every tenant's manifest is read under. The tenant
         // listing's errors are published with it.
-        let mut report = self
-            .reload_scope(&ScopeKey::Global, Some(listing_errors))
-            .await;
+        let mut report = ReloadReport::default();
+        report.absorb(
+            self.reload_scope(&ScopeKey::Global, Some(listing_errors))
+                .await,
+        );
         for r in join_all(tenants.iter().map(|k| self.reload_scope(k, None))).await {
             report.absorb(r);
         }
@@ -593,24 +373,21 @@ impl Registry {
     }
 
     /// Loads one directory under its lock and swaps the result in.
-    async fn reload_scope(&self, key: &ScopeKey, listing: Option<Vec<LoadIssue>>) -> ReloadReport {
+    async fn reload_scope(&self, key: &ScopeKey, listing: Option<Vec<LoadIssue>>) -> ScopeReport {
         let lock = self.scope_lock(key);
         if lock.queued.swap(true, Ordering::SeqCst) {
             // A reload is already waiting to load this directory; it reads
             // the files after the one running now, so it sees our change.
-            return ReloadReport::default();
+            return ScopeReport::default();
         }
         let waiting = Queued(&lock.queued);
         let _running = lock.running.lock().await;
         drop(waiting);
         let previous = self.snapshot().scopes.get(key).cloned();
-        let mut report = ReloadReport::default();
-        let state = self.load_scope(key, previous.as_ref(), &mut report).await;
-        if let (None, Some(p)) = (&state, &previous) {
-            report
-                .removed
-                .extend(p.plugins.iter().map(|p| p.plugin.path().to_path_buf()));
-        }
+        // The policy in force: the global manifest's (when a tenant loads,
+        // the global directory has loaded first), else the options'.
+        let policy = self.policy_in_force();
+        let (state, report) = self.loader.load(key, previous.as_ref(), &policy).await;
         let changed = !report.loaded.is_empty() || !report.removed.is_empty();
         self.publish(|scopes, listed| {
             if let Some(l) = listing {
@@ -645,11 +422,8 @@ impl Registry {
         let mut listing = old.listing_errors.clone();
         let changed = edit(&mut scopes, &mut listing);
         let generation = old.generation + u64::from(changed || old.generation == 0);
-        let pool = self
-            .engine
-            .config()
-            .pooling
-            .then_some(self.engine.config().max_instances);
+        let config = self.engine().config();
+        let pool = config.pooling.then_some(config.max_instances);
         let snapshot = PluginSet::build(
             generation,
             scopes,
@@ -666,7 +440,7 @@ impl Registry {
                 .reserved(u32::try_from(snapshot.accounts.tenants.len()).unwrap_or(u32::MAX));
             let room = u64::from(pool).saturating_sub(reserved);
             if self
-                .engine
+                .engine()
                 .prepared_slots()
                 .set_room(u32::try_from(room).unwrap_or(u32::MAX))
             {
@@ -676,296 +450,8 @@ impl Registry {
                 }
             }
         }
-        self.forget_unused(&snapshot);
+        self.loader.forget_unused(snapshot.scopes.values());
         self.current.store(Arc::new(snapshot));
-    }
-
-    /// Loads one directory (the root, or a tenant's). `None`: the tenant's
-    /// directory is gone (or is no longer a directory). A manifest that
-    /// fails keeps `previous` serving whole.
-    async fn load_scope(
-        &self,
-        key: &ScopeKey,
-        previous: Option<&ScopeState>,
-        report: &mut ReloadReport,
-    ) -> Option<ScopeState> {
-        let empty = ScopeState::default();
-        let previous = previous.unwrap_or(&empty);
-        let (dir, scope, tenant, symlinks) = match key {
-            ScopeKey::Global => (self.root.clone(), Scope::Global, None, Symlinks::Follow),
-            ScopeKey::Tenant(t) => (
-                self.root.join("tenants").join(t),
-                Scope::Tenant,
-                Some(t.as_str()),
-                Symlinks::Refuse,
-            ),
-        };
-        let (max_manifest, max_memory) = (
-            self.load.max_manifest_bytes,
-            self.engine.config().max_memory_bytes,
-        );
-        // The policy in force: the global manifest's (when a tenant loads,
-        // the global directory has loaded first), else the options'.
-        let policy = self.policy_in_force();
-        let plan = {
-            let (dir, policy) = (dir.clone(), policy.clone());
-            tokio::task::spawn_blocking(move || {
-                plan_scope(&dir, scope, symlinks, max_manifest, max_memory, &policy)
-            })
-            .await
-        };
-        let keep_previous = |why: LoadIssue| ScopeState {
-            plugins: previous.plugins.clone(),
-            errors: vec![why],
-            failed: previous.failed.clone(),
-            policy: previous.policy.clone(),
-        };
-        let (pdir, entries, set_policy) = match plan {
-            Err(e) => return Some(keep_previous(LoadIssue::of(&dir, &join_error(e)))),
-            // The tenant listing reports a tenant directory turned symlink.
-            Ok(Plan::Gone | Plan::Refused(_)) if tenant.is_some() => return None,
-            Ok(Plan::Gone) => {
-                let gone = Error::Refused { path: dir.clone() };
-                let why = LoadIssue::new(IssueKind::Directory, &dir, gone.to_string());
-                return Some(keep_previous(why));
-            }
-            Ok(Plan::Failed(why) | Plan::Refused(why)) => return Some(keep_previous(why)),
-            Ok(Plan::Load {
-                dir,
-                entries,
-                policy: set,
-            }) => (dir, entries, set),
-        };
-        // The memory shares a plugin's calls are charged to must hold one
-        // instance of it: a tenant's (a global plugin runs for tenants
-        // too), and the global one.
-        let shares = &set_policy.as_ref().unwrap_or(&policy).shares;
-        let fits_mib = match scope {
-            Scope::Global => shares.global_memory_mib.min(shares.tenant_memory_mib),
-            Scope::Tenant => shares.tenant_memory_mib,
-        };
-        // A tenant's plugins are named `<tenant>/<name>`: traces, logs and
-        // metrics never confuse them with a global plugin of the same name.
-        let entries: Vec<manifest::Entry> = match tenant {
-            None => entries,
-            Some(tenant) => entries
-                .into_iter()
-                .map(|mut e| {
-                    e.spec.name = format!("{tenant}/{}", e.spec.name);
-                    e
-                })
-                .collect(),
-        };
-        let mut state = ScopeState {
-            policy: set_policy.clone(),
-            ..ScopeState::default()
-        };
-        for entry in entries {
-            // The previous plugin of this name (manifest) or file (no
-            // manifest; the name is the file's stem): what keeps serving if
-            // the new version fails.
-            let old = previous
-                .plugins
-                .iter()
-                .find(|p| p.plugin.name() == entry.spec.name);
-            let path = entry.spec.path.clone();
-            let mib = (entry.spec.limits.memory_bytes as u64).div_ceil(1 << 20);
-            if mib > fits_mib {
-                state.errors.push(LoadIssue::new(
-                    IssueKind::Share,
-                    &path,
-                    format!(
-                        "{}: memory_mib {mib} does not fit in the memory share its calls are \
-                         charged to ({fits_mib} MiB; see [shares])",
-                        path.display()
-                    ),
-                ));
-                state.plugins.extend(old.cloned());
-                continue;
-            }
-            let rel = path.strip_prefix(&dir).unwrap_or(&path).to_path_buf();
-            let (reader, cap) = (Arc::clone(&pdir), self.load.max_component_bytes);
-            let read = tokio::task::spawn_blocking(move || reader.read(&rel, cap))
-                .await
-                .map_err(join_error)
-                .and_then(|r| r);
-            let bytes = match read {
-                Ok(b) => b,
-                Err(e) => {
-                    state.errors.push(LoadIssue::of(&path, &e));
-                    state.plugins.extend(old.cloned());
-                    continue;
-                }
-            };
-            let digest = crate::plugin::digest(&bytes);
-            let fingerprint = fingerprint(&entry, &digest);
-            if let Some(same) = previous
-                .plugins
-                .iter()
-                .find(|p| p.fingerprint == fingerprint)
-            {
-                state.plugins.push(same.clone());
-                continue;
-            }
-            if let Some((_, why)) = previous.failed.iter().find(|(f, _)| *f == fingerprint) {
-                // Failed before with these very bytes and settings: report
-                // it again, without compiling or probing again.
-                state.errors.push(why.clone());
-                state.failed.push((fingerprint, why.clone()));
-                state.plugins.extend(old.cloned());
-                continue;
-            }
-            match self
-                .load_plugin(entry.spec.clone(), bytes, digest, report)
-                .await
-            {
-                Ok(plugin) => {
-                    report.loaded.push(path);
-                    state.plugins.push(LoadedPlugin {
-                        plugin: Arc::new(plugin),
-                        tenants: entry.tenants,
-                        fingerprint,
-                    });
-                }
-                Err(e) => {
-                    let why = LoadIssue::of(&path, &e);
-                    // An engine or I/O error may pass: try again next time.
-                    if !e.is_transient() {
-                        state.failed.push((fingerprint, why.clone()));
-                    }
-                    state.errors.push(why);
-                    state.plugins.extend(old.cloned());
-                }
-            }
-        }
-        for p in &previous.plugins {
-            if !state
-                .plugins
-                .iter()
-                .any(|q| Arc::ptr_eq(&q.plugin, &p.plugin))
-                && !state
-                    .plugins
-                    .iter()
-                    .any(|q| q.plugin.path() == p.plugin.path())
-            {
-                report.removed.push(p.plugin.path().to_path_buf());
-            }
-        }
-        Some(state)
-    }
-
-    /// Compiles (or finds compiled) and links one plugin: the compile waits
-    /// for a slot of the compile queue and is bounded in time (and, in a
-    /// child process, memory); the probe has its own deadline.
-    async fn load_plugin(
-        &self,
-        spec: PluginSpec,
-        bytes: Vec<u8>,
-        digest: String,
-        report: &mut ReloadReport,
-    ) -> Result<Plugin, Error> {
-        let known = self
-            .compiled
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&digest).cloned());
-        let component = match known {
-            Some(c) => c,
-            None => {
-                let (component, outcome) = self.compile(&spec.path, bytes, &digest).await?;
-                match outcome {
-                    CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
-                    CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
-                        report.compiled.push(spec.path.clone());
-                    }
-                }
-                if let Ok(mut m) = self.compiled.lock() {
-                    m.insert(digest.clone(), component.clone());
-                }
-                component
-            }
-        };
-        Plugin::from_component_probed(
-            &self.engine,
-            spec,
-            component,
-            digest,
-            Some(self.load.probe_timeout),
-        )
-        .await
-    }
-
-    /// The cache first (no queue), else a bounded compile in the queue.
-    async fn compile(
-        &self,
-        path: &Path,
-        bytes: Vec<u8>,
-        digest: &str,
-    ) -> Result<(Component, CacheOutcome), Error> {
-        let (engine, cache, d) = (
-            self.engine.clone(),
-            Arc::clone(&self.cache),
-            digest.to_string(),
-        );
-        let found = tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
-            .await
-            .map_err(join_error)?;
-        let outcome = match found {
-            Lookup::Hit(c) => return Ok((c, CacheOutcome::Hit)),
-            Lookup::Miss => CacheOutcome::Compiled,
-            Lookup::Rebuilt => CacheOutcome::Rebuilt,
-        };
-        let slot = Arc::clone(&self.compile_slots)
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Engine("the compile queue is closed".into()))?;
-        let (engine, cache, d) = (
-            self.engine.clone(),
-            Arc::clone(&self.cache),
-            digest.to_string(),
-        );
-        let (compiler, bounds, p) = (
-            self.load.compiler.clone(),
-            self.load.compile.clone(),
-            path.to_path_buf(),
-        );
-        let task = tokio::task::spawn_blocking(move || {
-            // The slot is held until the compile really ends, even when
-            // the reload stopped waiting for it.
-            let _slot = slot;
-            let component = compiler.compile(&engine, &p, &bytes, &bounds)?;
-            cache.store(&engine, &d, &component);
-            Ok::<_, Error>(component)
-        });
-        // A child process is killed at the bound itself; give it time to
-        // report. An in-process compile cannot be stopped: stop waiting.
-        let wait = match self.load.compiler {
-            Compiler::InProcess => self.load.compile.timeout,
-            Compiler::Subprocess { .. } => self.load.compile.timeout + Duration::from_secs(10),
-        };
-        match tokio::time::timeout(wait, task).await {
-            Err(_) => Err(Error::CompileBound {
-                path: path.to_path_buf(),
-                message: format!(
-                    "took longer than the compile time limit of {} ms",
-                    self.load.compile.timeout.as_millis()
-                ),
-            }),
-            Ok(joined) => Ok((joined.map_err(join_error)??, outcome)),
-        }
-    }
-
-    /// Drops compiled components no plugin uses any more.
-    fn forget_unused(&self, snapshot: &PluginSet) {
-        let used: BTreeSet<&str> = snapshot
-            .scopes
-            .values()
-            .flat_map(|s| &s.plugins)
-            .map(|p| p.plugin.digest())
-            .collect();
-        if let Ok(mut m) = self.compiled.lock() {
-            m.retain(|d, _| used.contains(d.as_str()));
-        }
     }
 }
 
@@ -996,124 +482,6 @@ impl Accounts {
             global: Some(global),
             tenants,
         }
-    }
-}
-
-/// The tenant names under `root/tenants` (valid, real directories), and
-/// the entries refused (a bad name, a symlink). Blocking.
-fn list_tenants(root: &Path) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
-    // The root must stay readable; everything below it is per directory.
-    std::fs::read_dir(root).map_err(|source| Error::Read {
-        path: root.to_path_buf(),
-        source,
-    })?;
-    let (mut names, mut errors) = (Vec::new(), Vec::new());
-    let tenants_dir = root.join("tenants");
-    if !tenants_dir.is_dir() {
-        return Ok((names, errors));
-    }
-    let entries = match std::fs::read_dir(&tenants_dir) {
-        Ok(entries) => entries,
-        Err(e) => {
-            errors.push(LoadIssue::new(
-                IssueKind::Directory,
-                &tenants_dir,
-                format!("cannot read: {e}"),
-            ));
-            return Ok((names, errors));
-        }
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        // Hidden entries (say an editor's) are not tenants.
-        if name.starts_with('.') {
-            continue;
-        }
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let path = entry.path();
-        if kind.is_symlink() {
-            // Where it points is never looked at, nor told.
-            let message = format!(
-                "{}: not loaded: a tenant directory must be a directory, not a symlink",
-                path.display()
-            );
-            errors.push(LoadIssue::new(IssueKind::Directory, path, message));
-        } else if kind.is_dir() {
-            match TenantName::try_from(name) {
-                Ok(name) => names.push(name.into()),
-                Err(e) => errors.push(LoadIssue::new(IssueKind::Directory, path, e.to_string())),
-            }
-        }
-    }
-    names.sort();
-    errors.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok((names, errors))
-}
-
-/// Opens a directory and reads what to load from it: its manifest, else
-/// its `*.wasm` entries. Blocking.
-fn plan_scope(
-    dir: &Path,
-    scope: Scope,
-    symlinks: Symlinks,
-    max_manifest_bytes: u64,
-    max_memory_bytes: usize,
-    policy: &Policy,
-) -> Plan {
-    let pdir = match PluginDir::open(dir, symlinks) {
-        Opened::Dir(d) => d,
-        Opened::Missing => return Plan::Gone,
-        Opened::Refused(e) => {
-            return Plan::Refused(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
-        }
-    };
-    let manifest_path = dir.join(manifest::FILE_NAME);
-    let entries = match pdir.read_optional(Path::new(manifest::FILE_NAME), max_manifest_bytes) {
-        Err(e) => {
-            let e = Error::from(manifest::ManifestError::unreadable(&manifest_path, &e));
-            return Plan::Failed(LoadIssue::of(&manifest_path, &e));
-        }
-        Ok(Some(bytes)) => {
-            match Manifest::parse_bytes(&manifest_path, &bytes, scope, max_memory_bytes, policy) {
-                Ok(m) => {
-                    let set = (scope == Scope::Global).then_some(m.policy);
-                    return Plan::Load {
-                        dir: Arc::new(pdir),
-                        entries: m.plugins,
-                        policy: set,
-                    };
-                }
-                Err(e) => {
-                    let path = e.path.clone();
-                    return Plan::Failed(LoadIssue::of(&path, &Error::from(e)));
-                }
-            }
-        }
-        Ok(None) => match pdir.wasm_names() {
-            Ok(names) => names
-                .into_iter()
-                .map(|n| {
-                    let mut spec = PluginSpec::new(dir.join(n));
-                    if scope == Scope::Tenant {
-                        spec.limits = spec.limits.clamped_to(&policy.ceilings);
-                    }
-                    manifest::Entry {
-                        spec,
-                        tenants: None,
-                    }
-                })
-                .collect(),
-            Err(e) => {
-                return Plan::Failed(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
-            }
-        },
-    };
-    Plan::Load {
-        dir: Arc::new(pdir),
-        entries,
-        policy: None,
     }
 }
 
@@ -1228,18 +596,4 @@ impl PluginSet {
             accounts,
         }
     }
-}
-
-/// What identifies a plugin as unchanged: its bytes and every setting.
-fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
-    let s = &entry.spec;
-    format!(
-        "{digest}\0{}\0{}\0{:?}\0{:?}\0{}\0{:?}",
-        s.name,
-        s.path.display(),
-        s.limits,
-        s.on_error,
-        s.config,
-        entry.tenants
-    ) + &format!("\0{}", s.prepared)
 }
