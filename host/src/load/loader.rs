@@ -4,20 +4,8 @@
 //! a directory and its previous state and returns its new state; it never
 //! sees the plugin set serving, which [`crate::registry`] swaps.
 //!
-//! A plugin whose bytes and settings did not change is reused as is; one
-//! whose settings changed is re-linked from the component already
-//! compiled; only new bytes are compiled, and those go through the on-disk
-//! [`CompiledCache`] first. A file that fails to load keeps its previous
-//! version serving; a manifest that fails to parse keeps the directory's
-//! whole previous chain serving.
-//!
-//! Tenants are not trusted. Files are read by the rules of [`crate::files`]
-//! (regular files inside their own directory, no symlinks in a tenant's,
-//! size-capped, on blocking threads); compiles wait in a bounded queue and
-//! are bounded in time and memory ([`crate::compile`]); a plugin that
-//! failed is not compiled or probed again while its bytes and settings are
-//! unchanged; the load probe's deadline is capped. The caps are
-//! [`LoadLimits`].
+//! What is reused, what is compiled and the caps on untrusted files are
+//! told in [`crate::registry`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

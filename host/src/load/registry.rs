@@ -19,10 +19,21 @@
 //! to T), then T's own; it never reaches another tenant's guards. A call
 //! with no tenant runs the global plugins that apply to every call.
 //!
-//! A reload loads the global directory and each tenant's concurrently
-//! ([`crate::loader`]: reuse, compiles, the caps on untrusted files, which
-//! are [`LoadLimits`]); each directory loads under its own lock and is
-//! swapped in when done, so one tenant's slow load holds up no other.
+//! On [`Registry::reload`] a plugin whose bytes and settings did not change
+//! is reused as is; one whose settings changed is re-linked from the
+//! component already compiled; only new bytes are compiled, and those go
+//! through the on-disk [`CompiledCache`] first. A file that fails to load
+//! keeps its previous version serving; a manifest that fails to parse keeps
+//! the directory's whole previous chain serving.
+//!
+//! Tenants are not trusted. Files are read by the rules of [`crate::files`]
+//! (regular files inside their own directory, no symlinks in a tenant's,
+//! size-capped, on blocking threads); compiles wait in a bounded queue and
+//! are bounded in time and memory ([`crate::compile`]); a plugin that
+//! failed is not compiled or probed again while its bytes and settings are
+//! unchanged; the load probe's deadline is capped. Each directory loads
+//! under its own lock and is swapped in when done, so one tenant's slow
+//! load holds up no other's. The caps are [`LoadLimits`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
