@@ -66,7 +66,6 @@ fn engine() -> Engine {
 async fn open(dir: &Path, cache: CompiledCache) -> Arc<Registry> {
     let options = RegistryOptions {
         cache,
-        settle: SETTLE,
         ..Default::default()
     };
     Arc::new(
@@ -93,7 +92,7 @@ fn stats(name: &str, unit: &str, mut v: Vec<f64>) {
 async fn write_to_answer(cache: CompiledCache, bytes: &[u8]) -> f64 {
     let dir = tempfile::tempdir().expect("tempdir");
     let reg = open(dir.path(), cache).await;
-    let _watch = Arc::clone(&reg).watch().expect("watch");
+    let _watch = Arc::clone(&reg).watch(SETTLE).expect("watch");
     // Let inotify settle in.
     tokio::time::sleep(Duration::from_millis(20)).await;
     let start = Instant::now();

@@ -30,48 +30,46 @@
 
 #![deny(missing_docs)]
 
-pub mod bench;
-mod bindings;
-pub mod cache;
-pub mod chain;
-pub mod compile;
-mod connections;
-pub mod describe;
-pub mod dir;
-pub mod engine;
-pub mod error;
-pub mod event;
-pub mod fault;
-pub mod files;
-mod guard_call;
-pub mod limits;
-pub mod logging;
-pub mod manifest;
-pub mod metrics;
-pub mod plugin;
-pub mod policy;
-pub mod prepared;
-pub mod quarantine;
-mod reaper;
-pub mod registry;
-pub mod request;
-mod sandbox;
-pub mod server;
-pub mod shares;
-pub mod snapshot;
-pub mod tenant;
-pub mod turns;
-pub mod watch;
-mod wit;
+// The tree groups the modules by part (docs/design.md, "A map of the
+// code"); each module is named from the crate root, one path each.
+mod call;
+mod load;
+mod runtime;
+mod seams;
+mod serve;
+mod tools;
 
+pub mod error;
+pub mod tenant;
+
+use call::{bindings, guard_call, sandbox, wit};
+pub use call::{fault, limits, plugin, quarantine};
+use load::loader;
+pub use load::{cache, compile, dir, files, manifest, policy, registry, watch};
+use runtime::reaper;
+pub use runtime::{engine, prepared, shares, turns};
+pub use seams::{chain, event};
+use serve::connections;
+pub use serve::{describe, logging, metrics, request, server};
+pub use tools::{bench, snapshot};
+
+#[doc(no_inline)]
 pub use chain::{Chain, Decision, GuardTrace, Outcome, Verdict};
+#[doc(no_inline)]
 pub use engine::{Engine, EngineConfig};
 pub use error::Error;
+#[doc(no_inline)]
 pub use event::{Event, Seam};
+#[doc(no_inline)]
 pub use fault::Fault;
+#[doc(no_inline)]
 pub use limits::Limits;
+#[doc(no_inline)]
 pub use plugin::{OnError, Plugin, PluginSpec};
+#[doc(no_inline)]
 pub use policy::Policy;
+#[doc(no_inline)]
 pub use registry::{PluginSet, Registry, RegistryOptions, Snapshot};
+#[doc(no_inline)]
 pub use request::DecideRequest;
 pub use tenant::TenantName;

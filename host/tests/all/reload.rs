@@ -18,13 +18,8 @@ use crate::*;
 
 /// Opens `dir` with a small engine and the cache in `cache` (or none).
 pub async fn open(dir: &Path, cache: Option<&Path>) -> Registry {
-    open_with(dir, cache, Duration::from_millis(100)).await
-}
-
-async fn open_with(dir: &Path, cache: Option<&Path>, settle: Duration) -> Registry {
     let options = RegistryOptions {
         cache: cache.map_or_else(CompiledCache::disabled, CompiledCache::at),
-        settle,
         ..Default::default()
     };
     Registry::open_with(engine(), dir, options)
@@ -401,8 +396,10 @@ async fn settled(reg: &Registry) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watcher_reloads_on_add_replace_manifest_edit_and_remove() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let reg = Arc::new(open_with(dir.path(), None, Duration::from_millis(100)).await);
-    let _watch = Arc::clone(&reg).watch().expect("watch");
+    let reg = Arc::new(open(dir.path(), None).await);
+    let _watch = Arc::clone(&reg)
+        .watch(Duration::from_millis(100))
+        .expect("watch");
 
     // Add (atomic rename of a dotfile).
     let file = dir.path().join("sql.wasm");

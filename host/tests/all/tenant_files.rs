@@ -47,7 +47,6 @@ fn within<T: Send + 'static>(
 fn options(load: LoadLimits) -> RegistryOptions {
     RegistryOptions {
         cache: CompiledCache::disabled(),
-        settle: Duration::from_millis(100),
         load,
         ..Default::default()
     }

@@ -192,7 +192,6 @@ impl Host {
         };
         let options = RegistryOptions {
             cache,
-            settle: Duration::from_millis(settle_ms),
             ..RegistryOptions::default()
         };
         let config = EngineConfig {
@@ -221,7 +220,7 @@ impl Host {
             let _in_runtime = rt.rt.enter();
             Some(
                 Arc::clone(&registry)
-                    .watch()
+                    .watch(Duration::from_millis(settle_ms))
                     .map_err(|e| ToolgateError::new_err(e.to_string()))?,
             )
         } else {

@@ -782,7 +782,6 @@ async fn open_registry(
         cache: cache.cache(),
         policy,
         load: load.limits()?,
-        ..Default::default()
     };
     Ok(toolgate::Registry::open_with(engine, dir, options).await?)
 }
@@ -898,7 +897,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let _watch = if args.no_watch {
         None
     } else {
-        Some(Arc::clone(&registry).watch()?)
+        Some(Arc::clone(&registry).watch(toolgate::watch::DEFAULT_SETTLE)?)
     };
     #[cfg(unix)]
     let hup = Arc::clone(&registry).on_sighup()?;

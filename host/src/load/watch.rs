@@ -35,6 +35,10 @@ use tokio::task::JoinHandle;
 
 use crate::error::Error;
 
+/// The settle delay `toolgate serve` watches with (and the Python `Host`'s
+/// `settle_ms` default).
+pub const DEFAULT_SETTLE: Duration = Duration::from_millis(250);
+
 /// What the watcher calls once the tree has settled, and `SIGHUP` calls:
 /// a reload, run on a task of its own.
 pub type Reload = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;

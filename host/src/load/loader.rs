@@ -1,0 +1,726 @@
+//! Loading one plugin directory: list the tenants, read the files safely,
+//! parse the manifest, plan what to load, find each component compiled (or
+//! compile it), link and probe it, and remember what failed. A load takes
+//! a directory and its previous state and returns its new state; it never
+//! sees the plugin set serving, which [`crate::registry`] swaps.
+//!
+//! What is reused, what is compiled and the caps on untrusted files are
+//! told in [`crate::registry`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use wasmtime::component::Component;
+
+use crate::cache::{CacheOutcome, CompiledCache, Lookup};
+use crate::compile::{CompileBounds, Compiler};
+use crate::engine::Engine;
+use crate::error::Error;
+use crate::files::{Opened, PluginDir, Symlinks};
+use crate::manifest::{self, Manifest, Scope};
+use crate::plugin::{Plugin, PluginSpec};
+use crate::policy::Policy;
+use crate::tenant::TenantName;
+
+/// One plugin of a loaded directory, with what it was loaded from.
+#[derive(Clone, Debug)]
+pub struct LoadedPlugin {
+    /// The plugin.
+    pub plugin: Arc<Plugin>,
+    /// Global plugins only: the tenants it applies to (`None`: every call).
+    pub tenants: Option<Vec<TenantName>>,
+    /// Digest and settings, to tell an unchanged plugin on reload.
+    fingerprint: String,
+}
+
+impl LoadedPlugin {
+    /// Whether a call for `tenant` runs this (global) plugin.
+    pub(crate) fn applies_to(&self, tenant: Option<&str>) -> bool {
+        match (&self.tenants, tenant) {
+            (None, _) => true,
+            (Some(list), Some(t)) => list.iter().any(|x| x == t),
+            (Some(_), None) => false,
+        }
+    }
+}
+
+/// A file that could not be loaded.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadIssue {
+    /// The file.
+    pub path: PathBuf,
+    /// Why.
+    pub message: String,
+    /// What kind of failure it is.
+    pub kind: IssueKind,
+}
+
+/// What kind of failure a [`LoadIssue`] is, by where it arose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum IssueKind {
+    /// A manifest (`toolgate.toml`) that cannot be read or is rejected:
+    /// the directory's previous plugins keep serving.
+    Manifest,
+    /// A directory that cannot be used: gone, unreadable, a symlink where
+    /// a tenant's directory must be a directory, a bad tenant name.
+    Directory,
+    /// A component file refused or unread: missing, not a regular file
+    /// inside its directory, too large, an I/O error.
+    File,
+    /// A component that does not compile (not a component, invalid, over
+    /// the compile bounds, the compiler process lost).
+    Compile,
+    /// A component that does not link or does not match the contract:
+    /// an import the host lacks, no seam, a seam of the wrong shape.
+    Contract,
+    /// A component that fails to start (the load probe).
+    Probe,
+    /// A plugin or tenant that does not fit its share or the pool.
+    Share,
+    /// Limits outside what the engine allows.
+    Limits,
+    /// The host itself failed (the engine, a task, a thread).
+    Host,
+}
+
+impl IssueKind {
+    /// The kind of a load that failed with `e`.
+    pub fn of(e: &Error) -> IssueKind {
+        match e {
+            Error::Manifest(_) => IssueKind::Manifest,
+            Error::Read { .. } | Error::Refused { .. } | Error::TooLarge { .. } => IssueKind::File,
+            Error::CoreModule { .. }
+            | Error::NotWasm { .. }
+            | Error::Compile { .. }
+            | Error::CompileBound { .. }
+            | Error::Compiler { .. } => IssueKind::Compile,
+            Error::Link { .. } | Error::NoSeams { .. } | Error::Contract { .. } => {
+                IssueKind::Contract
+            }
+            Error::Start { .. } => IssueKind::Probe,
+            Error::Limits { .. } => IssueKind::Limits,
+            _ => IssueKind::Host,
+        }
+    }
+}
+
+impl LoadIssue {
+    /// An issue of `kind` with `path` and `message`.
+    pub fn new(kind: IssueKind, path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        LoadIssue {
+            path: path.into(),
+            message: message.into(),
+            kind,
+        }
+    }
+
+    /// The issue of a load of `path` that failed with `e`, its kind by
+    /// `e`'s type.
+    pub fn of(path: &Path, e: &Error) -> Self {
+        LoadIssue::new(IssueKind::of(e), path, e.to_string())
+    }
+}
+
+/// What loading a directory may cost: the caps on files, compiles and the
+/// load probe. Operator settings; every default is safe for untrusted
+/// tenants.
+#[derive(Clone, Debug)]
+pub struct LoadLimits {
+    /// Largest manifest read, in bytes; larger is refused unread.
+    /// Default: 1 MiB ([`manifest::MAX_MANIFEST_BYTES`]).
+    pub max_manifest_bytes: u64,
+    /// Largest component read (and so compiled), in bytes; larger is
+    /// refused unread. Default: 64 MiB.
+    pub max_component_bytes: u64,
+    /// How components are compiled. Default: [`Compiler::InProcess`];
+    /// `toolgate` uses [`Compiler::Subprocess`], which also bounds memory.
+    pub compiler: Compiler,
+    /// The time and memory bound of one compile. Default: 120 s, 2 GiB.
+    pub compile: CompileBounds,
+    /// Compiles that may run at once, all directories together (a
+    /// directory never runs more than one). Default: 2.
+    pub compile_jobs: usize,
+    /// The most the load probe (one instantiation of a new plugin) may
+    /// take, whatever the plugin's own `timeout`. Default: 1 s.
+    pub probe_timeout: Duration,
+}
+
+impl Default for LoadLimits {
+    fn default() -> Self {
+        LoadLimits {
+            max_manifest_bytes: manifest::MAX_MANIFEST_BYTES,
+            max_component_bytes: 64 << 20,
+            compiler: Compiler::default(),
+            compile: CompileBounds::default(),
+            compile_jobs: 2,
+            probe_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// One directory of plugins: the global one or a tenant's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum ScopeKey {
+    /// The root.
+    Global,
+    /// `tenants/<name>`.
+    Tenant(String),
+}
+
+/// What one directory has loaded.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ScopeState {
+    /// What loaded (or, where a new version failed, the previous one).
+    pub(crate) plugins: Vec<LoadedPlugin>,
+    /// Why what did not load did not.
+    pub(crate) errors: Vec<LoadIssue>,
+    /// Plugins that failed to load, by fingerprint (bytes and settings):
+    /// not compiled or probed again until one of them changes.
+    pub(crate) failed: Vec<(String, LoadIssue)>,
+    /// The global directory's manifest's policy (ceilings, shares,
+    /// quarantine), when it sets one.
+    pub(crate) policy: Option<Policy>,
+}
+
+/// What loading one directory did, by path.
+#[derive(Debug, Default)]
+pub(crate) struct ScopeReport {
+    /// Plugins loaded or replaced.
+    pub(crate) loaded: Vec<PathBuf>,
+    /// Plugins removed.
+    pub(crate) removed: Vec<PathBuf>,
+    /// Components compiled (cache misses).
+    pub(crate) compiled: Vec<PathBuf>,
+    /// Components found in the on-disk cache.
+    pub(crate) cache_hits: Vec<PathBuf>,
+}
+
+/// Loads the directories under one root: what every load shares (the
+/// engine, the compiled cache, the compile queue, the caps) and the
+/// components compiled so far.
+pub(crate) struct Loader {
+    engine: Engine,
+    root: PathBuf,
+    cache: Arc<CompiledCache>,
+    limits: LoadLimits,
+    /// The compile queue: FIFO, `compile_jobs` at a time.
+    compile_slots: Arc<Semaphore>,
+    /// Components compiled by this loader, by digest: a plugin whose
+    /// settings change is re-linked, not recompiled.
+    compiled: std::sync::Mutex<HashMap<String, Component>>,
+}
+
+/// What a directory's manifest (or listing) says to load.
+enum Plan {
+    /// The directory is gone.
+    Gone,
+    /// The directory is not a directory, or (a tenant's) is a symlink.
+    Refused(LoadIssue),
+    /// The directory (or its manifest) cannot be used: keep the previous
+    /// plugins, report why.
+    Failed(LoadIssue),
+    /// Load these, reading files through `dir`.
+    Load {
+        dir: Arc<PluginDir>,
+        entries: Vec<manifest::Entry>,
+        /// The policy the global manifest sets (`None` for a tenant, or
+        /// without a manifest).
+        policy: Option<Policy>,
+    },
+}
+
+fn join_error(source: tokio::task::JoinError) -> Error {
+    Error::Task {
+        what: "load",
+        source,
+    }
+}
+
+impl Loader {
+    /// A loader of `root` into `engine`, with `cache` and `limits`.
+    pub(crate) fn new(
+        engine: Engine,
+        root: PathBuf,
+        cache: CompiledCache,
+        limits: LoadLimits,
+    ) -> Loader {
+        Loader {
+            engine,
+            root,
+            cache: Arc::new(cache),
+            compile_slots: Arc::new(Semaphore::new(limits.compile_jobs.max(1))),
+            limits,
+            compiled: Default::default(),
+        }
+    }
+
+    /// The engine plugins are loaded into.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The root directory.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The compiled-component cache.
+    pub(crate) fn cache(&self) -> &CompiledCache {
+        &self.cache
+    }
+
+    /// The caps on files, compiles and the load probe.
+    pub(crate) fn limits(&self) -> &LoadLimits {
+        &self.limits
+    }
+
+    /// The tenant names under `root/tenants` (valid, real directories),
+    /// and the entries refused (a bad name, a symlink).
+    pub(crate) async fn tenants(&self) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
+        let root = self.root.clone();
+        tokio::task::spawn_blocking(move || list_tenants(&root))
+            .await
+            .map_err(join_error)?
+    }
+
+    /// Loads one directory (the root, or a tenant's) under `policy` (the
+    /// one in force), reusing what `previous` loaded. `None`: the tenant's
+    /// directory is gone (or is no longer a directory), and its plugins
+    /// are reported removed. A manifest that fails keeps `previous`
+    /// serving whole.
+    pub(crate) async fn load(
+        &self,
+        key: &ScopeKey,
+        previous: Option<&ScopeState>,
+        policy: &Policy,
+    ) -> (Option<ScopeState>, ScopeReport) {
+        let mut report = ScopeReport::default();
+        let state = self.load_scope(key, previous, policy, &mut report).await;
+        if let (None, Some(p)) = (&state, previous) {
+            report
+                .removed
+                .extend(p.plugins.iter().map(|p| p.plugin.path().to_path_buf()));
+        }
+        (state, report)
+    }
+
+    async fn load_scope(
+        &self,
+        key: &ScopeKey,
+        previous: Option<&ScopeState>,
+        policy: &Policy,
+        report: &mut ScopeReport,
+    ) -> Option<ScopeState> {
+        let empty = ScopeState::default();
+        let previous = previous.unwrap_or(&empty);
+        let (dir, scope, tenant, symlinks) = match key {
+            ScopeKey::Global => (self.root.clone(), Scope::Global, None, Symlinks::Follow),
+            ScopeKey::Tenant(t) => (
+                self.root.join("tenants").join(t),
+                Scope::Tenant,
+                Some(t.as_str()),
+                Symlinks::Refuse,
+            ),
+        };
+        let (max_manifest, max_memory) = (
+            self.limits.max_manifest_bytes,
+            self.engine.config().max_memory_bytes,
+        );
+        let plan = {
+            let (dir, policy) = (dir.clone(), policy.clone());
+            tokio::task::spawn_blocking(move || {
+                plan_scope(&dir, scope, symlinks, max_manifest, max_memory, &policy)
+            })
+            .await
+        };
+        let keep_previous = |why: LoadIssue| ScopeState {
+            plugins: previous.plugins.clone(),
+            errors: vec![why],
+            failed: previous.failed.clone(),
+            policy: previous.policy.clone(),
+        };
+        let (pdir, entries, set_policy) = match plan {
+            Err(e) => return Some(keep_previous(LoadIssue::of(&dir, &join_error(e)))),
+            // The tenant listing reports a tenant directory turned symlink.
+            Ok(Plan::Gone | Plan::Refused(_)) if tenant.is_some() => return None,
+            Ok(Plan::Gone) => {
+                let gone = Error::Refused { path: dir.clone() };
+                let why = LoadIssue::new(IssueKind::Directory, &dir, gone.to_string());
+                return Some(keep_previous(why));
+            }
+            Ok(Plan::Failed(why) | Plan::Refused(why)) => return Some(keep_previous(why)),
+            Ok(Plan::Load {
+                dir,
+                entries,
+                policy: set,
+            }) => (dir, entries, set),
+        };
+        // The memory shares a plugin's calls are charged to must hold one
+        // instance of it: a tenant's (a global plugin runs for tenants
+        // too), and the global one.
+        let shares = &set_policy.as_ref().unwrap_or(policy).shares;
+        let fits_mib = match scope {
+            Scope::Global => shares.global_memory_mib.min(shares.tenant_memory_mib),
+            Scope::Tenant => shares.tenant_memory_mib,
+        };
+        // A tenant's plugins are named `<tenant>/<name>`: traces, logs and
+        // metrics never confuse them with a global plugin of the same name.
+        let entries: Vec<manifest::Entry> = match tenant {
+            None => entries,
+            Some(tenant) => entries
+                .into_iter()
+                .map(|mut e| {
+                    e.spec.name = format!("{tenant}/{}", e.spec.name);
+                    e
+                })
+                .collect(),
+        };
+        let mut state = ScopeState {
+            policy: set_policy.clone(),
+            ..ScopeState::default()
+        };
+        for entry in entries {
+            // The previous plugin of this name (manifest) or file (no
+            // manifest; the name is the file's stem): what keeps serving if
+            // the new version fails.
+            let old = previous
+                .plugins
+                .iter()
+                .find(|p| p.plugin.name() == entry.spec.name);
+            let path = entry.spec.path.clone();
+            let mib = (entry.spec.limits.memory_bytes as u64).div_ceil(1 << 20);
+            if mib > fits_mib {
+                state.errors.push(LoadIssue::new(
+                    IssueKind::Share,
+                    &path,
+                    format!(
+                        "{}: memory_mib {mib} does not fit in the memory share its calls are \
+                         charged to ({fits_mib} MiB; see [shares])",
+                        path.display()
+                    ),
+                ));
+                state.plugins.extend(old.cloned());
+                continue;
+            }
+            let rel = path.strip_prefix(&dir).unwrap_or(&path).to_path_buf();
+            let (reader, cap) = (Arc::clone(&pdir), self.limits.max_component_bytes);
+            let read = tokio::task::spawn_blocking(move || reader.read(&rel, cap))
+                .await
+                .map_err(join_error)
+                .and_then(|r| r);
+            let bytes = match read {
+                Ok(b) => b,
+                Err(e) => {
+                    state.errors.push(LoadIssue::of(&path, &e));
+                    state.plugins.extend(old.cloned());
+                    continue;
+                }
+            };
+            let digest = crate::plugin::digest(&bytes);
+            let fingerprint = fingerprint(&entry, &digest);
+            if let Some(same) = previous
+                .plugins
+                .iter()
+                .find(|p| p.fingerprint == fingerprint)
+            {
+                state.plugins.push(same.clone());
+                continue;
+            }
+            if let Some((_, why)) = previous.failed.iter().find(|(f, _)| *f == fingerprint) {
+                // Failed before with these very bytes and settings: report
+                // it again, without compiling or probing again.
+                state.errors.push(why.clone());
+                state.failed.push((fingerprint, why.clone()));
+                state.plugins.extend(old.cloned());
+                continue;
+            }
+            match self
+                .load_plugin(entry.spec.clone(), bytes, digest, report)
+                .await
+            {
+                Ok(plugin) => {
+                    report.loaded.push(path);
+                    state.plugins.push(LoadedPlugin {
+                        plugin: Arc::new(plugin),
+                        tenants: entry.tenants,
+                        fingerprint,
+                    });
+                }
+                Err(e) => {
+                    let why = LoadIssue::of(&path, &e);
+                    // An engine or I/O error may pass: try again next time.
+                    if !e.is_transient() {
+                        state.failed.push((fingerprint, why.clone()));
+                    }
+                    state.errors.push(why);
+                    state.plugins.extend(old.cloned());
+                }
+            }
+        }
+        for p in &previous.plugins {
+            if !state
+                .plugins
+                .iter()
+                .any(|q| Arc::ptr_eq(&q.plugin, &p.plugin))
+                && !state
+                    .plugins
+                    .iter()
+                    .any(|q| q.plugin.path() == p.plugin.path())
+            {
+                report.removed.push(p.plugin.path().to_path_buf());
+            }
+        }
+        Some(state)
+    }
+
+    /// Compiles (or finds compiled) and links one plugin: the compile waits
+    /// for a slot of the compile queue and is bounded in time (and, in a
+    /// child process, memory); the probe has its own deadline.
+    async fn load_plugin(
+        &self,
+        spec: PluginSpec,
+        bytes: Vec<u8>,
+        digest: String,
+        report: &mut ScopeReport,
+    ) -> Result<Plugin, Error> {
+        let known = self
+            .compiled
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&digest).cloned());
+        let component = match known {
+            Some(c) => c,
+            None => {
+                let (component, outcome) = self.compile(&spec.path, bytes, &digest).await?;
+                match outcome {
+                    CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
+                    CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
+                        report.compiled.push(spec.path.clone());
+                    }
+                }
+                if let Ok(mut m) = self.compiled.lock() {
+                    m.insert(digest.clone(), component.clone());
+                }
+                component
+            }
+        };
+        Plugin::from_component_probed(
+            &self.engine,
+            spec,
+            component,
+            digest,
+            Some(self.limits.probe_timeout),
+        )
+        .await
+    }
+
+    /// The cache first (no queue), else a bounded compile in the queue.
+    async fn compile(
+        &self,
+        path: &Path,
+        bytes: Vec<u8>,
+        digest: &str,
+    ) -> Result<(Component, CacheOutcome), Error> {
+        let (engine, cache, d) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            digest.to_string(),
+        );
+        let found = tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
+            .await
+            .map_err(join_error)?;
+        let outcome = match found {
+            Lookup::Hit(c) => return Ok((c, CacheOutcome::Hit)),
+            Lookup::Miss => CacheOutcome::Compiled,
+            Lookup::Rebuilt => CacheOutcome::Rebuilt,
+        };
+        let slot = Arc::clone(&self.compile_slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Engine("the compile queue is closed".into()))?;
+        let (engine, cache, d) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            digest.to_string(),
+        );
+        let (compiler, bounds, p) = (
+            self.limits.compiler.clone(),
+            self.limits.compile.clone(),
+            path.to_path_buf(),
+        );
+        let task = tokio::task::spawn_blocking(move || {
+            // The slot is held until the compile really ends, even when
+            // the reload stopped waiting for it.
+            let _slot = slot;
+            let component = compiler.compile(&engine, &p, &bytes, &bounds)?;
+            cache.store(&engine, &d, &component);
+            Ok::<_, Error>(component)
+        });
+        // A child process is killed at the bound itself; give it time to
+        // report. An in-process compile cannot be stopped: stop waiting.
+        let wait = match self.limits.compiler {
+            Compiler::InProcess => self.limits.compile.timeout,
+            Compiler::Subprocess { .. } => self.limits.compile.timeout + Duration::from_secs(10),
+        };
+        match tokio::time::timeout(wait, task).await {
+            Err(_) => Err(Error::CompileBound {
+                path: path.to_path_buf(),
+                message: format!(
+                    "took longer than the compile time limit of {} ms",
+                    self.limits.compile.timeout.as_millis()
+                ),
+            }),
+            Ok(joined) => Ok((joined.map_err(join_error)??, outcome)),
+        }
+    }
+
+    /// Drops compiled components no plugin of `scopes` uses any more.
+    pub(crate) fn forget_unused<'a>(&self, scopes: impl IntoIterator<Item = &'a ScopeState>) {
+        let used: BTreeSet<&str> = scopes
+            .into_iter()
+            .flat_map(|s| &s.plugins)
+            .map(|p| p.plugin.digest())
+            .collect();
+        if let Ok(mut m) = self.compiled.lock() {
+            m.retain(|d, _| used.contains(d.as_str()));
+        }
+    }
+}
+
+/// The tenant names under `root/tenants` (valid, real directories), and
+/// the entries refused (a bad name, a symlink). Blocking.
+fn list_tenants(root: &Path) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
+    // The root must stay readable; everything below it is per directory.
+    std::fs::read_dir(root).map_err(|source| Error::Read {
+        path: root.to_path_buf(),
+        source,
+    })?;
+    let (mut names, mut errors) = (Vec::new(), Vec::new());
+    let tenants_dir = root.join("tenants");
+    if !tenants_dir.is_dir() {
+        return Ok((names, errors));
+    }
+    let entries = match std::fs::read_dir(&tenants_dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            errors.push(LoadIssue::new(
+                IssueKind::Directory,
+                &tenants_dir,
+                format!("cannot read: {e}"),
+            ));
+            return Ok((names, errors));
+        }
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Hidden entries (say an editor's) are not tenants.
+        if name.starts_with('.') {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_symlink() {
+            // Where it points is never looked at, nor told.
+            let message = format!(
+                "{}: not loaded: a tenant directory must be a directory, not a symlink",
+                path.display()
+            );
+            errors.push(LoadIssue::new(IssueKind::Directory, path, message));
+        } else if kind.is_dir() {
+            match TenantName::try_from(name) {
+                Ok(name) => names.push(name.into()),
+                Err(e) => errors.push(LoadIssue::new(IssueKind::Directory, path, e.to_string())),
+            }
+        }
+    }
+    names.sort();
+    errors.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((names, errors))
+}
+
+/// Opens a directory and reads what to load from it: its manifest, else
+/// its `*.wasm` entries. Blocking.
+fn plan_scope(
+    dir: &Path,
+    scope: Scope,
+    symlinks: Symlinks,
+    max_manifest_bytes: u64,
+    max_memory_bytes: usize,
+    policy: &Policy,
+) -> Plan {
+    let pdir = match PluginDir::open(dir, symlinks) {
+        Opened::Dir(d) => d,
+        Opened::Missing => return Plan::Gone,
+        Opened::Refused(e) => {
+            return Plan::Refused(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
+        }
+    };
+    let manifest_path = dir.join(manifest::FILE_NAME);
+    let entries = match pdir.read_optional(Path::new(manifest::FILE_NAME), max_manifest_bytes) {
+        Err(e) => {
+            let e = Error::from(manifest::ManifestError::unreadable(&manifest_path, &e));
+            return Plan::Failed(LoadIssue::of(&manifest_path, &e));
+        }
+        Ok(Some(bytes)) => {
+            match Manifest::parse_bytes(&manifest_path, &bytes, scope, max_memory_bytes, policy) {
+                Ok(m) => {
+                    let set = (scope == Scope::Global).then_some(m.policy);
+                    return Plan::Load {
+                        dir: Arc::new(pdir),
+                        entries: m.plugins,
+                        policy: set,
+                    };
+                }
+                Err(e) => {
+                    let path = e.path.clone();
+                    return Plan::Failed(LoadIssue::of(&path, &Error::from(e)));
+                }
+            }
+        }
+        Ok(None) => match pdir.wasm_names() {
+            Ok(names) => names
+                .into_iter()
+                .map(|n| {
+                    let mut spec = PluginSpec::new(dir.join(n));
+                    if scope == Scope::Tenant {
+                        spec.limits = spec.limits.clamped_to(&policy.ceilings);
+                    }
+                    manifest::Entry {
+                        spec,
+                        tenants: None,
+                    }
+                })
+                .collect(),
+            Err(e) => {
+                return Plan::Failed(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
+            }
+        },
+    };
+    Plan::Load {
+        dir: Arc::new(pdir),
+        entries,
+        policy: None,
+    }
+}
+
+/// What identifies a plugin as unchanged: its bytes and every setting.
+fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
+    let s = &entry.spec;
+    format!(
+        "{digest}\0{}\0{}\0{:?}\0{:?}\0{}\0{:?}",
+        s.name,
+        s.path.display(),
+        s.limits,
+        s.on_error,
+        s.config,
+        entry.tenants
+    ) + &format!("\0{}", s.prepared)
+}

@@ -1,0 +1,610 @@
+//! The plugins a host serves: the global chain and each tenant's, swapped
+//! atomically on reload so calls in flight finish on the chain they began
+//! with.
+//!
+//! Layout of a plugin directory:
+//!
+//! ```text
+//! plugins/
+//!   toolgate.toml             optional manifest (order, limits, config, tenants)
+//!   10-sql-guard.wasm         global guards (without a manifest: file-name order)
+//!   20-no-email.wasm
+//!   tenants/
+//!     acme/                   tenant `acme`'s own guards
+//!       toolgate.toml         optional manifest of its own
+//!       audit.wasm
+//! ```
+//!
+//! A call for tenant T runs the global chain (the global plugins that apply
+//! to T), then T's own; it never reaches another tenant's guards. A call
+//! with no tenant runs the global plugins that apply to every call.
+//!
+//! On [`Registry::reload`] a plugin whose bytes and settings did not change
+//! is reused as is; one whose settings changed is re-linked from the
+//! component already compiled; only new bytes are compiled, and those go
+//! through the on-disk [`CompiledCache`] first. A file that fails to load
+//! keeps its previous version serving; a manifest that fails to parse keeps
+//! the directory's whole previous chain serving.
+//!
+//! Tenants are not trusted. Files are read by the rules of [`crate::files`]
+//! (regular files inside their own directory, no symlinks in a tenant's,
+//! size-capped, on blocking threads); compiles wait in a bounded queue and
+//! are bounded in time and memory ([`crate::compile`]); a plugin that
+//! failed is not compiled or probed again while its bytes and settings are
+//! unchanged; the load probe's deadline is capped. Each directory loads
+//! under its own lock and is swapped in when done, so one tenant's slow
+//! load holds up no other's. The caps are [`LoadLimits`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use futures_util::future::join_all;
+use serde::Serialize;
+use tokio::sync::Mutex;
+
+use crate::cache::{CacheStats, CompiledCache};
+use crate::chain::Chain;
+use crate::engine::Engine;
+use crate::error::Error;
+pub use crate::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
+use crate::loader::{Loader, ScopeKey, ScopeReport, ScopeState};
+use crate::plugin::Plugin;
+use crate::policy::Policy;
+use crate::shares::Account;
+
+/// The former name of [`PluginSet`], kept for code that uses it
+/// ("snapshot" now means only a pre-initialised component, see
+/// [`crate::snapshot`]).
+pub type Snapshot = PluginSet;
+
+/// One loaded state of the plugin directory: every chain and the accounts
+/// they are charged to, swapped in whole by a reload.
+#[derive(Debug, Default)]
+pub struct PluginSet {
+    /// Incremented by every reload that changed something.
+    pub generation: u64,
+    /// The global chain a call with no tenant runs (global plugins without a
+    /// `tenants` restriction).
+    pub global: Chain,
+    /// Each tenant's own chain (without the global guards).
+    pub tenants: BTreeMap<String, Chain>,
+    /// What could not be loaded, with why; the previous version of each
+    /// such file (if any) keeps serving.
+    pub errors: Vec<LoadIssue>,
+    /// Every global plugin in order, with its tenant restriction.
+    pub global_plugins: Vec<LoadedPlugin>,
+    /// What each directory loaded, for reuse on reload.
+    scopes: BTreeMap<ScopeKey, ScopeState>,
+    /// Entries of `tenants/` that are not tenants (bad names, symlinks).
+    listing_errors: Vec<LoadIssue>,
+    /// Global chain followed by each tenant's own, precomputed.
+    combined: BTreeMap<String, Chain>,
+    /// The operator's policy in force (ceilings, shares, quarantine).
+    pub policy: Policy,
+    /// The shares calls are charged to.
+    pub accounts: Accounts,
+}
+
+/// The accounts guard calls are charged to (see [`crate::shares`]).
+#[derive(Debug, Default)]
+pub struct Accounts {
+    /// Calls with no tenant, or for a tenant without a directory.
+    pub global: Option<Arc<Account>>,
+    /// Each tenant with a directory: every call made for it.
+    pub tenants: BTreeMap<String, Arc<Account>>,
+}
+
+impl PluginSet {
+    /// The account a request for `tenant` is charged to: the tenant's own
+    /// when it has a directory, else the global account.
+    pub fn account(&self, tenant: Option<&str>) -> Option<&Arc<Account>> {
+        tenant
+            .and_then(|t| self.accounts.tenants.get(t))
+            .or(self.accounts.global.as_ref())
+    }
+
+    /// The chain a call for `tenant` runs: global, then the tenant's own.
+    pub fn chain(&self, tenant: Option<&str>) -> &Chain {
+        tenant
+            .and_then(|t| self.combined.get(t))
+            .unwrap_or(&self.global)
+    }
+}
+
+/// How a [`Registry`] keeps compiled code and loads its directories.
+#[derive(Debug)]
+pub struct RegistryOptions {
+    /// The compiled-component cache. Default: [`CompiledCache::from_env`].
+    pub cache: CompiledCache,
+    /// Tenant ceilings, shares and quarantine when the global manifest
+    /// does not set them (it overrides them key by key). Default:
+    /// [`Policy::default`].
+    pub policy: Policy,
+    /// Caps on files, compiles and the load probe. Default:
+    /// [`LoadLimits::default`].
+    pub load: LoadLimits,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            cache: CompiledCache::from_env(),
+            policy: Policy::default(),
+            load: LoadLimits::default(),
+        }
+    }
+}
+
+/// Serialises the loads of one directory; at most one more waits.
+#[derive(Default)]
+struct ScopeLock {
+    running: Mutex<()>,
+    queued: AtomicBool,
+}
+
+/// Clears a [`ScopeLock`]'s `queued` flag when the waiter gets the lock or
+/// gives up (its future dropped).
+struct Queued<'a>(&'a AtomicBool);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The live plugin set of one directory.
+pub struct Registry {
+    /// Loads each directory; the registry swaps in what it loaded.
+    loader: Loader,
+    current: ArcSwap<PluginSet>,
+    /// Serialises swapping in a new snapshot (never held across I/O).
+    publishing: std::sync::Mutex<()>,
+    /// One lock per directory: a directory's load never waits for
+    /// another's (a slow compile in one tenant stalls no other).
+    scopes: std::sync::Mutex<HashMap<ScopeKey, Arc<ScopeLock>>>,
+    /// The policy of the options; the global manifest may override it.
+    policy: Policy,
+}
+
+/// What a reload did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReloadReport {
+    /// The snapshot generation now serving.
+    pub generation: u64,
+    /// Plugins loaded or replaced (by path).
+    pub loaded: Vec<PathBuf>,
+    /// Plugins removed.
+    pub removed: Vec<PathBuf>,
+    /// Files that failed; their previous version, if any, keeps serving.
+    pub errors: Vec<LoadIssue>,
+    /// Components compiled by this reload (cache misses).
+    pub compiled: Vec<PathBuf>,
+    /// Components loaded from the on-disk cache.
+    pub cache_hits: Vec<PathBuf>,
+}
+
+impl ReloadReport {
+    fn absorb(&mut self, other: ScopeReport) {
+        self.loaded.extend(other.loaded);
+        self.removed.extend(other.removed);
+        self.compiled.extend(other.compiled);
+        self.cache_hits.extend(other.cache_hits);
+    }
+}
+
+impl Registry {
+    /// Loads `root` (global guards and `tenants/*`) with the default
+    /// options (the default compiled cache).
+    pub async fn open(engine: Engine, root: impl Into<PathBuf>) -> Result<Registry, Error> {
+        Registry::open_with(engine, root, RegistryOptions::default()).await
+    }
+
+    /// Loads `root` with `options`.
+    pub async fn open_with(
+        engine: Engine,
+        root: impl Into<PathBuf>,
+        options: RegistryOptions,
+    ) -> Result<Registry, Error> {
+        let root = root.into();
+        if let Err((key, why)) = options.policy.check() {
+            return Err(Error::Limits {
+                path: root,
+                message: format!("policy: `{key}`: {why}"),
+            });
+        }
+        if !root.is_dir() {
+            return Err(Error::Read {
+                path: root.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
+            });
+        }
+        let registry = Registry {
+            loader: Loader::new(engine, root, options.cache, options.load),
+            current: ArcSwap::from_pointee(PluginSet::default()),
+            publishing: Default::default(),
+            scopes: Default::default(),
+            policy: options.policy,
+        };
+        registry.reload().await?;
+        Ok(registry)
+    }
+
+    /// The directory this registry serves.
+    pub fn root(&self) -> &Path {
+        self.loader.root()
+    }
+
+    /// The engine plugins are loaded into.
+    pub fn engine(&self) -> &Engine {
+        self.loader.engine()
+    }
+
+    /// The compiled-component cache's counters.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.loader.cache().stats()
+    }
+
+    /// The compiled-component cache.
+    pub fn cache(&self) -> &CompiledCache {
+        self.loader.cache()
+    }
+
+    /// The caps on files, compiles and the load probe.
+    pub fn load_limits(&self) -> &LoadLimits {
+        self.loader.limits()
+    }
+
+    /// Watches the directory and reloads once it has been quiet for
+    /// `settle` after a change (see [`crate::watch`]). Must be called
+    /// inside a Tokio runtime; dropping the handle stops it.
+    pub fn watch(self: Arc<Self>, settle: Duration) -> Result<crate::watch::WatchHandle, Error> {
+        let root = self.root().to_path_buf();
+        crate::watch::spawn(
+            &root,
+            settle,
+            self.reload_fn("after a change in the plugin directory"),
+        )
+    }
+
+    /// Reloads on every `SIGHUP` until the task is aborted. Must be called
+    /// inside a Tokio runtime.
+    #[cfg(unix)]
+    pub fn on_sighup(self: Arc<Self>) -> Result<tokio::task::JoinHandle<()>, Error> {
+        crate::watch::on_sighup(self.reload_fn("on SIGHUP"))
+    }
+
+    /// A reload that logs its outcome; `why` says what asked for it.
+    fn reload_fn(self: Arc<Self>, why: &'static str) -> crate::watch::Reload {
+        Arc::new(move || {
+            let registry = Arc::clone(&self);
+            Box::pin(async move {
+                match registry.reload().await {
+                    Ok(report) => tracing::info!(
+                        generation = report.generation,
+                        loaded = report.loaded.len(),
+                        removed = report.removed.len(),
+                        errors = report.errors.len(),
+                        "reloaded {why}"
+                    ),
+                    Err(e) => tracing::error!("reload {why} failed: {e}"),
+                }
+            })
+        })
+    }
+
+    /// The plugin set serving now, as taken at this moment. Hold it for the
+    /// length of one call: a reload swaps in a new set and never changes
+    /// one already taken.
+    pub fn snapshot(&self) -> Arc<PluginSet> {
+        self.current.load_full()
+    }
+
+    /// Re-reads the directory and swaps in the new chains. A component whose
+    /// bytes did not change is reused as is (never recompiled); one that
+    /// fails to load keeps its previous version serving and is reported,
+    /// and is not tried again while its bytes and settings stay the same.
+    ///
+    /// The global directory and each tenant's load concurrently, each
+    /// swapped in as soon as it is done: a slow compile in one tenant holds
+    /// up no other. A directory another reload is loading is waited for
+    /// (and then re-read); when a reload is already waiting for it, this one
+    /// leaves it to that one.
+    pub async fn reload(&self) -> Result<ReloadReport, Error> {
+        let (listed, listing_errors) = self.loader.tenants().await?;
+        // Tenants listed now, and tenants loaded before (gone ones are
+        // removed by their own load, under their lock).
+        let mut names: BTreeSet<String> = listed.into_iter().collect();
+        names.extend(self.snapshot().scopes.keys().filter_map(|k| match k {
+            ScopeKey::Tenant(t) => Some(t.clone()),
+            ScopeKey::Global => None,
+        }));
+        let tenants: Vec<ScopeKey> = names.into_iter().map(ScopeKey::Tenant).collect();
+        // The global directory first: its manifest sets the policy (the
+        // ceilings) every tenant's manifest is read under. The tenant
+        // listing's errors are published with it.
+        let mut report = ReloadReport::default();
+        report.absorb(
+            self.reload_scope(&ScopeKey::Global, Some(listing_errors))
+                .await,
+        );
+        for r in join_all(tenants.iter().map(|k| self.reload_scope(k, None))).await {
+            report.absorb(r);
+        }
+        let snapshot = self.snapshot();
+        report.generation = snapshot.generation;
+        report.errors = snapshot.errors.clone();
+        for e in &report.errors {
+            tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message);
+        }
+        if !report.loaded.is_empty() || !report.removed.is_empty() {
+            tracing::info!(
+                generation = report.generation,
+                loaded = ?report.loaded,
+                removed = ?report.removed,
+                compiled = report.compiled.len(),
+                cache_hits = report.cache_hits.len(),
+                "plugin set reloaded"
+            );
+        }
+        Ok(report)
+    }
+
+    /// Forgets every remembered load failure: the next reload tries each
+    /// failed plugin again (say, after a compile ran out of time on a busy
+    /// machine). Without this, a failed plugin is tried again only when its
+    /// bytes or settings change.
+    pub fn forget_failures(&self) {
+        self.publish(|scopes, _| {
+            for s in scopes.values_mut() {
+                s.failed.clear();
+            }
+            false
+        });
+    }
+
+    /// The policy the global manifest sets, else the options'.
+    fn policy_in_force(&self) -> Policy {
+        self.snapshot()
+            .scopes
+            .get(&ScopeKey::Global)
+            .and_then(|s| s.policy.clone())
+            .unwrap_or_else(|| self.policy.clone())
+    }
+
+    fn scope_lock(&self, key: &ScopeKey) -> Arc<ScopeLock> {
+        let mut scopes = self
+            .scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(scopes.entry(key.clone()).or_default())
+    }
+
+    /// Loads one directory under its lock and swaps the result in.
+    async fn reload_scope(&self, key: &ScopeKey, listing: Option<Vec<LoadIssue>>) -> ScopeReport {
+        let lock = self.scope_lock(key);
+        if lock.queued.swap(true, Ordering::SeqCst) {
+            // A reload is already waiting to load this directory; it reads
+            // the files after the one running now, so it sees our change.
+            return ScopeReport::default();
+        }
+        let waiting = Queued(&lock.queued);
+        let _running = lock.running.lock().await;
+        drop(waiting);
+        let previous = self.snapshot().scopes.get(key).cloned();
+        // The policy in force: the global manifest's (when a tenant loads,
+        // the global directory has loaded first), else the options'.
+        let policy = self.policy_in_force();
+        let (state, report) = self.loader.load(key, previous.as_ref(), &policy).await;
+        let changed = !report.loaded.is_empty() || !report.removed.is_empty();
+        self.publish(|scopes, listed| {
+            if let Some(l) = listing {
+                *listed = l;
+            }
+            match state {
+                Some(s) => {
+                    scopes.insert(key.clone(), s);
+                }
+                None => {
+                    scopes.remove(key);
+                }
+            }
+            changed
+        });
+        report
+    }
+
+    /// Swaps in a snapshot with `edit` applied to the current one's
+    /// directories and listing errors; `edit` says whether the plugin set
+    /// changed (a new generation).
+    fn publish(
+        &self,
+        edit: impl FnOnce(&mut BTreeMap<ScopeKey, ScopeState>, &mut Vec<LoadIssue>) -> bool,
+    ) {
+        let _one = self
+            .publishing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let old = self.snapshot();
+        let mut scopes = old.scopes.clone();
+        let mut listing = old.listing_errors.clone();
+        let changed = edit(&mut scopes, &mut listing);
+        let generation = old.generation + u64::from(changed || old.generation == 0);
+        let config = self.engine().config();
+        let pool = config.pooling.then_some(config.max_instances);
+        let snapshot = PluginSet::build(
+            generation,
+            scopes,
+            listing,
+            &self.policy,
+            &old.accounts,
+            pool,
+        );
+        // Prepared instances may hold the pool slots no share reserves.
+        if let Some(pool) = pool {
+            let reserved = snapshot
+                .policy
+                .shares
+                .reserved(u32::try_from(snapshot.accounts.tenants.len()).unwrap_or(u32::MAX));
+            let room = u64::from(pool).saturating_sub(reserved);
+            if self
+                .engine()
+                .prepared_slots()
+                .set_room(u32::try_from(room).unwrap_or(u32::MAX))
+            {
+                let global = snapshot.global_plugins.iter().map(|p| &p.plugin);
+                for p in global.chain(snapshot.tenants.values().flat_map(|c| c.plugins())) {
+                    p.discard_prepared();
+                }
+            }
+        }
+        self.loader.forget_unused(snapshot.scopes.values());
+        self.current.store(Arc::new(snapshot));
+    }
+}
+
+impl Accounts {
+    /// The global account and one per tenant in `tenants`, each reused
+    /// from `old` when its share did not change (calls in flight keep
+    /// their permits on it).
+    fn plan<'a>(
+        policy: &Policy,
+        old: &Accounts,
+        tenants: impl Iterator<Item = &'a String>,
+    ) -> Accounts {
+        let s = &policy.shares;
+        let global = match &old.global {
+            Some(a) if a.matches(s.global_lends(), s.wait) => Arc::clone(a),
+            _ => Arc::new(s.global_account()),
+        };
+        let tenants = tenants
+            .map(|name| {
+                let account = match old.tenants.get(name) {
+                    Some(a) if a.matches(s.tenant_lends(), s.wait) => Arc::clone(a),
+                    _ => Arc::new(s.tenant_account(name)),
+                };
+                (name.clone(), account)
+            })
+            .collect();
+        Accounts {
+            global: Some(global),
+            tenants,
+        }
+    }
+}
+
+impl PluginSet {
+    /// The snapshot of `scopes` under the policy in force (the global
+    /// manifest's, else `fallback`): tenants admitted in name order while
+    /// their shares fit in `pool` and the memory budget, every guard given
+    /// the quarantine rules, every chain charged to its caller's account
+    /// (reused from `old` where its share did not change).
+    fn build(
+        generation: u64,
+        scopes: BTreeMap<ScopeKey, ScopeState>,
+        listing_errors: Vec<LoadIssue>,
+        fallback: &Policy,
+        old: &Accounts,
+        pool: Option<u32>,
+    ) -> PluginSet {
+        let policy = scopes
+            .get(&ScopeKey::Global)
+            .and_then(|s| s.policy.clone())
+            .unwrap_or_else(|| fallback.clone());
+        let global_plugins = scopes
+            .get(&ScopeKey::Global)
+            .map(|s| s.plugins.clone())
+            .unwrap_or_default();
+        let mut errors: Vec<LoadIssue> = scopes
+            .get(&ScopeKey::Global)
+            .map(|s| s.errors.clone())
+            .unwrap_or_default();
+        errors.extend(listing_errors.iter().cloned());
+        // Shares are reservations: a tenant whose share does not fit in the
+        // pool and the memory budget is not admitted (its calls run the
+        // global chain only) and is reported.
+        let mut tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>> = BTreeMap::new();
+        for (key, state) in &scopes {
+            let ScopeKey::Tenant(name) = key else {
+                continue;
+            };
+            errors.extend(state.errors.iter().cloned());
+            let admitted = u32::try_from(tenant_plugins.len() + 1).unwrap_or(u32::MAX);
+            if let Err(e) = policy.shares.plan(pool, admitted, name) {
+                errors.push(LoadIssue::new(
+                    IssueKind::Share,
+                    PathBuf::from("tenants").join(name),
+                    e.to_string(),
+                ));
+                continue;
+            }
+            tenant_plugins.insert(name.clone(), state.plugins.clone());
+        }
+        for p in global_plugins
+            .iter()
+            .chain(tenant_plugins.values().flatten())
+        {
+            p.plugin.set_quarantine(policy.quarantine.clone());
+        }
+        let accounts = Accounts::plan(&policy, old, tenant_plugins.keys());
+        // Every plugin of a chain is charged to the chain's caller.
+        let charge = |plugins: Vec<Arc<Plugin>>, account: Option<&Arc<Account>>| match account {
+            None => plugins,
+            Some(a) => plugins
+                .into_iter()
+                .map(|p| Arc::new(p.charged_to(Arc::clone(a))))
+                .collect(),
+        };
+        let chain_for = |tenant: Option<&str>| -> Vec<Arc<Plugin>> {
+            global_plugins
+                .iter()
+                .filter(|p| p.applies_to(tenant))
+                .map(|p| Arc::clone(&p.plugin))
+                .collect()
+        };
+        let global = Chain::new(charge(chain_for(None), accounts.global.as_ref()));
+        // Tenants with a directory, and tenants a global plugin names.
+        let mut names: BTreeSet<String> = tenant_plugins.keys().cloned().collect();
+        names.extend(
+            global_plugins
+                .iter()
+                .flat_map(|p| p.tenants.iter().flatten().map(|t| t.to_string())),
+        );
+        // Each tenant's own chain, charged to its account: the same plugins
+        // its combined chain runs.
+        let tenants: BTreeMap<String, Chain> = tenant_plugins
+            .iter()
+            .map(|(name, own)| {
+                let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
+                let account = accounts.tenants.get(name).or(accounts.global.as_ref());
+                (name.clone(), Chain::new(charge(plugins, account)))
+            })
+            .collect();
+        let combined = names
+            .into_iter()
+            .map(|name| {
+                let account = accounts.tenants.get(&name).or(accounts.global.as_ref());
+                let mut all = charge(chain_for(Some(&name)), account);
+                if let Some(own) = tenants.get(&name) {
+                    all.extend(own.plugins().iter().cloned());
+                }
+                (name, Chain::new(all))
+            })
+            .collect();
+        PluginSet {
+            generation,
+            global,
+            tenants,
+            errors,
+            global_plugins,
+            scopes,
+            listing_errors,
+            combined,
+            policy,
+            accounts,
+        }
+    }
+}
