@@ -72,6 +72,12 @@ pub use fault::Fault;
 pub use limits::Limits;
 pub use plugin::{OnError, Plugin, PluginSpec};
 pub use policy::Policy;
-pub use registry::{PluginSet, Registry, RegistryOptions, Snapshot};
+/// Deprecated: the former name of [`PluginSet`] (see [`registry::Snapshot`]).
+#[allow(
+    deprecated,
+    reason = "re-exports the deprecated alias for code that still names it"
+)]
+pub use registry::Snapshot;
+pub use registry::{PluginSet, Registry, RegistryOptions};
 pub use request::DecideRequest;
 pub use tenant::TenantName;

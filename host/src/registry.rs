@@ -80,9 +80,10 @@ impl LoadedPlugin {
     }
 }
 
-/// The former name of [`PluginSet`], kept for code that uses it
-/// ("snapshot" now means only a pre-initialised component, see
+/// Deprecated: the former name of [`PluginSet`], kept for code that uses
+/// it. "Snapshot" now means only a pre-initialised component (see
 /// [`crate::snapshot`]).
+#[deprecated(since = "0.1.0", note = "renamed `PluginSet`")]
 pub type Snapshot = PluginSet;
 
 /// One loaded state of the plugin directory: every chain and the accounts
@@ -325,7 +326,7 @@ pub struct Registry {
     engine: Engine,
     root: PathBuf,
     current: ArcSwap<PluginSet>,
-    /// Serialises swapping in a new snapshot (never held across I/O).
+    /// Serialises swapping in a new plugin set (never held across I/O).
     publishing: std::sync::Mutex<()>,
     /// One lock per directory: a directory's load never waits for
     /// another's (a slow compile in one tenant stalls no other).
@@ -345,7 +346,7 @@ pub struct Registry {
 /// What a reload did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReloadReport {
-    /// The snapshot generation now serving.
+    /// The plugin set generation now serving.
     pub generation: u64,
     /// Plugins loaded or replaced (by path).
     pub loaded: Vec<PathBuf>,
@@ -507,8 +508,14 @@ impl Registry {
     /// The plugin set serving now, as taken at this moment. Hold it for the
     /// length of one call: a reload swaps in a new set and never changes
     /// one already taken.
-    pub fn snapshot(&self) -> Arc<PluginSet> {
+    pub fn plugin_set(&self) -> Arc<PluginSet> {
         self.current.load_full()
+    }
+
+    /// Deprecated: the former name of [`Registry::plugin_set`].
+    #[deprecated(since = "0.1.0", note = "renamed `plugin_set`")]
+    pub fn snapshot(&self) -> Arc<PluginSet> {
+        self.plugin_set()
     }
 
     /// Re-reads the directory and swaps in the new chains. A component whose
@@ -529,7 +536,7 @@ impl Registry {
         // Tenants listed now, and tenants loaded before (gone ones are
         // removed by their own load, under their lock).
         let mut names: BTreeSet<String> = listed.into_iter().collect();
-        names.extend(self.snapshot().scopes.keys().filter_map(|k| match k {
+        names.extend(self.plugin_set().scopes.keys().filter_map(|k| match k {
             ScopeKey::Tenant(t) => Some(t.clone()),
             ScopeKey::Global => None,
         }));
@@ -543,9 +550,9 @@ impl Registry {
         for r in join_all(tenants.iter().map(|k| self.reload_scope(k, None))).await {
             report.absorb(r);
         }
-        let snapshot = self.snapshot();
-        report.generation = snapshot.generation;
-        report.errors = snapshot.errors.clone();
+        let set = self.plugin_set();
+        report.generation = set.generation;
+        report.errors = set.errors.clone();
         for e in &report.errors {
             tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message);
         }
@@ -577,7 +584,7 @@ impl Registry {
 
     /// The policy the global manifest sets, else the options'.
     fn policy_in_force(&self) -> Policy {
-        self.snapshot()
+        self.plugin_set()
             .scopes
             .get(&ScopeKey::Global)
             .and_then(|s| s.policy.clone())
@@ -603,7 +610,7 @@ impl Registry {
         let waiting = Queued(&lock.queued);
         let _running = lock.running.lock().await;
         drop(waiting);
-        let previous = self.snapshot().scopes.get(key).cloned();
+        let previous = self.plugin_set().scopes.get(key).cloned();
         let mut report = ReloadReport::default();
         let state = self.load_scope(key, previous.as_ref(), &mut report).await;
         if let (None, Some(p)) = (&state, &previous) {
@@ -629,7 +636,7 @@ impl Registry {
         report
     }
 
-    /// Swaps in a snapshot with `edit` applied to the current one's
+    /// Swaps in a plugin set with `edit` applied to the current one's
     /// directories and listing errors; `edit` says whether the plugin set
     /// changed (a new generation).
     fn publish(
@@ -640,7 +647,7 @@ impl Registry {
             .publishing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let old = self.snapshot();
+        let old = self.plugin_set();
         let mut scopes = old.scopes.clone();
         let mut listing = old.listing_errors.clone();
         let changed = edit(&mut scopes, &mut listing);
@@ -650,7 +657,7 @@ impl Registry {
             .config()
             .pooling
             .then_some(self.engine.config().max_instances);
-        let snapshot = PluginSet::build(
+        let set = PluginSet::build(
             generation,
             scopes,
             listing,
@@ -660,24 +667,24 @@ impl Registry {
         );
         // Prepared instances may hold the pool slots no share reserves.
         if let Some(pool) = pool {
-            let reserved = snapshot
+            let reserved = set
                 .policy
                 .shares
-                .reserved(u32::try_from(snapshot.accounts.tenants.len()).unwrap_or(u32::MAX));
+                .reserved(u32::try_from(set.accounts.tenants.len()).unwrap_or(u32::MAX));
             let room = u64::from(pool).saturating_sub(reserved);
             if self
                 .engine
                 .prepared_slots()
                 .set_room(u32::try_from(room).unwrap_or(u32::MAX))
             {
-                let global = snapshot.global_plugins.iter().map(|p| &p.plugin);
-                for p in global.chain(snapshot.tenants.values().flat_map(|c| c.plugins())) {
+                let global = set.global_plugins.iter().map(|p| &p.plugin);
+                for p in global.chain(set.tenants.values().flat_map(|c| c.plugins())) {
                     p.discard_prepared();
                 }
             }
         }
-        self.forget_unused(&snapshot);
-        self.current.store(Arc::new(snapshot));
+        self.forget_unused(&set);
+        self.current.store(Arc::new(set));
     }
 
     /// Loads one directory (the root, or a tenant's). `None`: the tenant's
@@ -956,8 +963,8 @@ impl Registry {
     }
 
     /// Drops compiled components no plugin uses any more.
-    fn forget_unused(&self, snapshot: &PluginSet) {
-        let used: BTreeSet<&str> = snapshot
+    fn forget_unused(&self, set: &PluginSet) {
+        let used: BTreeSet<&str> = set
             .scopes
             .values()
             .flat_map(|s| &s.plugins)
@@ -1118,7 +1125,7 @@ fn plan_scope(
 }
 
 impl PluginSet {
-    /// The snapshot of `scopes` under the policy in force (the global
+    /// The plugin set of `scopes` under the policy in force (the global
     /// manifest's, else `fallback`): tenants admitted in name order while
     /// their shares fit in `pool` and the memory budget, every guard given
     /// the quarantine rules, every chain charged to its caller's account
