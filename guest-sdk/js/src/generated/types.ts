@@ -10,7 +10,8 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObj
 export type JsonObject = { [key: string]: JsonValue };
 
 /**
- * `on_tool_routing_decision`: which tools are visible this turn.
+ * `on_tool_routing_decision`: which tools are visible this turn
+ * (symfonic's `ToolRoutingDecisionEvent`).
  * 
  * Carries every field of symfonic's `ToolRoutingDecisionEvent`, plus the
  * visible tools with their descriptions, the user's query when known and
@@ -67,7 +68,8 @@ export type RoutingEvent = ToolRoutingDecisionEvent;
 
 /**
  * `on_tool_call_dispatch`: a tool call about to be dispatched, which a
- * guard may rewrite. Carries every field of `ToolCallDispatchEvent`.
+ * guard may rewrite (the rewrite seam). Carries every field of
+ * `ToolCallDispatchEvent`.
  *
  * WIT: record `dispatch-event`.
  */
