@@ -24,6 +24,11 @@
 // This package holds what every seam shares: the event and verdict types, the
 // verdict helpers, and what the host lends a guard ([Log], [Config]).
 //
+// The events carry symfonic's class names, one per seam:
+// [ToolRoutingDecisionEvent] (routing), [ToolCallDispatchEvent] (rewrite),
+// [BeforeToolCallEvent] (steering) and [ToolResultCallbackEvent] (result).
+// RoutingEvent, DispatchEvent and ToolResultEvent are deprecated aliases.
+//
 // Events carry JSON values (args, state, tool results) as [json.RawMessage].
 // [StringMember] and [SetStringMember] (and the events' StringArg) read and
 // replace one member without decoding the rest: cheap even on a 1 MiB
@@ -52,8 +57,10 @@ type ToolInfo struct {
 	Description string
 }
 
-// RoutingEvent is on_tool_routing_decision: which tools are visible this turn.
-type RoutingEvent struct {
+// ToolRoutingDecisionEvent is the routing seam's event (symfonic's
+// on_tool_routing_decision hook and ToolRoutingDecisionEvent class): which
+// tools are visible this turn. WIT record: routing-event.
+type ToolRoutingDecisionEvent struct {
 	RunID string
 	// Mode is "observe" or "enforce".
 	Mode string
@@ -73,9 +80,11 @@ type RoutingEvent struct {
 	State json.RawMessage
 }
 
-// DispatchEvent is on_tool_call_dispatch: a call about to be dispatched,
-// which a rewrite guard may replace.
-type DispatchEvent struct {
+// ToolCallDispatchEvent is the rewrite seam's event (symfonic's
+// on_tool_call_dispatch hook and ToolCallDispatchEvent class): a call about
+// to be dispatched, which a rewrite guard may replace. WIT record:
+// dispatch-event.
+type ToolCallDispatchEvent struct {
 	RunID string
 	// IterationIndex is the 0-indexed React loop iteration.
 	IterationIndex uint32
@@ -93,7 +102,9 @@ type DispatchEvent struct {
 	State json.RawMessage
 }
 
-// BeforeToolCallEvent is on_before_tool_call: a call about to run.
+// BeforeToolCallEvent is the steering seam's event (symfonic's
+// on_before_tool_call hook and BeforeToolCallEvent class): a call about to
+// run. WIT record: before-tool-call-event.
 type BeforeToolCallEvent struct {
 	RunID string
 	// ToolName is the (post-rewrite) tool about to run.
@@ -106,8 +117,10 @@ type BeforeToolCallEvent struct {
 	State json.RawMessage
 }
 
-// ToolResultEvent is on_tool_result: what a tool returned.
-type ToolResultEvent struct {
+// ToolResultCallbackEvent is the result seam's event (symfonic's
+// on_tool_result hook and ToolResultCallbackEvent class): what a tool
+// returned. WIT record: tool-result-event.
+type ToolResultCallbackEvent struct {
 	RunID    string
 	ToolName string
 	// Result is the ToolMessage content as JSON (null on cancellation).
@@ -121,6 +134,21 @@ type ToolResultEvent struct {
 	State json.RawMessage
 }
 
+// RoutingEvent is the former name of [ToolRoutingDecisionEvent].
+//
+// Deprecated: use ToolRoutingDecisionEvent, symfonic's name.
+type RoutingEvent = ToolRoutingDecisionEvent
+
+// DispatchEvent is the former name of [ToolCallDispatchEvent].
+//
+// Deprecated: use ToolCallDispatchEvent, symfonic's name.
+type DispatchEvent = ToolCallDispatchEvent
+
+// ToolResultEvent is the former name of [ToolResultCallbackEvent].
+//
+// Deprecated: use ToolResultCallbackEvent, symfonic's name.
+type ToolResultEvent = ToolResultCallbackEvent
+
 // StringArg returns args[name] when the call's args are a JSON object whose
 // name member is a string.
 func (e BeforeToolCallEvent) StringArg(name string) (string, bool) {
@@ -129,12 +157,12 @@ func (e BeforeToolCallEvent) StringArg(name string) (string, bool) {
 
 // StringArg returns args[name] when the call's args are a JSON object whose
 // name member is a string.
-func (e DispatchEvent) StringArg(name string) (string, bool) {
+func (e ToolCallDispatchEvent) StringArg(name string) (string, bool) {
 	return StringMember(e.Args, name)
 }
 
 // Available reports whether a rewrite may target tool.
-func (e DispatchEvent) Available(tool string) bool {
+func (e ToolCallDispatchEvent) Available(tool string) bool {
 	for _, t := range e.AvailableTools {
 		if t == tool {
 			return true

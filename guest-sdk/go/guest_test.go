@@ -29,7 +29,7 @@ func TestStringArg(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{`[]`, `"sql"`, `not json`, ``} {
-		if _, ok := (DispatchEvent{Args: json.RawMessage(raw)}).StringArg("sql"); ok {
+		if _, ok := (ToolCallDispatchEvent{Args: json.RawMessage(raw)}).StringArg("sql"); ok {
 			t.Fatalf("StringArg on %q succeeded", raw)
 		}
 	}
@@ -62,7 +62,7 @@ func TestRewriteToRefusesNonObjects(t *testing.T) {
 }
 
 func TestAvailable(t *testing.T) {
-	e := DispatchEvent{AvailableTools: []string{"a", "b"}}
+	e := ToolCallDispatchEvent{AvailableTools: []string{"a", "b"}}
 	if !e.Available("b") || e.Available("c") {
 		t.Fatal("Available is wrong")
 	}
@@ -105,5 +105,16 @@ func TestUpperContainsAtEveryOffset(t *testing.T) {
 		if UpperContains(s, "X") != (n > 0) {
 			t.Fatalf("UpperContains(%q, X) wrong", s)
 		}
+	}
+}
+
+// The former event names are aliases of the same types: a handler written
+// against them still compiles and registers.
+func TestDeprecatedEventNamesAreAliases(t *testing.T) {
+	var old DispatchEvent = ToolCallDispatchEvent{AvailableTools: []string{"a"}}
+	var routing RoutingEvent = ToolRoutingDecisionEvent{RunID: "r"}
+	var result ToolResultEvent = ToolResultCallbackEvent{ToolName: "t"}
+	if !old.Available("a") || routing.RunID != "r" || result.ToolName != "t" {
+		t.Fatal("aliases lost their fields")
 	}
 }

@@ -51,8 +51,8 @@ fn install(dir: &Path, bytes: &[u8]) {
 }
 
 async fn answers(reg: &Registry) -> bool {
-    let snap = reg.snapshot();
-    snap.chain(None)
+    let set = reg.plugin_set();
+    set.chain(None)
         .steering(&event(), &json!({}))
         .await
         .result

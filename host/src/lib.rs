@@ -68,8 +68,15 @@ pub use limits::Limits;
 pub use plugin::{OnError, Plugin, PluginSpec};
 #[doc(no_inline)]
 pub use policy::Policy;
+/// Deprecated: the former name of [`PluginSet`] (see [`registry::Snapshot`]).
+#[allow(
+    deprecated,
+    reason = "re-exports the deprecated alias for code that still names it"
+)]
 #[doc(no_inline)]
-pub use registry::{PluginSet, Registry, RegistryOptions, Snapshot};
+pub use registry::Snapshot;
+#[doc(no_inline)]
+pub use registry::{PluginSet, Registry, RegistryOptions};
 #[doc(no_inline)]
 pub use request::DecideRequest;
 pub use tenant::TenantName;

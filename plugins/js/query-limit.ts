@@ -15,7 +15,7 @@ const HAS_LIMIT = /[lﬂﬄ][iı]m[iı][tẗ]/i;
 const TRAILING = /[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000;]/;
 
 export default defineGuard({
-  dispatch(event) {
+  onToolCallDispatch(event) {
     const sql = event.args.sql;
     if (event.toolName !== 'run_query' || typeof sql !== 'string' || HAS_LIMIT.test(sql)) {
       return null;

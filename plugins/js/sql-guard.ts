@@ -12,7 +12,7 @@
 import { defineGuard, proceed, steer } from '@toolgate/guest';
 
 export default defineGuard({
-  beforeToolCall(event) {
+  onBeforeToolCall(event) {
     if (event.toolName === 'run_query') {
       const sql = event.args.sql;
       if (typeof sql !== 'string') throw new TypeError('run_query called without a string `sql` argument');

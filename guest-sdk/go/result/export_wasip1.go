@@ -10,7 +10,7 @@ import (
 //go:wasmexport toolgate:guard/result@0.1.0#on-result
 func onResult(runID, runIDLen, tool, toolLen, result, resultLen, callID, callIDLen, deferred, isError, state, stateLen uint32) {
 	abi.BeginCall()
-	e := guest.ToolResultEvent{
+	e := guest.ToolResultCallbackEvent{
 		RunID:    abi.String(runID, runIDLen),
 		ToolName: abi.String(tool, toolLen),
 		Result:   abi.Bytes(result, resultLen),

@@ -7,7 +7,7 @@ import "toolgate.dev/guest"
 
 // Handler observes one tool result; there is nothing to return. A panic is
 // a fault: the host logs it and goes on.
-type Handler func(e guest.ToolResultEvent)
+type Handler func(e guest.ToolResultCallbackEvent)
 
 var handler Handler
 
@@ -17,7 +17,7 @@ func Handle(h Handler) { handler = h }
 
 // Call runs the registered handler as the host would. Guards' unit tests
 // use it.
-func Call(e guest.ToolResultEvent) {
+func Call(e guest.ToolResultCallbackEvent) {
 	if handler != nil {
 		handler(e)
 	}

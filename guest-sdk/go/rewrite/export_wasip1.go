@@ -21,7 +21,7 @@ var ret rewriteRet
 //go:wasmexport toolgate:guard/rewrite@0.1.0#dispatch
 func dispatch(runID, runIDLen, iteration, node, nodeLen, callID, callIDLen, tool, toolLen, args, argsLen, tools, toolsLen, state, stateLen uint32) uint32 {
 	abi.BeginCall()
-	e := guest.DispatchEvent{
+	e := guest.ToolCallDispatchEvent{
 		RunID:          abi.String(runID, runIDLen),
 		IterationIndex: iteration,
 		NodeName:       abi.String(node, nodeLen),

@@ -9,7 +9,7 @@ import "toolgate.dev/guest"
 // host drops a rewrite whose tool is not in e.AvailableTools or whose args
 // are not a JSON object. A panic is a fault: the host logs it and the chain
 // goes on as if this guard had returned nil.
-type Handler func(e guest.DispatchEvent) *guest.Rewrite
+type Handler func(e guest.ToolCallDispatchEvent) *guest.Rewrite
 
 var handler Handler
 
@@ -19,7 +19,7 @@ func Handle(h Handler) { handler = h }
 
 // Call runs the registered handler as the host would (nil when none is
 // registered). Guards' unit tests use it.
-func Call(e guest.DispatchEvent) *guest.Rewrite {
+func Call(e guest.ToolCallDispatchEvent) *guest.Rewrite {
 	if handler == nil {
 		return nil
 	}

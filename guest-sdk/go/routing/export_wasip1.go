@@ -40,7 +40,7 @@ func str(rec, off uint32) string {
 //go:wasmexport toolgate:guard/routing@0.1.0#narrow
 func narrow(rec uint32) uint32 {
 	abi.BeginCall()
-	e := guest.RoutingEvent{
+	e := guest.ToolRoutingDecisionEvent{
 		RunID:               str(rec, offRunID),
 		Mode:                str(rec, offMode),
 		IntentLabel:         str(rec, offIntentLabel),

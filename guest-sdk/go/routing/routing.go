@@ -11,7 +11,7 @@ import "toolgate.dev/guest"
 // already are ignored: a guard can hide tools, never add one. A panic is a
 // fault: the host logs it and the chain goes on as if this guard had not
 // narrowed.
-type Handler func(e guest.RoutingEvent) (visible []string, narrow bool)
+type Handler func(e guest.ToolRoutingDecisionEvent) (visible []string, narrow bool)
 
 var handler Handler
 
@@ -21,7 +21,7 @@ func Handle(h Handler) { handler = h }
 
 // Call runs the registered handler as the host would (no narrowing when
 // none is registered). Guards' unit tests use it.
-func Call(e guest.RoutingEvent) (visible []string, narrow bool) {
+func Call(e guest.ToolRoutingDecisionEvent) (visible []string, narrow bool) {
 	if handler == nil {
 		return nil, false
 	}

@@ -16,7 +16,7 @@ import * as esbuild from 'esbuild';
 import { _addPreopen } from '@bytecodealliance/preview2-shim/filesystem';
 import { componentize } from '@bytecodealliance/componentize-js';
 import { componentWit } from '@bytecodealliance/jco-transpile/wasm-tools';
-import { HOOKS, SDK_DIR, SEAMS, readGuardWit, worldFor } from './wit.mjs';
+import { ALL_HOOKS, HOOKS, SDK_DIR, readGuardWit, seamsOf, worldFor } from './wit.mjs';
 
 /**
  * componentize-js 0.23.0's generated bindings lower every string a guard returns (a skip's
@@ -126,7 +126,7 @@ async function probeHooks(guardPath, workDir) {
     throw new Error(`${guardPath} must export default a guard: export default defineGuard({ ... })`);
   }
   const keys = Object.keys(guard);
-  const unknown = keys.filter((k) => !HOOKS.includes(k));
+  const unknown = keys.filter((k) => !ALL_HOOKS.includes(k));
   if (unknown.length) {
     throw new Error(`${guardPath}: unknown hook(s) ${unknown.join(', ')}; hooks are ${HOOKS.join(', ')}`);
   }
@@ -137,12 +137,17 @@ async function probeHooks(guardPath, workDir) {
   if (hooks.length === 0) {
     throw new Error(`${guardPath}: the guard implements no hook; hooks are ${HOOKS.join(', ')}`);
   }
+  try {
+    seamsOf(hooks);
+  } catch (err) {
+    throw new Error(`${guardPath}: ${err.message}`);
+  }
   return hooks;
 }
 
 /** Bundles the guard and its glue into one ES module importing only the host interface. */
 async function bundleComponentSource(guardPath, hooks) {
-  const seams = SEAMS.filter((s) => hooks.includes(s.hook));
+  const seams = seamsOf(hooks);
   const entry = [
     `import guard from ${JSON.stringify(guardPath)};`,
     `import { bind, routeConsoleToHostLog } from '@toolgate/guest/glue';`,

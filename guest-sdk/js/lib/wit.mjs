@@ -11,18 +11,47 @@ export const SDK_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const WIT_PACKAGE = 'toolgate:guard@0.1.0';
 
 /**
- * The four seams: the WIT interface each one exports, the function in it, and the hook a
- * guard implements for it (the function's name in camelCase, as componentize-js maps it).
+ * The four seams: the WIT interface each one exports, the function in it (`export`: its name
+ * in camelCase, as componentize-js maps it), the hook a guard implements for it (symfonic's
+ * hook name in camelCase) and the hook's deprecated former name (the function's).
  */
 export const SEAMS = [
-  { seam: 'routing', iface: 'routing', func: 'narrow', hook: 'narrow' },
-  { seam: 'rewrite', iface: 'rewrite', func: 'dispatch', hook: 'dispatch' },
-  { seam: 'steering', iface: 'steering', func: 'before-tool-call', hook: 'beforeToolCall' },
-  { seam: 'result', iface: 'result', func: 'on-result', hook: 'onResult' },
+  { seam: 'routing', iface: 'routing', func: 'narrow', export: 'narrow', hook: 'onToolRoutingDecision', deprecatedHook: 'narrow' },
+  { seam: 'rewrite', iface: 'rewrite', func: 'dispatch', export: 'dispatch', hook: 'onToolCallDispatch', deprecatedHook: 'dispatch' },
+  {
+    seam: 'steering',
+    iface: 'steering',
+    func: 'before-tool-call',
+    export: 'beforeToolCall',
+    hook: 'onBeforeToolCall',
+    deprecatedHook: 'beforeToolCall',
+  },
+  { seam: 'result', iface: 'result', func: 'on-result', export: 'onResult', hook: 'onToolResult', deprecatedHook: 'onResult' },
 ];
 
-/** The hook names a guard may implement. */
+/** The hook names a guard may implement, one per seam. */
 export const HOOKS = SEAMS.map((s) => s.hook);
+
+/** Deprecated: the hooks' former names, still accepted (one per seam). */
+export const DEPRECATED_HOOKS = SEAMS.map((s) => s.deprecatedHook);
+
+/** Every name a hook may have: its own, or its deprecated one. */
+export const ALL_HOOKS = [...HOOKS, ...DEPRECATED_HOOKS];
+
+/**
+ * The seams a guard implements, given the names of its hooks (each under its own name or
+ * its deprecated one). Throws when a seam's hook is given under both names.
+ */
+export function seamsOf(hooks) {
+  return SEAMS.filter((s) => {
+    const own = hooks.includes(s.hook);
+    const old = hooks.includes(s.deprecatedHook);
+    if (own && old) {
+      throw new Error(`the guard implements both ${s.hook} and ${s.deprecatedHook}, its deprecated name; keep ${s.hook}`);
+    }
+    return own || old;
+  });
+}
 
 /**
  * Finds guard.wit: an explicit path (file or directory) wins; then the copy packed into the
@@ -77,7 +106,7 @@ export function readGuardWit(explicit) {
  * Returns { worldName, extraFile } where extraFile is null or { name, text }.
  */
 export function worldFor(hooks) {
-  const seams = SEAMS.filter((s) => hooks.includes(s.hook));
+  const seams = seamsOf(hooks);
   if (seams.length === 0) throw new Error('a guard must implement at least one hook');
   if (seams.length === 1) return { worldName: `${seams[0].seam}-guard`, extraFile: null, seams };
   const worldName = `js-guard-${seams.map((s) => s.seam).join('-')}`;

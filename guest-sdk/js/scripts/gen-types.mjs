@@ -9,8 +9,10 @@
 //   shapes componentize-js exchanges with the host (JSON fields as strings).
 // - src/generated/types.ts: what a guard's hooks see: every record with a `json` field
 //   again, with that field parsed (`JsonObject` where the contract documents a JSON
-//   object, else `JsonValue`), the `Hooks` interface (one optional method per seam
-//   function) and, per hook, the event fields the glue parses.
+//   object, else `JsonValue`) and the events named as symfonic names them (the WIT
+//   record's name kept as a deprecated alias), the `Hooks` interface (one optional method
+//   per seam, under symfonic's hook name, and its deprecated former name) and, per seam,
+//   the event fields the glue parses.
 
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -21,6 +23,14 @@ const OUT = join(SDK_DIR, 'src', 'generated');
 const HEADER = '// Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.\n';
 const ver = WIT_PACKAGE.split('@')[1];
 const modName = (iface) => `toolgate:guard/${iface}@${ver}`;
+
+/** symfonic's class name of each event whose WIT record (in jco's spelling) is named otherwise. */
+const EVENT_NAMES = {
+  RoutingEvent: 'ToolRoutingDecisionEvent',
+  DispatchEvent: 'ToolCallDispatchEvent',
+  ToolResultEvent: 'ToolResultCallbackEvent',
+};
+const sdkName = (record) => EVENT_NAMES[record] ?? record;
 
 /** Every generated file, as a map of path (relative to src/generated) to text. */
 async function generate() {
@@ -88,8 +98,15 @@ function hookTypes(typesDts, out) {
       continue;
     }
     parsed.set(r.name, json.map((f) => f.name));
-    lines.push(r.doc.replace(/^  /gm, '').trimEnd());
-    lines.push(`export interface ${r.name} {`);
+    const name = sdkName(r.name);
+    const witRecord = r.name.replace(/[A-Z]/g, (c, i) => (i ? '-' : '') + c.toLowerCase());
+    lines.push(
+      r.doc
+        .replace(/^  /gm, '')
+        .trimEnd()
+        .replace(/\*\/$/, `*\n * WIT: record \`${witRecord}\`.\n */`),
+    );
+    lines.push(`export interface ${name} {`);
     for (const f of r.fields) {
       let type = f.type;
       let doc = f.doc.replace(/^    /gm, '  ').trimEnd();
@@ -101,6 +118,10 @@ function hookTypes(typesDts, out) {
       lines.push(`  ${f.name}${f.optional}: ${type};`);
     }
     lines.push('}', '');
+    if (name !== r.name) {
+      lines.push(`/** @deprecated The former name of \`${name}\`, symfonic's name for it. */`);
+      lines.push(`export type ${r.name} = ${name};`, '');
+    }
   }
   // Types without JSON fields (and type aliases: Verdict, its cases) are the wire types.
   for (const m of body.matchAll(/^  export type (\w+) = /gm)) {
@@ -110,8 +131,12 @@ function hookTypes(typesDts, out) {
   lines.push(`import type { ${reexport.sort().join(', ')} } from '${modName('types')}';`);
   lines.push(`export type { Level } from '${modName('host')}';`, '');
 
-  // One optional method per seam function; what it returns may also be nothing.
-  lines.push('/** The hooks a guard may implement: one per seam it subscribes to. */');
+  // One optional method per seam, under symfonic's hook name and under its deprecated
+  // former name (the WIT function's); what it returns may also be nothing.
+  lines.push('/**');
+  lines.push(' * The hooks a guard may implement: one per seam it subscribes to, named as symfonic');
+  lines.push(' * names its callback hooks. Each also has a deprecated former name (the WIT function\'s).');
+  lines.push(' */');
   lines.push('export interface Hooks {');
   const eventFields = [];
   for (const s of SEAMS) {
@@ -119,19 +144,22 @@ function hookTypes(typesDts, out) {
     if (!dts) throw new Error(`jco produced no types for interface ${s.iface}`);
     const sb = moduleBody(dts, modName(s.iface));
     const fn = sb.match(/(  \/\*\*[\s\S]*?\*\/\n)?  export function (\w+)\(event: (\w+)\): ([^;]+);/);
-    if (!fn || fn[2] !== s.hook) {
-      throw new Error(`interface ${s.iface} no longer declares ${s.hook}(event): update lib/wit.mjs`);
+    if (!fn || fn[2] !== s.export) {
+      throw new Error(`interface ${s.iface} no longer declares ${s.export}(event): update lib/wit.mjs`);
     }
     const ret = fn[4].replace(/ \| undefined$/, '');
     const hookRet = ret === 'void' ? 'void' : `${ret} | null | undefined | void`;
     const doc = (fn[1] ?? '').split('\n').map((l) => l.trim()).filter((l) => l.startsWith('* '));
+    const event = sdkName(fn[3]);
     lines.push('  /**', `   * Seam \`${s.seam}\` (\`${modName(s.iface)}\`, function \`${s.func}\`).`, '   *');
     lines.push(...doc.map((l) => '   ' + l), '   */');
-    lines.push(`  ${s.hook}?(event: ${fn[3]}): ${hookRet};`);
-    eventFields.push(`  ${s.hook}: ${JSON.stringify(parsed.get(fn[3]) ?? [])},`);
+    lines.push(`  ${s.hook}?(event: ${event}): ${hookRet};`);
+    lines.push(`  /** @deprecated The former name of \`${s.hook}\`. */`);
+    lines.push(`  ${s.deprecatedHook}?(event: ${event}): ${hookRet};`);
+    eventFields.push(`  ${s.seam}: ${JSON.stringify(parsed.get(fn[3]) ?? [])},`);
   }
   lines.push('}', '');
-  lines.push('/** Per hook, the event fields that arrive as JSON text and are parsed for the hook. */');
+  lines.push('/** Per seam, the event fields that arrive as JSON text and are parsed for its hook. */');
   lines.push('export const EVENT_JSON_FIELDS = {', ...eventFields, '} as const;', '');
   lines.push('/** The wire types, for the glue. */');
   lines.push('export type { wire };', '');

@@ -15,7 +15,15 @@ import type * as Result from 'toolgate:guard/result@0.1.0';
 import type { wire } from './generated/types.js';
 import { EVENT_JSON_FIELDS, type Hooks, type Verdict } from './generated/types.js';
 
-type HookName = keyof typeof EVENT_JSON_FIELDS;
+type SeamName = keyof typeof EVENT_JSON_FIELDS;
+
+/** Each seam's hook: symfonic's name, then its deprecated former name (the WIT function's). */
+const HOOKS: { [S in SeamName]: readonly [keyof Hooks, keyof Hooks] } = {
+  routing: ['onToolRoutingDecision', 'narrow'],
+  rewrite: ['onToolCallDispatch', 'dispatch'],
+  steering: ['onBeforeToolCall', 'beforeToolCall'],
+  result: ['onToolResult', 'onResult'],
+};
 
 const MAX_LOGGED_ERROR = 4000;
 
@@ -37,9 +45,9 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * A copy of the event whose JSON fields are parsed on first access (then kept): a hook that
  * never reads `args` or `state` does not pay for parsing them.
  */
-function parseEvent<E extends object>(hook: HookName, event: E): any {
+function parseEvent<E extends object>(seam: SeamName, event: E): any {
   const parsed: Record<string, unknown> = { ...(event as Record<string, unknown>) };
-  for (const field of EVENT_JSON_FIELDS[hook]) {
+  for (const field of EVENT_JSON_FIELDS[seam]) {
     const text = (event as Record<string, unknown>)[field] as string;
     Object.defineProperty(parsed, field, {
       enumerable: true,
@@ -63,13 +71,13 @@ function parseEvent<E extends object>(hook: HookName, event: E): any {
  * Runs a hook and converts what it returned; a throw (or a return that does not convert) is
  * logged through the host, then rethrown: a fault.
  */
-function call<T, R>(hook: HookName, run: () => T, convert: (value: T) => R): R {
+function call<T, R>(hook: string, run: () => T, convert: (value: T, hook: string) => R): R {
   try {
     const out = run();
     if (out !== null && typeof out === 'object' && typeof (out as { then?: unknown }).then === 'function') {
       throw new TypeError(`${hook} returned a Promise; hooks must be synchronous`);
     }
-    return convert(out);
+    return convert(out, hook);
   } catch (err) {
     const text = err instanceof Error ? `${err.name}: ${err.message}\n${err.stack ?? ''}` : describe(err);
     try {
@@ -81,13 +89,24 @@ function call<T, R>(hook: HookName, run: () => T, convert: (value: T) => R): R {
   }
 }
 
-function hookOf<K extends HookName>(guard: Hooks, hook: K): NonNullable<Hooks[K]> {
-  const fn = guard?.[hook];
-  if (typeof fn !== 'function') throw new TypeError(`the guard has no ${hook} hook`);
-  return fn.bind(guard) as NonNullable<Hooks[K]>;
+/**
+ * The guard's hook for `seam`, under symfonic's name or its deprecated one, and the name it
+ * goes by (for messages).
+ */
+function hookOf(guard: Hooks, seam: SeamName): [(event: any) => unknown, string] {
+  const [name, deprecated] = HOOKS[seam];
+  const own = typeof guard?.[name] === 'function';
+  const old = typeof guard?.[deprecated] === 'function';
+  if (own && old) {
+    throw new TypeError(`the guard implements both ${name} and ${deprecated}, its deprecated name; keep ${name}`);
+  }
+  const key = own ? name : deprecated;
+  const fn = guard?.[key];
+  if (typeof fn !== 'function') throw new TypeError(`the guard has no ${name} hook`);
+  return [(fn as (event: any) => unknown).bind(guard), key];
 }
 
-function toVerdict(value: unknown): wire.Verdict {
+function toVerdict(value: unknown, hook: string): wire.Verdict {
   if (value === undefined || value === null) return { tag: 'proceed' };
   const v = value as Verdict;
   if (v.tag === 'proceed') return { tag: 'proceed' };
@@ -98,47 +117,48 @@ function toVerdict(value: unknown): wire.Verdict {
     }
   }
   throw new TypeError(
-    `beforeToolCall returned ${describe(value)}; return proceed(), steer(msg), cancel(msg), skip(msg, isError) or nothing`,
+    `${hook} returned ${describe(value)}; return proceed(), steer(msg), cancel(msg), skip(msg, isError) or nothing`,
   );
 }
 
-function toRewrite(value: unknown): wire.Rewrite | undefined {
+function toRewrite(value: unknown, hook: string): wire.Rewrite | undefined {
   if (value === undefined || value === null) return undefined;
   if (isPlainObject(value) && typeof value.toolName === 'string' && isPlainObject(value.args)) {
     return { toolName: value.toolName, args: JSON.stringify(value.args) };
   }
   throw new TypeError(
-    `dispatch returned ${describe(value)}; return rewrite(toolName, argsObject) or nothing`,
+    `${hook} returned ${describe(value)}; return rewrite(toolName, argsObject) or nothing`,
   );
 }
 
-function toNames(value: unknown): string[] | undefined {
+function toNames(value: unknown, hook: string): string[] | undefined {
   if (value === undefined || value === null) return undefined;
   if (Array.isArray(value) && value.every((n) => typeof n === 'string')) return [...value];
-  throw new TypeError(`narrow returned ${describe(value)}; return a list of tool names or nothing`);
+  throw new TypeError(`${hook} returned ${describe(value)}; return a list of tool names or nothing`);
 }
 
-/** Per seam, the object componentize-js exports for that seam's interface. */
+/**
+ * Per seam, the object componentize-js exports for that seam's interface: its WIT function
+ * (`narrow`, `dispatch`, `beforeToolCall`, `onResult`) calling the guard's hook.
+ */
 export const bind = {
   routing(guard: Hooks): typeof Routing {
-    const narrow = hookOf(guard, 'narrow');
-    return { narrow: (e) => call('narrow', () => narrow(parseEvent('narrow', e)), toNames) };
+    const [hook, name] = hookOf(guard, 'routing');
+    return { narrow: (e) => call(name, () => hook(parseEvent('routing', e)), toNames) };
   },
   rewrite(guard: Hooks): typeof Rewriting {
-    const dispatch = hookOf(guard, 'dispatch');
-    return { dispatch: (e) => call('dispatch', () => dispatch(parseEvent('dispatch', e)), toRewrite) };
+    const [hook, name] = hookOf(guard, 'rewrite');
+    return { dispatch: (e) => call(name, () => hook(parseEvent('rewrite', e)), toRewrite) };
   },
   steering(guard: Hooks): typeof Steering {
-    const before = hookOf(guard, 'beforeToolCall');
-    return {
-      beforeToolCall: (e) => call('beforeToolCall', () => before(parseEvent('beforeToolCall', e)), toVerdict),
-    };
+    const [hook, name] = hookOf(guard, 'steering');
+    return { beforeToolCall: (e) => call(name, () => hook(parseEvent('steering', e)), toVerdict) };
   },
   result(guard: Hooks): typeof Result {
-    const onResult = hookOf(guard, 'onResult');
+    const [hook, name] = hookOf(guard, 'result');
     return {
       onResult: (e) => {
-        call('onResult', () => onResult(parseEvent('onResult', e)), () => undefined);
+        call(name, () => hook(parseEvent('result', e)), () => undefined);
       },
     };
   },

@@ -2,12 +2,18 @@
 //
 //   import { defineGuard, proceed, steer } from '@toolgate/guest';
 //   export default defineGuard({
-//     beforeToolCall(event) {
+//     onBeforeToolCall(event) {
 //       return /where/i.test(String(event.args.sql)) ? proceed() : steer('Add a WHERE clause.');
 //     },
 //   });
 //
 // The build (`toolgate-js build`) exports exactly the seams whose hooks the guard implements.
+//
+// Hooks and events carry symfonic's names (camelCase): onToolRoutingDecision
+// (ToolRoutingDecisionEvent), onToolCallDispatch (ToolCallDispatchEvent), onBeforeToolCall
+// (BeforeToolCallEvent), onToolResult (ToolResultCallbackEvent). The former names (narrow,
+// dispatch, beforeToolCall, onResult; RoutingEvent, DispatchEvent, ToolResultEvent) are
+// deprecated aliases.
 
 /// <reference path="./env.d.ts" />
 
@@ -24,15 +30,21 @@ export type {
   Rewrite,
   RoutingEvent,
   Skip,
+  ToolCallDispatchEvent,
   ToolInfo,
+  ToolResultCallbackEvent,
   ToolResultEvent,
+  ToolRoutingDecisionEvent,
   Verdict,
   VerdictProceed,
   VerdictSkip,
 } from './generated/types.js';
 
-/** The names of the hooks a guard may implement, one per seam. */
-export const HOOK_NAMES = ['narrow', 'dispatch', 'beforeToolCall', 'onResult'] as const;
+/** The names of the hooks a guard may implement, one per seam (symfonic's, in camelCase). */
+export const HOOK_NAMES = ['onToolRoutingDecision', 'onToolCallDispatch', 'onBeforeToolCall', 'onToolResult'] as const;
+
+/** Deprecated: the hooks' former names (the WIT functions'), in the order of `HOOK_NAMES`. */
+export const DEPRECATED_HOOK_NAMES = ['narrow', 'dispatch', 'beforeToolCall', 'onResult'] as const;
 
 /** Keys of `H` that are not hooks: a typo such as `beforeToolcall` becomes a type error. */
 type NoExtraKeys<H> = { [K in Exclude<keyof H, keyof Hooks>]: never };
@@ -46,8 +58,9 @@ export function defineGuard<H extends Hooks>(hooks: H & NoExtraKeys<H>): H {
     throw new TypeError('defineGuard expects an object of hooks');
   }
   const keys = Object.keys(hooks);
+  const known: readonly string[] = [...HOOK_NAMES, ...DEPRECATED_HOOK_NAMES];
   for (const key of keys) {
-    if (!(HOOK_NAMES as readonly string[]).includes(key)) {
+    if (!known.includes(key)) {
       throw new TypeError(`unknown hook "${key}"; a guard implements some of: ${HOOK_NAMES.join(', ')}`);
     }
     if (typeof (hooks as Record<string, unknown>)[key] !== 'function') {
@@ -57,6 +70,12 @@ export function defineGuard<H extends Hooks>(hooks: H & NoExtraKeys<H>): H {
   if (keys.length === 0) {
     throw new TypeError(`a guard implements at least one hook: ${HOOK_NAMES.join(', ')}`);
   }
+  HOOK_NAMES.forEach((name, i) => {
+    const deprecated = DEPRECATED_HOOK_NAMES[i];
+    if (keys.includes(name) && keys.includes(deprecated)) {
+      throw new TypeError(`the guard implements both ${name} and ${deprecated}, its deprecated name; keep ${name}`);
+    }
+  });
   return hooks;
 }
 

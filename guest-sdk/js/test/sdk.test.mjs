@@ -161,6 +161,67 @@ describe('a guard implementing every hook', () => {
   });
 });
 
+describe("a guard naming its hooks as symfonic does", () => {
+  let work;
+  let instance;
+
+  before(async () => {
+    // Built by the CLI, in a process of its own: componentize-js sees one work directory
+    // per process.
+    work = await tempDir('toolgate-js-named-');
+    const out = join(work, 'named-hooks.wasm');
+    const p = spawnSync(process.execPath, [BIN, 'build', join(HERE, 'fixtures', 'named-hooks.ts'), '-o', out], {
+      encoding: 'utf8',
+    });
+    assert.equal(p.status, 0, p.stderr);
+    instance = await loadComponent(out);
+  });
+
+  test('every seam is exported and reaches its hook', async () => {
+    const { exports: seams } = await componentInterfaces(await readFile(join(work, 'named-hooks.wasm')));
+    assert.equal(seams.length, 4);
+    const { exports, logs } = await instance();
+    const routing = {
+      runId: 'r',
+      mode: 'enforce',
+      intentLabel: 'db',
+      totalTools: 2,
+      narrowedToolNames: ['a', 'b'],
+      savedTokensEstimate: 0,
+      tools: [],
+      query: undefined,
+      state: '{}',
+    };
+    assert.deepEqual(exports.routing.narrow(routing), ['a']);
+    const dispatch = {
+      runId: 'r',
+      iterationIndex: 0,
+      nodeName: 'react',
+      callId: 'c',
+      toolName: 't',
+      args: '{}',
+      availableTools: ['search'],
+      state: '{"mode":"x"}',
+    };
+    const r = exports.rewrite.dispatch(dispatch);
+    assert.equal(r.toolName, 'search');
+    assert.deepEqual(JSON.parse(r.args), { was: 't', mode: 'x' });
+    assert.deepEqual(exports.steering.beforeToolCall(steeringEvent('x')), {
+      tag: 'skip',
+      val: { content: 'no run_query', isError: true },
+    });
+    const result = { runId: 'r', toolName: 't', result: '[1]', callId: 'c', deferred: false, isError: false, state: '{}' };
+    assert.equal(exports.result.onResult(result), undefined);
+    assert.deepEqual(logs, [['info', 'saw t [1]']]);
+  });
+
+  test('a malformed reply names the hook as the guard wrote it', async () => {
+    const { exports, logs } = await instance();
+    assert.throws(() => exports.steering.beforeToolCall(steeringEvent('bad')));
+    assert.match(logs[0][1], /onBeforeToolCall returned \{"tag":"maybe"\}/);
+  });
+});
+
 describe('the build refuses broken guards before compiling', () => {
   const cases = [
     ['typo.ts', `import { defineGuard } from '@toolgate/guest';\nexport default defineGuard({ beforeToolcall() {} } as never);\n`, /unknown hook "beforeToolcall"/],
@@ -169,6 +230,7 @@ describe('the build refuses broken guards before compiling', () => {
     ['nodefault.js', `export const x = 1;\n`, /must export default a guard/],
     ['fs.js', `import { readFileSync } from 'fs';\nexport default { onResult() { readFileSync('/x'); } };\n`, /Could not resolve "fs"|imports fs/],
     ['syntax.ts', `export default {\n`, /cannot bundle .*syntax\.ts/],
+    ['both.js', `export default { onBeforeToolCall() {}, beforeToolCall() {} };\n`, /implements both onBeforeToolCall and beforeToolCall/],
   ];
   for (const [name, source, why] of cases) {
     test(name, async () => {
@@ -212,5 +274,7 @@ describe('contract handling', () => {
     assert.equal(w.worldName, 'js-guard-rewrite-result');
     assert.match(w.extraFile.text, /world js-guard-rewrite-result \{\n    import host;\n    export %rewrite;\n    export %result;\n\}/);
     assert.throws(() => worldFor([]), /at least one hook/);
+    assert.equal(worldFor(['onBeforeToolCall']).worldName, 'steering-guard');
+    assert.equal(worldFor(['onToolResult', 'onToolCallDispatch']).worldName, 'js-guard-rewrite-result');
   });
 });

@@ -203,3 +203,56 @@ def test_result_seam_logs(host: Host) -> None:
     assert host.call("result", "on-result", run_id="r", tool_name="t", result='{"rows": 3}',
                      call_id="c", deferred=False, is_error=True, state="{}") is None
     assert host.logs == [("debug", "result={'rows': 3} deferred=False error=True")]
+
+
+# A guard written with symfonic's hook names (the guard above uses their
+# deprecated aliases): each seam is exported and reaches its hook.
+NAMED_GUARD = '''
+from toolgate_guest import Guard, log, rewrite, steer
+
+
+class Named(Guard):
+    def on_tool_routing_decision(self, event):
+        return event.narrowed_tool_names[:1]
+
+    def on_tool_call_dispatch(self, event):
+        return rewrite("search", {"was": event.tool_name})
+
+    def on_before_tool_call(self, event):
+        if event.args.get("do") == "bad":
+            return 42
+        return steer(f"no: {event.tool_name}")
+
+    def on_tool_result(self, event):
+        log(f"saw {event.tool_name}")
+'''
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory: pytest.TempPathFactory) -> Host:
+    tmp = tmp_path_factory.mktemp("named")
+    src = tmp / "named.py"
+    src.write_text(textwrap.dedent(NAMED_GUARD))
+    out = tmp / "named.wasm"
+    build.build(src, out, quiet=True)
+    return Host(out)
+
+
+def test_symfonic_hook_names_reach_every_seam(named: Host) -> None:
+    named.logs.clear()
+    tools = [Record()]
+    setattr(tools[0], "name", "a")
+    setattr(tools[0], "description", "")
+    assert named.call("routing", "narrow", run_id="r", mode="enforce", intent_label="x", total_tools=2,
+                      narrowed_tool_names=["a", "b"], saved_tokens_estimate=0, tools=tools, query=None,
+                      state="{}") == ["a"]
+    got = fields(named.call("rewrite", "dispatch", run_id="r", iteration_index=0, node_name="react",
+                            call_id="c", tool_name="t", args="{}", available_tools=["search"], state="{}"))
+    assert (got["tool_name"], json.loads(got["args"])) == ("search", {"was": "t"})
+    assert fields(steering(named, {})) == {"content": "no: t", "is_error": True}
+    assert named.call("result", "on-result", run_id="r", tool_name="t", result="null", call_id="c",
+                      deferred=False, is_error=False, state="{}") is None
+    assert named.logs == [("info", "saw t")]
+    with pytest.raises((wasmtime.Trap, wasmtime.WasmtimeError)):
+        steering(named, {"do": "bad"})
+    assert named.logs[-1][1].startswith("guard raised TypeError: on_before_tool_call returned int")

@@ -36,7 +36,7 @@ def test_before_tool_call_event_parses_json_fields() -> None:
 def test_dispatch_event_parses_json_fields() -> None:
     rec = SimpleNamespace(run_id="r", iteration_index=3, node_name="react", call_id="c",
                           tool_name="t", args="{}", available_tools=["t", "u"], state="{}")
-    e = tg.DispatchEvent.from_wit(rec)
+    e = tg.ToolCallDispatchEvent.from_wit(rec)
     assert (e.iteration_index, e.args, e.available_tools, e.state) == (3, {}, ["t", "u"], {})
 
 
@@ -46,7 +46,7 @@ def test_routing_event_converts_tools_and_query() -> None:
                           tools=[SimpleNamespace(name="a", description="A"),
                                  SimpleNamespace(name="b", description="")],
                           query=None, state="{}")
-    e = tg.RoutingEvent.from_wit(rec)
+    e = tg.ToolRoutingDecisionEvent.from_wit(rec)
     assert e.tools == [tg.ToolInfo("a", "A"), tg.ToolInfo("b", "")]
     assert e.query is None and e.total_tools == 9 and e.saved_tokens_estimate == 12
 
@@ -55,7 +55,7 @@ def test_routing_event_converts_tools_and_query() -> None:
 def test_tool_result_event_result_is_any_json(result: str) -> None:
     rec = SimpleNamespace(run_id="r", tool_name="t", result=result, call_id="c",
                           deferred=True, is_error=False, state="{}")
-    e = tg.ToolResultEvent.from_wit(rec)
+    e = tg.ToolResultCallbackEvent.from_wit(rec)
     assert e.result == json.loads(result) and e.deferred is True
 
 
@@ -65,7 +65,7 @@ def test_args_that_are_not_an_object_are_an_error() -> None:
         tg.BeforeToolCallEvent.from_wit(rec)
 
 
-def test_seed_names_are_aliases() -> None:
+def test_former_names_are_aliases() -> None:
     assert tg.ToolRoutingDecisionEvent is tg.RoutingEvent
     assert tg.ToolCallDispatchEvent is tg.DispatchEvent
     assert tg.ToolResultCallbackEvent is tg.ToolResultEvent
@@ -110,26 +110,52 @@ def test_class_guard_exports_only_overridden_hooks(tmp_path: Path) -> None:
     t = find(tmp_path, """
         from toolgate_guest import Guard
         class G(Guard):
-            def before_tool_call(self, event): return None
-            def on_result(self, event): pass
+            def on_before_tool_call(self, event): return None
+            def on_tool_result(self, event): pass
     """)
     assert (t.class_name, t.seams) == ("G", ["steering", "result"])
 
 
 def test_function_guard(tmp_path: Path) -> None:
     t = find(tmp_path, """
-        def dispatch(event): return None
-        def narrow(event): return None
+        def on_tool_call_dispatch(event): return None
+        def on_tool_routing_decision(event): return None
         def helper(): pass
     """)
     assert (t.class_name, t.seams) == (None, ["routing", "rewrite"])
+
+
+def test_deprecated_hook_names_still_count(tmp_path: Path) -> None:
+    t = find(tmp_path, """
+        from toolgate_guest import Guard
+        class G(Guard):
+            def before_tool_call(self, event): return None
+            def on_result(self, event): pass
+    """)
+    assert (t.class_name, t.seams) == ("G", ["steering", "result"])
+    t = find(tmp_path, """
+        def dispatch(event): return None
+        def narrow(event): return None
+    """, name="h")
+    assert (t.class_name, t.seams) == (None, ["routing", "rewrite"])
+    assert tg.hook_name(t.module, "rewrite") == "dispatch"
+
+
+def test_a_hook_under_both_names_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(build.BuildError, match="implements both on_before_tool_call and before_tool_call"):
+        find(tmp_path, """
+            from toolgate_guest import Guard
+            class G(Guard):
+                def on_before_tool_call(self, event): return None
+                def before_tool_call(self, event): return None
+        """)
 
 
 def test_imported_guard_classes_are_not_candidates(tmp_path: Path) -> None:
     t = find(tmp_path, """
         from toolgate_guest import Guard
         class Mine(Guard):
-            def narrow(self, event): return None
+            def on_tool_routing_decision(self, event): return None
     """)
     assert t.class_name == "Mine"
 
@@ -138,9 +164,9 @@ def test_several_classes_need_class_option(tmp_path: Path) -> None:
     source = """
         from toolgate_guest import Guard
         class A(Guard):
-            def narrow(self, event): return None
+            def on_tool_routing_decision(self, event): return None
         class B(Guard):
-            def dispatch(self, event): return None
+            def on_tool_call_dispatch(self, event): return None
     """
     with pytest.raises(build.BuildError, match=r"several Guard subclasses \(A, B\); pick one with --class"):
         find(tmp_path, source)
@@ -148,7 +174,7 @@ def test_several_classes_need_class_option(tmp_path: Path) -> None:
 
 
 def test_no_hook_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(build.BuildError, match="implements no hook; override one of narrow, dispatch"):
+    with pytest.raises(build.BuildError, match="implements no hook; override one of on_tool_routing_decision, on_tool_call_dispatch"):
         find(tmp_path, "x = 1\n")
 
 
@@ -156,11 +182,11 @@ def test_seams_option_narrows_and_checks(tmp_path: Path) -> None:
     source = """
         from toolgate_guest import Guard
         class G(Guard):
-            def before_tool_call(self, event): return None
-            def dispatch(self, event): return None
+            def on_before_tool_call(self, event): return None
+            def on_tool_call_dispatch(self, event): return None
     """
     assert find(tmp_path, source, seams=["steering"]).seams == ["steering"]
-    with pytest.raises(build.BuildError, match="--seams asks for routing but the guard does not implement narrow"):
+    with pytest.raises(build.BuildError, match="--seams asks for routing but the guard does not implement on_tool_routing_decision"):
         find(tmp_path, source, seams=["routing"])
     with pytest.raises(build.BuildError, match="unknown seam"):
         find(tmp_path, source, seams=["bogus"])

@@ -5,20 +5,26 @@ it needs; ``toolgate-guest-build guard.py -o guard.wasm`` turns it into a
 component that exports exactly those seams (the host consults a guard only at
 the seams its component exports).
 
-=============  ===============================  ==============================
-seam           method                           returns
-=============  ===============================  ==============================
-``routing``    ``narrow(event)``                names to keep visible, or None
-``rewrite``    ``dispatch(event)``              :class:`Rewrite`, or None
-``steering``   ``before_tool_call(event)``      :func:`steer`, :func:`cancel`,
-                                                :func:`proceed`, or None
-``result``     ``on_result(event)``             nothing
-=============  ===============================  ==============================
+=============  =======================================  ==================================  ==============================
+seam           method (symfonic's hook)                 event (symfonic's class)            returns
+=============  =======================================  ==================================  ==============================
+``routing``    ``on_tool_routing_decision(event)``      :class:`ToolRoutingDecisionEvent`   names to keep visible, or None
+``rewrite``    ``on_tool_call_dispatch(event)``         :class:`ToolCallDispatchEvent`      :class:`Rewrite`, or None
+``steering``   ``on_before_tool_call(event)``           :class:`BeforeToolCallEvent`        :func:`steer`, :func:`cancel`,
+                                                                                            :func:`proceed`, or None
+``result``     ``on_tool_result(event)``                :class:`ToolResultCallbackEvent`    nothing
+=============  =======================================  ==================================  ==============================
 
-Events are dataclasses whose fields mirror the WIT records
-(``toolgate:guard/types@0.1.0``) in snake_case, with the JSON fields
-(``args``, ``state``, ``result``) already parsed. Every hook call runs in a
-brand-new instance: nothing survives from one call to the next.
+The hooks and events carry symfonic's names; the hook's ``state`` argument
+is the event's ``state`` field. Events are dataclasses whose fields mirror
+the WIT records (``toolgate:guard/types@0.1.0``) in snake_case, with the JSON
+fields (``args``, ``state``, ``result``) already parsed. Every hook call runs
+in a brand-new instance: nothing survives from one call to the next.
+
+Deprecated names, still accepted: the hooks ``narrow``, ``dispatch``,
+``before_tool_call`` and ``on_result`` (the WIT functions' names; see
+:data:`DEPRECATED_HOOKS`) and the events ``RoutingEvent``, ``DispatchEvent``
+and ``ToolResultEvent`` (aliases of the classes above).
 
 A hook that raises is logged through the host and traps: the host counts it as
 a fault and goes on as if the guard had returned nothing (or applies the
@@ -37,6 +43,7 @@ from typing import Any, Dict, List, Optional, Union
 
 __all__ = [
     "BeforeToolCallEvent",
+    "DEPRECATED_HOOKS",
     "DispatchEvent",
     "Guard",
     "Proceed",
@@ -59,8 +66,18 @@ __all__ = [
     "steer",
 ]
 
-#: Each seam and the method (or module-level function) that implements it.
+#: Each seam and the method (or module-level function) that implements it:
+#: symfonic's hook names.
 SEAMS: Dict[str, str] = {
+    "routing": "on_tool_routing_decision",
+    "rewrite": "on_tool_call_dispatch",
+    "steering": "on_before_tool_call",
+    "result": "on_tool_result",
+}
+
+#: Deprecated: each seam's former hook name (its WIT function's), still
+#: accepted where the guard does not implement the hook under its own name.
+DEPRECATED_HOOKS: Dict[str, str] = {
     "routing": "narrow",
     "rewrite": "dispatch",
     "steering": "before_tool_call",
@@ -94,8 +111,12 @@ class ToolInfo:
 
 
 @dataclass
-class RoutingEvent:
-    """``on_tool_routing_decision``: which tools are visible this turn."""
+class ToolRoutingDecisionEvent:
+    """``on_tool_routing_decision``: which tools are visible this turn.
+
+    symfonic's ``ToolRoutingDecisionEvent``, plus the visible tools, the query
+    and the state (WIT: ``routing-event``).
+    """
 
     #: The agent run this turn belongs to.
     run_id: str
@@ -117,7 +138,7 @@ class RoutingEvent:
     state: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_wit(cls, e: Any) -> "RoutingEvent":
+    def from_wit(cls, e: Any) -> "ToolRoutingDecisionEvent":
         return cls(
             run_id=e.run_id,
             mode=e.mode,
@@ -132,8 +153,12 @@ class RoutingEvent:
 
 
 @dataclass
-class DispatchEvent:
-    """``on_tool_call_dispatch``: a tool call about to be dispatched."""
+class ToolCallDispatchEvent:
+    """``on_tool_call_dispatch``: a tool call about to be dispatched.
+
+    symfonic's ``ToolCallDispatchEvent``, plus the state (WIT:
+    ``dispatch-event``).
+    """
 
     #: The agent run this turn belongs to.
     run_id: str
@@ -153,7 +178,7 @@ class DispatchEvent:
     state: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_wit(cls, e: Any) -> "DispatchEvent":
+    def from_wit(cls, e: Any) -> "ToolCallDispatchEvent":
         return cls(
             run_id=e.run_id,
             iteration_index=e.iteration_index,
@@ -168,7 +193,11 @@ class DispatchEvent:
 
 @dataclass
 class BeforeToolCallEvent:
-    """``on_before_tool_call``: a tool call about to run."""
+    """``on_before_tool_call``: a tool call about to run.
+
+    symfonic's ``BeforeToolCallEvent``, plus the state (WIT:
+    ``before-tool-call-event``).
+    """
 
     #: The agent run this turn belongs to.
     run_id: str
@@ -193,8 +222,12 @@ class BeforeToolCallEvent:
 
 
 @dataclass
-class ToolResultEvent:
-    """``on_tool_result``: what a tool returned."""
+class ToolResultCallbackEvent:
+    """``on_tool_result``: what a tool returned.
+
+    symfonic's ``ToolResultCallbackEvent``, plus the state (WIT:
+    ``tool-result-event``).
+    """
 
     #: The agent run this turn belongs to.
     run_id: str
@@ -212,7 +245,7 @@ class ToolResultEvent:
     state: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_wit(cls, e: Any) -> "ToolResultEvent":
+    def from_wit(cls, e: Any) -> "ToolResultCallbackEvent":
         return cls(
             run_id=e.run_id,
             tool_name=e.tool_name,
@@ -224,10 +257,10 @@ class ToolResultEvent:
         )
 
 
-# The seed's (symfonic's) names for the same events.
-ToolRoutingDecisionEvent = RoutingEvent
-ToolCallDispatchEvent = DispatchEvent
-ToolResultCallbackEvent = ToolResultEvent
+# Deprecated: the former names of the events (aliases, the same classes).
+RoutingEvent = ToolRoutingDecisionEvent
+DispatchEvent = ToolCallDispatchEvent
+ToolResultEvent = ToolResultCallbackEvent
 
 
 # --------------------------------------------------------------------------
@@ -305,25 +338,51 @@ class Guard:
     """Base class of a guard: override the hooks you need, leave the rest.
 
     The build exports a seam only when its method is overridden, so a guard
-    that overrides just ``before_tool_call`` is a steering-only component and
-    costs nothing at the other seams. A fresh instance is made for every call.
+    that overrides just ``on_before_tool_call`` is a steering-only component
+    and costs nothing at the other seams. A fresh instance is made for every
+    call. A hook under its deprecated name (:data:`DEPRECATED_HOOKS`, such as
+    ``before_tool_call``) still counts.
     """
 
-    def narrow(self, event: RoutingEvent) -> Optional[List[str]]:
+    def on_tool_routing_decision(self, event: ToolRoutingDecisionEvent) -> Optional[List[str]]:
         """Routing: the tool names to keep visible, or None to leave them."""
         return None
 
-    def dispatch(self, event: DispatchEvent) -> Optional[Rewrite]:
+    def on_tool_call_dispatch(self, event: ToolCallDispatchEvent) -> Optional[Rewrite]:
         """Rewrite: a replacement call, or None to pass the call through."""
         return None
 
-    def before_tool_call(self, event: BeforeToolCallEvent) -> Optional[Verdict]:
+    def on_before_tool_call(self, event: BeforeToolCallEvent) -> Optional[Verdict]:
         """Steering: :func:`steer` / :func:`cancel` to refuse, None to proceed."""
         return None
 
-    def on_result(self, event: ToolResultEvent) -> None:
+    def on_tool_result(self, event: ToolResultCallbackEvent) -> None:
         """Result: observe what a tool returned."""
         return None
+
+
+def _implements(guard: Any, method: str) -> bool:
+    impl = getattr(guard, method, None)
+    if isinstance(guard, type) and issubclass(guard, Guard):
+        return impl is not None and impl is not getattr(Guard, method, None)
+    return callable(impl)
+
+
+def hook_name(guard: Any, seam: str) -> Optional[str]:
+    """The name of the method (or function) implementing ``seam`` in ``guard``.
+
+    The hook's own name (:data:`SEAMS`) when the guard implements it, else its
+    deprecated name (:data:`DEPRECATED_HOOKS`) when the guard implements that,
+    else None. A guard implementing both names of one seam is refused
+    (``TypeError``): which one runs would be a guess.
+    """
+    name, old = SEAMS[seam], DEPRECATED_HOOKS[seam]
+    new_impl, old_impl = _implements(guard, name), _implements(guard, old)
+    if new_impl and old_impl:
+        raise TypeError(f"the guard implements both {name} and {old}, its deprecated name; keep {name}")
+    if new_impl:
+        return name
+    return old if old_impl else None
 
 
 def implemented_seams(guard: Any) -> List[str]:
@@ -331,17 +390,10 @@ def implemented_seams(guard: Any) -> List[str]:
 
     ``guard`` is a :class:`Guard` subclass (a seam counts when its method is
     overridden) or any other object, such as a module, whose attributes named
-    after the hooks are callables.
+    after the hooks are callables. A hook counts under its own name or its
+    deprecated one (see :func:`hook_name`).
     """
-    seams = []
-    for seam, method in SEAMS.items():
-        impl = getattr(guard, method, None)
-        if isinstance(guard, type) and issubclass(guard, Guard):
-            if impl is not getattr(Guard, method):
-                seams.append(seam)
-        elif callable(impl):
-            seams.append(seam)
-    return seams
+    return [seam for seam in SEAMS if hook_name(guard, seam) is not None]
 
 
 # --------------------------------------------------------------------------

@@ -67,11 +67,12 @@ def _describe(exc: BaseException) -> str:
     return f"guard raised {type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
 
 
-def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callable[[Any], Any]) -> Any:
+def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callable[[Any, str], Any]) -> Any:
     """One hook call: WIT record → event → guard → WIT value.
 
     Anything that raises on the way (a malformed event, the guard itself, an
     answer of the wrong shape) is logged as an error and re-raised, trapping.
+    ``convert`` gets the answer and the hook's name (for its messages).
     """
     out, err = sys.stdout, sys.stderr
     sys.stdout = _HostStream(_host.Level.INFO)
@@ -79,7 +80,7 @@ def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callab
     try:
         event = event_type.from_wit(record)
         target = guard() if isinstance(guard, type) else guard
-        return convert(getattr(target, method)(event))
+        return convert(getattr(target, method)(event), method)
     except BaseException as exc:
         _host.log(_host.Level.ERROR, _describe(exc)[:_MAX_LINE])
         raise
@@ -92,7 +93,7 @@ def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callab
 # ---------------------------------------------------------------- conversions
 
 
-def to_verdict(value: Any) -> Any:
+def to_verdict(value: Any, hook: str = "on_before_tool_call") -> Any:
     """A guard's steering answer as a WIT ``verdict``.
 
     Accepts None / :class:`Proceed` (proceed), :class:`Skip`, or the seed's
@@ -113,10 +114,10 @@ def to_verdict(value: Any) -> Any:
                 _t.Skip("" if content is None else _string(content, "skip content"), _flag(value.get("is_error")))
             )
         raise ValueError(f"steering verdict has unknown action {action!r}")
-    raise TypeError(f"before_tool_call returned {type(value).__name__}; expected steer(...), cancel(...), proceed() or None")
+    raise TypeError(f"{hook} returned {type(value).__name__}; expected steer(...), cancel(...), proceed() or None")
 
 
-def to_rewrite(value: Any) -> Optional[Any]:
+def to_rewrite(value: Any, hook: str = "on_tool_call_dispatch") -> Optional[Any]:
     """A guard's rewrite answer as a WIT ``option<rewrite>``.
 
     Accepts None, :class:`Rewrite`, or a dict ``{"tool_name": ..., "args": {...}}``.
@@ -130,16 +131,16 @@ def to_rewrite(value: Any) -> Optional[Any]:
     elif isinstance(value, dict):
         name, args = value.get("tool_name"), value.get("args")
     else:
-        raise TypeError(f"dispatch returned {type(value).__name__}; expected rewrite(...) or None")
+        raise TypeError(f"{hook} returned {type(value).__name__}; expected rewrite(...) or None")
     return _t.Rewrite(_string(name, "rewrite tool_name"), json.dumps(args, separators=(",", ":")))
 
 
-def to_names(value: Any) -> Optional[List[str]]:
+def to_names(value: Any, hook: str = "on_tool_routing_decision") -> Optional[List[str]]:
     """A guard's routing answer as a WIT ``option<list<string>>``."""
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"narrow returned {type(value).__name__}; expected a list of tool names or None")
+        raise TypeError(f"{hook} returned {type(value).__name__}; expected a list of tool names or None")
     return [_string(n, "tool name") for n in value]
 
 
@@ -158,47 +159,62 @@ def _flag(value: Any) -> Optional[bool]:
 # -------------------------------------------------------------------- exports
 
 
+def _hook(guard: Any, seam: str) -> str:
+    name = _tg.hook_name(guard, seam)
+    if name is None:
+        raise TypeError(f"the guard implements no {_tg.SEAMS[seam]} hook")
+    return name
+
+
+# Each export class implements its WIT function (`before-tool-call`, ...) by
+# calling the guard's hook: symfonic's name, or its deprecated alias.
+
+
 def steering(guard: Any) -> type:
     """The ``Steering`` export class for a guard."""
+    hook = _hook(guard, "steering")
 
     class Steering(_wit.Steering):
         def before_tool_call(self, event: Any) -> Any:
-            return _call(guard, "before_tool_call", _tg.BeforeToolCallEvent, event, to_verdict)
+            return _call(guard, hook, _tg.BeforeToolCallEvent, event, to_verdict)
 
     return Steering
 
 
 def rewrite(guard: Any) -> type:
     """The ``Rewrite`` export class for a guard."""
+    hook = _hook(guard, "rewrite")
 
     class Rewrite(_wit.Rewrite):
         def dispatch(self, event: Any) -> Any:
-            return _call(guard, "dispatch", _tg.DispatchEvent, event, to_rewrite)
+            return _call(guard, hook, _tg.ToolCallDispatchEvent, event, to_rewrite)
 
     return Rewrite
 
 
 def routing(guard: Any) -> type:
     """The ``Routing`` export class for a guard."""
+    hook = _hook(guard, "routing")
 
     class Routing(_wit.Routing):
         def narrow(self, event: Any) -> Any:
-            return _call(guard, "narrow", _tg.RoutingEvent, event, to_names)
+            return _call(guard, hook, _tg.ToolRoutingDecisionEvent, event, to_names)
 
     return Routing
 
 
 def result(guard: Any) -> type:
     """The ``Result`` export class for a guard."""
+    hook = _hook(guard, "result")
 
     class Result(_wit.Result):
         def on_result(self, event: Any) -> None:
-            _call(guard, "on_result", _tg.ToolResultEvent, event, _nothing)
+            _call(guard, hook, _tg.ToolResultCallbackEvent, event, _nothing)
 
     return Result
 
 
-def _nothing(value: Any) -> None:
+def _nothing(value: Any, hook: str = "on_tool_result") -> None:
     return None
 
 

@@ -5,7 +5,8 @@
 
 1. Imports ``guard.py`` on the build machine to find the guard: the one
    :class:`toolgate_guest.Guard` subclass it defines (or ``--class``), else
-   module-level functions named after the hooks (``before_tool_call``, ...).
+   module-level functions named after the hooks (``on_before_tool_call``, ...;
+   the deprecated names such as ``before_tool_call`` still count).
    Its seams are the hooks it implements (``--seams`` narrows them).
 2. Writes a build directory: a copy of the WIT, the SDK's runtime modules, the
    guard module and a generated app module that maps each exported seam
@@ -121,7 +122,10 @@ def find_target(module: ModuleType, class_name: Optional[str] = None,
         guard = classes[0] if classes else module
         class_name = classes[0].__name__ if classes else None
 
-    found = implemented_seams(guard)
+    try:
+        found = implemented_seams(guard)
+    except TypeError as e:
+        raise BuildError(f"{where}: {e}") from None
     if not found:
         hooks = ", ".join(SEAMS.values())
         raise BuildError(f"{where}: implements no hook; override one of {hooks} "

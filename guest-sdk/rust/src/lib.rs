@@ -4,12 +4,16 @@
 //! tool calls, at one or more of four seams (the hooks of symfonic's callback
 //! contract):
 //!
-//! | seam | trait | hook | a guard may |
-//! |---|---|---|---|
-//! | `routing` | [`RoutingGuard`] | `on_tool_routing_decision` | hide tools this turn |
-//! | `rewrite` | [`RewriteGuard`] | `on_tool_call_dispatch` | rewrite a call's tool / args |
-//! | `steering` | [`SteeringGuard`] | `on_before_tool_call` | let a call run, or skip it |
-//! | `result` | [`ResultGuard`] | `on_tool_result` | observe what a tool returned |
+//! | seam | trait | hook | event | a guard may |
+//! |---|---|---|---|---|
+//! | `routing` | [`RoutingGuard`] | `on_tool_routing_decision` | [`ToolRoutingDecisionEvent`] | hide tools this turn |
+//! | `rewrite` | [`RewriteGuard`] | `on_tool_call_dispatch` | [`ToolCallDispatchEvent`] | rewrite a call's tool / args |
+//! | `steering` | [`SteeringGuard`] | `on_before_tool_call` | [`BeforeToolCallEvent`] | let a call run, or skip it |
+//! | `result` | [`ResultGuard`] | `on_tool_result` | [`ToolResultCallbackEvent`] | observe what a tool returned |
+//!
+//! Hooks and events carry symfonic's names, as in every toolgate SDK; the
+//! WIT contract's own names (`dispatch`, `dispatch-event`, ...) appear only
+//! in the generated bindings behind [`export!`].
 //!
 //! Implement the trait of each seam you need, then name those seams in one
 //! [`export!`] call. The component exports exactly the seams named there, and

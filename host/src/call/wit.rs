@@ -4,6 +4,11 @@
 //! text), and the guest's reply lifted back into host types. Nothing
 //! outside this module (and the host imports in [`crate::sandbox`]) sees a
 //! generated type.
+//!
+//! Host types carry symfonic's names ([`ToolCallDispatchEvent`], ...);
+//! the generated ones keep the contract's (`types::DispatchEvent`, from the
+//! record `dispatch-event`). The mapping is in `docs/design.md`
+//! ("Vocabulary").
 
 use serde_json::{Map, Value};
 use wasmtime::Store;
@@ -11,7 +16,8 @@ use wasmtime::component::{Instance, InstancePre};
 
 use crate::bindings::{result, rewrite, routing, steering, types};
 use crate::event::{
-    BeforeToolCallEvent, DispatchEvent, Rewrite, RoutingEvent, Seam, Skip, ToolResultEvent,
+    BeforeToolCallEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent, ToolResultCallbackEvent,
+    ToolRoutingDecisionEvent,
 };
 use crate::guard_call::{Hook, ResultHook, RewriteHook, RoutingHook, SteeringHook};
 use crate::sandbox::Sandbox;
@@ -75,7 +81,7 @@ impl Exports {
 impl Hook for RoutingHook {
     const SEAM: Seam = Seam::Routing;
     /// The event and the tools visible so far (the chain's narrowing).
-    type Input<'a> = (&'a RoutingEvent, &'a [String]);
+    type Input<'a> = (&'a ToolRoutingDecisionEvent, &'a [String]);
     type Event = types::RoutingEvent;
     type Export = routing::GuestIndices;
     type Guest = routing::Guest;
@@ -143,7 +149,7 @@ impl Hook for RewriteHook {
     const SEAM: Seam = Seam::Rewrite;
     /// The event and the call `tool_name(args)` the guard sees (the
     /// chain's rewrite so far, or the event's own call).
-    type Input<'a> = (&'a DispatchEvent, &'a str, &'a Map<String, Value>);
+    type Input<'a> = (&'a ToolCallDispatchEvent, &'a str, &'a Map<String, Value>);
     type Event = types::DispatchEvent;
     type Export = rewrite::GuestIndices;
     type Guest = rewrite::Guest;
@@ -265,7 +271,7 @@ impl Hook for SteeringHook {
 
 impl Hook for ResultHook {
     const SEAM: Seam = Seam::Result;
-    type Input<'a> = &'a ToolResultEvent;
+    type Input<'a> = &'a ToolResultCallbackEvent;
     type Event = types::ToolResultEvent;
     type Export = result::GuestIndices;
     type Guest = result::Guest;

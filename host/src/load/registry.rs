@@ -59,6 +59,7 @@ use crate::shares::Account;
 /// The former name of [`PluginSet`], kept for code that uses it
 /// ("snapshot" now means only a pre-initialised component, see
 /// [`crate::snapshot`]).
+#[deprecated(since = "0.1.0", note = "renamed `PluginSet`")]
 pub type Snapshot = PluginSet;
 
 /// One loaded state of the plugin directory: every chain and the accounts
@@ -161,7 +162,7 @@ pub struct Registry {
     /// Loads each directory; the registry swaps in what it loaded.
     loader: Loader,
     current: ArcSwap<PluginSet>,
-    /// Serialises swapping in a new snapshot (never held across I/O).
+    /// Serialises swapping in a new plugin set (never held across I/O).
     publishing: std::sync::Mutex<()>,
     /// One lock per directory: a directory's load never waits for
     /// another's (a slow compile in one tenant stalls no other).
@@ -173,7 +174,7 @@ pub struct Registry {
 /// What a reload did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ReloadReport {
-    /// The snapshot generation now serving.
+    /// The plugin set generation now serving.
     pub generation: u64,
     /// Plugins loaded or replaced (by path).
     pub loaded: Vec<PathBuf>,
@@ -299,8 +300,14 @@ impl Registry {
     /// The plugin set serving now, as taken at this moment. Hold it for the
     /// length of one call: a reload swaps in a new set and never changes
     /// one already taken.
-    pub fn snapshot(&self) -> Arc<PluginSet> {
+    pub fn plugin_set(&self) -> Arc<PluginSet> {
         self.current.load_full()
+    }
+
+    /// Deprecated: the former name of [`Registry::plugin_set`].
+    #[deprecated(since = "0.1.0", note = "renamed `plugin_set`")]
+    pub fn snapshot(&self) -> Arc<PluginSet> {
+        self.plugin_set()
     }
 
     /// Re-reads the directory and swaps in the new chains. A component whose
@@ -318,7 +325,7 @@ impl Registry {
         // Tenants listed now, and tenants loaded before (gone ones are
         // removed by their own load, under their lock).
         let mut names: BTreeSet<String> = listed.into_iter().collect();
-        names.extend(self.snapshot().scopes.keys().filter_map(|k| match k {
+        names.extend(self.plugin_set().scopes.keys().filter_map(|k| match k {
             ScopeKey::Tenant(t) => Some(t.clone()),
             ScopeKey::Global => None,
         }));
@@ -334,9 +341,9 @@ impl Registry {
         for r in join_all(tenants.iter().map(|k| self.reload_scope(k, None))).await {
             report.absorb(r);
         }
-        let snapshot = self.snapshot();
-        report.generation = snapshot.generation;
-        report.errors = snapshot.errors.clone();
+        let set = self.plugin_set();
+        report.generation = set.generation;
+        report.errors = set.errors.clone();
         for e in &report.errors {
             tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message);
         }
@@ -368,7 +375,7 @@ impl Registry {
 
     /// The policy the global manifest sets, else the options'.
     fn policy_in_force(&self) -> Policy {
-        self.snapshot()
+        self.plugin_set()
             .scopes
             .get(&ScopeKey::Global)
             .and_then(|s| s.policy.clone())
@@ -394,7 +401,7 @@ impl Registry {
         let waiting = Queued(&lock.queued);
         let _running = lock.running.lock().await;
         drop(waiting);
-        let previous = self.snapshot().scopes.get(key).cloned();
+        let previous = self.plugin_set().scopes.get(key).cloned();
         // The policy in force: the global manifest's (when a tenant loads,
         // the global directory has loaded first), else the options'.
         let policy = self.policy_in_force();
@@ -417,7 +424,7 @@ impl Registry {
         report
     }
 
-    /// Swaps in a snapshot with `edit` applied to the current one's
+    /// Swaps in a plugin set with `edit` applied to the current one's
     /// directories and listing errors; `edit` says whether the plugin set
     /// changed (a new generation).
     fn publish(
@@ -428,14 +435,14 @@ impl Registry {
             .publishing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let old = self.snapshot();
+        let old = self.plugin_set();
         let mut scopes = old.scopes.clone();
         let mut listing = old.listing_errors.clone();
         let changed = edit(&mut scopes, &mut listing);
         let generation = old.generation + u64::from(changed || old.generation == 0);
         let config = self.engine().config();
         let pool = config.pooling.then_some(config.max_instances);
-        let snapshot = PluginSet::build(
+        let set = PluginSet::build(
             generation,
             scopes,
             listing,
@@ -445,24 +452,24 @@ impl Registry {
         );
         // Prepared instances may hold the pool slots no share reserves.
         if let Some(pool) = pool {
-            let reserved = snapshot
+            let reserved = set
                 .policy
                 .shares
-                .reserved(u32::try_from(snapshot.accounts.tenants.len()).unwrap_or(u32::MAX));
+                .reserved(u32::try_from(set.accounts.tenants.len()).unwrap_or(u32::MAX));
             let room = u64::from(pool).saturating_sub(reserved);
             if self
                 .engine()
                 .prepared_slots()
                 .set_room(u32::try_from(room).unwrap_or(u32::MAX))
             {
-                let global = snapshot.global_plugins.iter().map(|p| &p.plugin);
-                for p in global.chain(snapshot.tenants.values().flat_map(|c| c.plugins())) {
+                let global = set.global_plugins.iter().map(|p| &p.plugin);
+                for p in global.chain(set.tenants.values().flat_map(|c| c.plugins())) {
                     p.discard_prepared();
                 }
             }
         }
-        self.loader.forget_unused(snapshot.scopes.values());
-        self.current.store(Arc::new(snapshot));
+        self.loader.forget_unused(set.scopes.values());
+        self.current.store(Arc::new(set));
     }
 }
 
@@ -497,7 +504,7 @@ impl Accounts {
 }
 
 impl PluginSet {
-    /// The snapshot of `scopes` under the policy in force (the global
+    /// The plugin set of `scopes` under the policy in force (the global
     /// manifest's, else `fallback`): tenants admitted in name order while
     /// their shares fit in `pool` and the memory budget, every guard given
     /// the quarantine rules, every chain charged to its caller's account

@@ -5,7 +5,7 @@
 //! the whole tree, waits until the tree has been quiet for its settle delay,
 //! then calls the reload once. It knows nothing of what a reload does: the
 //! [`Registry`](crate::Registry) hands it one (`Registry::watch`,
-//! `Registry::on_sighup`), in which calls in flight finish on the snapshot
+//! `Registry::on_sighup`), in which calls in flight finish on the plugin set
 //! they started with and new calls see the new one.
 //!
 //! **Shipping a file safely (the atomic-rename convention).** Write the new

@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::event::{
-    BeforeToolCallEvent, DispatchEvent, Event, Rewrite, RoutingEvent, Seam, Skip, ToolResultEvent,
+    BeforeToolCallEvent, Event, Rewrite, Seam, Skip, ToolCallDispatchEvent,
+    ToolResultCallbackEvent, ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
 use crate::guard_call::{Called, GuestEvent, ResultHook, RewriteHook, RoutingHook, SteeringHook};
@@ -231,7 +232,11 @@ impl Chain {
     /// rewrite is dropped with one warning naming the guards, and the
     /// original call is dispatched (`None`). Returns the final rewrite, or
     /// `None` when no guard rewrote or the result was dropped.
-    pub async fn rewrite(&self, event: &DispatchEvent, state: &Value) -> Decision<Option<Rewrite>> {
+    pub async fn rewrite(
+        &self,
+        event: &ToolCallDispatchEvent,
+        state: &Value,
+    ) -> Decision<Option<Rewrite>> {
         let mut trace = Vec::new();
         let mut current: Option<Rewrite> = None;
         if self.subscribed(Seam::Rewrite).next().is_none() {
@@ -274,7 +279,11 @@ impl Chain {
     /// `on_tool_routing_decision`: each guard sees the previous narrowing;
     /// the result is the intersection, in the original order — a guard can
     /// hide tools, never add one. A fail-closed guard's fault hides all.
-    pub async fn routing(&self, event: &RoutingEvent, state: &Value) -> Decision<Vec<String>> {
+    pub async fn routing(
+        &self,
+        event: &ToolRoutingDecisionEvent,
+        state: &Value,
+    ) -> Decision<Vec<String>> {
         let mut trace = Vec::new();
         let mut visible = event.narrowed_tool_names.clone();
         let state = state.to_string();
@@ -305,7 +314,7 @@ impl Chain {
     }
 
     /// `on_tool_result`: every subscribed guard observes; nothing returned.
-    pub async fn result(&self, event: &ToolResultEvent, state: &Value) -> Decision<()> {
+    pub async fn result(&self, event: &ToolResultCallbackEvent, state: &Value) -> Decision<()> {
         let mut trace = Vec::new();
         if self.subscribed(Seam::Result).next().is_none() {
             return Decision { result: (), trace };
@@ -373,7 +382,7 @@ impl GuardTrace {
 /// The resulting call names a tool outside the palette: every rewrite that
 /// led to it is dropped (its entry becomes `malformed`) and one warning
 /// names the guards; the caller dispatches the original call.
-fn drop_unavailable(tool_name: &str, event: &DispatchEvent, trace: &mut [GuardTrace]) {
+fn drop_unavailable(tool_name: &str, event: &ToolCallDispatchEvent, trace: &mut [GuardTrace]) {
     let why = format!(
         "the resulting call names tool `{tool_name}`, which is not in available_tools; \
          rewrite dropped, the original call `{}` is dispatched",

@@ -1,6 +1,13 @@
 //! The JSON face of the four seams: events as symfonic sends them (the
-//! seed's snake_case field names) and verdicts exactly as its Python hooks
-//! return them.
+//! seed's class names and snake_case field names) and verdicts exactly as
+//! its Python hooks return them.
+//!
+//! Each seam's event type is named after symfonic's event class
+//! ([`ToolRoutingDecisionEvent`], [`ToolCallDispatchEvent`],
+//! [`BeforeToolCallEvent`], [`ToolResultCallbackEvent`]); the WIT records
+//! the host lowers them into keep the contract's names (`routing-event`,
+//! `dispatch-event`, `before-tool-call-event`, `tool-result-event`). The
+//! table is in `docs/design.md` ("Vocabulary").
 
 use std::fmt;
 use std::str::FromStr;
@@ -66,10 +73,11 @@ pub struct ToolInfo {
     pub description: String,
 }
 
+/// The routing seam's event (`on_tool_routing_decision`): symfonic's
 /// `ToolRoutingDecisionEvent`, plus the visible tools' descriptions and the
-/// query when the caller knows them.
+/// query when the caller knows them. WIT: `types.routing-event`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RoutingEvent {
+pub struct ToolRoutingDecisionEvent {
     /// The agent run this turn belongs to.
     pub run_id: String,
     /// "observe" or "enforce".
@@ -91,9 +99,10 @@ pub struct RoutingEvent {
     pub query: Option<String>,
 }
 
-/// `ToolCallDispatchEvent`.
+/// The rewrite seam's event (`on_tool_call_dispatch`): symfonic's
+/// `ToolCallDispatchEvent`. WIT: `types.dispatch-event`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DispatchEvent {
+pub struct ToolCallDispatchEvent {
     /// The agent run this turn belongs to.
     pub run_id: String,
     /// 0-indexed React loop iteration.
@@ -110,7 +119,8 @@ pub struct DispatchEvent {
     pub available_tools: Vec<String>,
 }
 
-/// `BeforeToolCallEvent`.
+/// The steering seam's event (`on_before_tool_call`): symfonic's
+/// `BeforeToolCallEvent`. WIT: `types.before-tool-call-event`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BeforeToolCallEvent {
     /// The agent run this turn belongs to.
@@ -123,9 +133,10 @@ pub struct BeforeToolCallEvent {
     pub args: Map<String, Value>,
 }
 
-/// `ToolResultCallbackEvent`.
+/// The result seam's event (`on_tool_result`): symfonic's
+/// `ToolResultCallbackEvent`. WIT: `types.tool-result-event`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ToolResultEvent {
+pub struct ToolResultCallbackEvent {
     /// The agent run this turn belongs to.
     pub run_id: String,
     /// The tool that produced the result.
@@ -162,17 +173,41 @@ pub struct Rewrite {
     pub args: Map<String, Value>,
 }
 
+/// Deprecated name of [`ToolRoutingDecisionEvent`] (the seed's name is used
+/// everywhere now).
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `ToolRoutingDecisionEvent`, symfonic's name"
+)]
+pub type RoutingEvent = ToolRoutingDecisionEvent;
+
+/// Deprecated name of [`ToolCallDispatchEvent`] (the seed's name is used
+/// everywhere now).
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `ToolCallDispatchEvent`, symfonic's name"
+)]
+pub type DispatchEvent = ToolCallDispatchEvent;
+
+/// Deprecated name of [`ToolResultCallbackEvent`] (the seed's name is used
+/// everywhere now).
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `ToolResultCallbackEvent`, symfonic's name"
+)]
+pub type ToolResultEvent = ToolResultCallbackEvent;
+
 /// An event for any seam, as read from a file, a trace line or a request.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
-    /// A routing event.
-    Routing(RoutingEvent),
-    /// A dispatch (rewrite) event.
-    Rewrite(DispatchEvent),
-    /// A before-tool-call (steering) event.
+    /// A routing event (`on_tool_routing_decision`).
+    Routing(ToolRoutingDecisionEvent),
+    /// A rewrite event (`on_tool_call_dispatch`).
+    Rewrite(ToolCallDispatchEvent),
+    /// A steering event (`on_before_tool_call`).
     Steering(BeforeToolCallEvent),
-    /// A tool-result event.
-    Result(ToolResultEvent),
+    /// A result event (`on_tool_result`).
+    Result(ToolResultCallbackEvent),
 }
 
 impl Event {

@@ -79,7 +79,7 @@ pub struct SharesInUse<'a> {
 /// A loaded plugin set, described: what `GET /v1/plugins` answers.
 #[derive(Clone, Debug, Serialize)]
 pub struct Description<'a> {
-    /// The snapshot generation.
+    /// The plugin set generation.
     pub generation: u64,
     /// Every global plugin in order, those restricted to some tenants
     /// included (with their `tenants`).

@@ -18,7 +18,7 @@
 //! | `http_connections_timed_out_total` | counter | reason | connections closed by the `header` (read) or `idle` timeout |
 //! | `plugins_loaded` | gauge | chain | global plugins (those restricted to some tenants too) and each tenant's own |
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
-//! | `plugins_generation` | gauge | | the snapshot generation serving |
+//! | `plugins_generation` | gauge | | the plugin set generation serving |
 //! | `plugin_quarantined` | gauge | plugin | 1 while the plugin is quarantined (or being probed), else 0 |
 //! | `plugin_quarantines` | gauge | plugin | times the plugin was quarantined since it was loaded |
 //! | `share_instances` | gauge | account | instances the account (`global` or a tenant) has alive now |
@@ -319,7 +319,7 @@ impl Metrics {
         );
         registry.register(
             "plugins_generation",
-            "The plugin snapshot generation serving",
+            "The plugin set generation serving",
             m.generation.clone(),
         );
         registry.register(
@@ -437,21 +437,21 @@ impl Metrics {
         }
     }
 
-    /// Sets the gauges from `registry`: the snapshot serving now and the
+    /// Sets the gauges from `registry`: the plugin set serving now and the
     /// engine's long-call lane.
     pub fn observe(&self, registry: &crate::Registry) {
         let lane = registry.engine().long_lane().usage();
         for (r, gauge) in LANE_GAUGES.iter().zip(&self.lane) {
             gauge.set((r.read)(&lane));
         }
-        self.observe_snapshot(&registry.snapshot());
+        self.observe_plugin_set(&registry.plugin_set());
     }
 
-    /// Sets the plugin and share gauges from the snapshot serving now.
-    fn observe_snapshot(&self, snapshot: &PluginSet) {
+    /// Sets the plugin and share gauges from the plugin set serving now.
+    fn observe_plugin_set(&self, set: &PluginSet) {
         // Counted from the description `GET /v1/plugins` answers, so the
         // two never disagree.
-        let described = snapshot.describe();
+        let described = set.describe();
         self.plugins_loaded.clear();
         self.plugins_loaded
             .get_or_create(&ChainLabels {
@@ -483,11 +483,11 @@ impl Metrics {
         for family in &self.shares {
             family.clear();
         }
-        let accounts = snapshot
+        let accounts = set
             .accounts
             .global
             .iter()
-            .chain(snapshot.accounts.tenants.values());
+            .chain(set.accounts.tenants.values());
         for account in accounts {
             let labels = AccountLabels {
                 account: account.name().to_string(),
@@ -498,7 +498,7 @@ impl Metrics {
             }
         }
         self.generation
-            .set(i64::try_from(snapshot.generation).unwrap_or(i64::MAX));
+            .set(i64::try_from(set.generation).unwrap_or(i64::MAX));
     }
 
     /// The metrics in the OpenMetrics text format (which Prometheus reads).

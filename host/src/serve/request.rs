@@ -99,7 +99,7 @@ impl DecideRequest {
         })
     }
 
-    /// Runs the request through `snapshot`'s chain for its tenant, once
+    /// Runs the request through `set`'s chain for its tenant, once
     /// its account has a place for it (see
     /// [`Shares::tenant_requests`](crate::shares::Shares::tenant_requests)):
     /// a request that waited the share's `wait` in vain is refused as
@@ -107,32 +107,29 @@ impl DecideRequest {
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see [`crate::logging`]).
-    pub async fn decide(&self, snapshot: &PluginSet) -> Result<Decision<Verdict>, Busy> {
+    pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, Busy> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
             "decide",
             seam = %self.event.seam(),
             tenant = self.tenant.as_deref().unwrap_or("-"),
         );
-        self.decide_unspanned(snapshot).instrument(span).await
+        self.decide_unspanned(set).instrument(span).await
     }
 
-    async fn decide_unspanned(&self, snapshot: &PluginSet) -> Result<Decision<Verdict>, Busy> {
+    async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, Busy> {
         let tenant = self.tenant.as_deref();
-        let _place = match snapshot.account(tenant) {
+        let _place = match set.account(tenant) {
             None => None,
             Some(account) => {
                 let key = match tenant {
-                    Some(t) if snapshot.accounts.tenants.contains_key(t) => "tenant_requests",
+                    Some(t) if set.accounts.tenants.contains_key(t) => "tenant_requests",
                     _ => "global_requests",
                 };
                 Some(account.enter(key).await?)
             }
         };
-        Ok(snapshot
-            .chain(tenant)
-            .decide(&self.event, &self.state)
-            .await)
+        Ok(set.chain(tenant).decide(&self.event, &self.state).await)
     }
 }
 

@@ -383,7 +383,7 @@ fn endpoint_of(request: &Request) -> (String, Option<Seam>) {
 // ---- handlers ---------------------------------------------------------
 
 async fn healthz(State(app): State<Shared>) -> Response {
-    axum::Json(json!({"status": "ok", "generation": app.registry.snapshot().generation}))
+    axum::Json(json!({"status": "ok", "generation": app.registry.plugin_set().generation}))
         .into_response()
 }
 
@@ -426,7 +426,7 @@ async fn decide(
     })?;
     let request = DecideRequest::parse(seam, &body).map_err(ApiError::bad_request)?;
     let decision = request
-        .decide(&app.registry.snapshot())
+        .decide(&app.registry.plugin_set())
         .await
         .map_err(|busy| {
             // Counted per account (`share_busy`); one line per refusal
@@ -459,8 +459,8 @@ fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {
 }
 
 async fn plugins(State(app): State<Shared>) -> Response {
-    let snapshot = app.registry.snapshot();
-    axum::Json(snapshot.describe()).into_response()
+    let set = app.registry.plugin_set();
+    axum::Json(set.describe()).into_response()
 }
 
 async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {

@@ -27,7 +27,8 @@ use wasmtime_wizer::{ComponentInstanceState, Wizer};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::event::{
-    BeforeToolCallEvent, DispatchEvent, Event, RoutingEvent, ToolInfo, ToolResultEvent,
+    BeforeToolCallEvent, Event, ToolCallDispatchEvent, ToolInfo, ToolResultCallbackEvent,
+    ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
 use crate::limits::Limits;
@@ -230,7 +231,7 @@ pub fn default_warm_up() -> Vec<(Event, Value)> {
     };
     let tools = ["run_query", "search"].map(String::from).to_vec();
     let events = [
-        Event::Routing(RoutingEvent {
+        Event::Routing(ToolRoutingDecisionEvent {
             run_id: run_id(),
             mode: "enforce".into(),
             intent_label: "warm-up".into(),
@@ -246,7 +247,7 @@ pub fn default_warm_up() -> Vec<(Event, Value)> {
                 .collect(),
             query: Some("how many users signed up today?".into()),
         }),
-        Event::Rewrite(DispatchEvent {
+        Event::Rewrite(ToolCallDispatchEvent {
             run_id: run_id(),
             iteration_index: 0,
             node_name: "react".into(),
@@ -261,7 +262,7 @@ pub fn default_warm_up() -> Vec<(Event, Value)> {
             call_id: call_id(),
             args: args(),
         }),
-        Event::Result(ToolResultEvent {
+        Event::Result(ToolResultCallbackEvent {
             run_id: run_id(),
             tool_name: "run_query".into(),
             result: serde_json::json!({"count": 1}),

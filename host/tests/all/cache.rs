@@ -26,7 +26,7 @@ fn entries(cache: &Path) -> Vec<PathBuf> {
 
 async fn still_guards(reg: &toolgate::Registry) {
     let d = reg
-        .snapshot()
+        .plugin_set()
         .chain(None)
         .steering(
             &steering("run_query", json!({"sql": "DELETE FROM t"})),
@@ -119,7 +119,7 @@ async fn corrupted_entries_are_deleted_and_rebuilt() {
             },
             "{what}"
         );
-        assert!(reg.snapshot().errors.is_empty(), "{what}");
+        assert!(reg.plugin_set().errors.is_empty(), "{what}");
         still_guards(&reg).await;
         // Rewritten whole: the next start hits.
         assert_eq!(

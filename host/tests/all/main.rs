@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::event::{BeforeToolCallEvent, DispatchEvent, RoutingEvent, ToolResultEvent};
+use toolgate::event::{
+    BeforeToolCallEvent, ToolCallDispatchEvent, ToolResultCallbackEvent, ToolRoutingDecisionEvent,
+};
 use toolgate::{Chain, Engine, EngineConfig, Limits, OnError, Plugin, PluginSpec};
 
 /// A small engine for tests: few pooled slots, the default limits.
@@ -75,7 +77,7 @@ pub fn steering(tool: &str, args: Value) -> BeforeToolCallEvent {
 }
 
 /// A dispatch event for `tool` with `args`, `available` tools.
-pub fn dispatch(tool: &str, args: Value, available: &[&str]) -> DispatchEvent {
+pub fn dispatch(tool: &str, args: Value, available: &[&str]) -> ToolCallDispatchEvent {
     serde_json::from_value(json!({
         "run_id": "run-1", "iteration_index": 0, "node_name": "react", "call_id": "call-1",
         "tool_name": tool, "args": args, "available_tools": available,
@@ -84,7 +86,7 @@ pub fn dispatch(tool: &str, args: Value, available: &[&str]) -> DispatchEvent {
 }
 
 /// A routing event with `tools` visible.
-pub fn routing(tools: &[&str]) -> RoutingEvent {
+pub fn routing(tools: &[&str]) -> ToolRoutingDecisionEvent {
     serde_json::from_value(json!({
         "run_id": "run-1", "mode": "enforce", "intent_label": "sql", "total_tools": tools.len(),
         "narrowed_tool_names": tools,
@@ -93,7 +95,7 @@ pub fn routing(tools: &[&str]) -> RoutingEvent {
 }
 
 /// A result event for `tool`.
-pub fn result(tool: &str, value: Value) -> ToolResultEvent {
+pub fn result(tool: &str, value: Value) -> ToolResultCallbackEvent {
     serde_json::from_value(json!({
         "run_id": "run-1", "tool_name": tool, "result": value, "call_id": "call-1",
     }))

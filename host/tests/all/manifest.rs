@@ -377,9 +377,9 @@ config = { rewrite = { append_trail = "one" } }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let reg = crate::reload::open(dir.path(), None).await;
-        let snap = reg.snapshot();
-        assert!(snap.errors.is_empty(), "{:?}", snap.errors);
-        let chain = snap.chain(None);
+        let set = reg.plugin_set();
+        assert!(set.errors.is_empty(), "{:?}", set.errors);
+        let chain = set.chain(None);
         let names: Vec<&str> = chain.plugins().iter().map(|p| p.name()).collect();
         assert_eq!(names, ["second", "first"]);
         assert_eq!(
@@ -409,15 +409,15 @@ fn manifest_error_is_a_load_issue_naming_the_line() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
         let reg = crate::reload::open(dir.path(), None).await;
-        let snap = reg.snapshot();
-        assert_eq!(snap.errors.len(), 1);
-        let e = &snap.errors[0];
+        let set = reg.plugin_set();
+        assert_eq!(set.errors.len(), 1);
+        let e = &set.errors[0];
         assert_eq!(e.path, Path::new(dir.path()).join("toolgate.toml"));
         assert!(e.message.contains(":3:"), "{}", e.message);
         assert!(e.message.contains("memory"), "{}", e.message);
         // Nothing loaded: a bad manifest never silently falls back to
         // running every file.
-        assert!(snap.chain(None).plugins().is_empty());
+        assert!(set.chain(None).plugins().is_empty());
     });
 }
 
@@ -435,8 +435,8 @@ async fn load_issues_say_their_kind() {
     let registry = toolgate::Registry::open(super::engine(), dir.path())
         .await
         .expect("registry");
-    let snapshot = registry.snapshot();
-    let kinds: Vec<(IssueKind, String)> = snapshot
+    let set = registry.plugin_set();
+    let kinds: Vec<(IssueKind, String)> = set
         .errors
         .iter()
         .map(|e| (e.kind, e.path.display().to_string()))
@@ -447,7 +447,7 @@ async fn load_issues_say_their_kind() {
             .any(|(k, p)| *k == IssueKind::Compile && p.ends_with("core.wasm")),
         "{kinds:?}"
     );
-    let manifest = snapshot
+    let manifest = set
         .errors
         .iter()
         .find(|e| e.kind == IssueKind::Manifest)
@@ -460,7 +460,7 @@ async fn load_issues_say_their_kind() {
         "{}",
         manifest.message
     );
-    let listed = serde_json::to_value(snapshot.describe()).expect("JSON");
+    let listed = serde_json::to_value(set.describe()).expect("JSON");
     assert!(
         listed["errors"]
             .as_array()

@@ -56,8 +56,8 @@ async fn steer(
     tenant: Option<&str>,
     sql: &str,
 ) -> toolgate::Decision<Option<Skip>> {
-    let snap = reg.snapshot();
-    snap.chain(tenant)
+    let set = reg.plugin_set();
+    set.chain(tenant)
         .steering(&steering("run_query", json!({"sql": sql})), &no_state())
         .await
 }
@@ -97,15 +97,15 @@ async fn tenant_calls_run_global_then_own_and_never_another_tenants() {
     // A global guard that proceeds, so the order shows in the trace.
     copy(STEERING_ONLY, &dir.path().join("global.wasm"));
     let reg = open(dir.path(), None).await;
-    let snap = reg.snapshot();
-    assert!(snap.errors.is_empty(), "{:?}", snap.errors);
+    let set = reg.plugin_set();
+    assert!(set.errors.is_empty(), "{:?}", set.errors);
 
     let acme = steer(&reg, Some("acme"), "SELECT 1").await;
     assert_eq!(content(&acme), Some("acme says no"));
     assert_eq!(names(&acme), ["global", "acme/says"]);
     assert!(Arc::ptr_eq(
-        &snap.chain(Some("acme")).plugins()[1],
-        &snap.tenants["acme"].plugins()[0]
+        &set.chain(Some("acme")).plugins()[1],
+        &set.tenants["acme"].plugins()[0]
     ));
 
     let globex = steer(&reg, Some("globex"), "SELECT 1").await;
@@ -118,9 +118,9 @@ async fn tenant_calls_run_global_then_own_and_never_another_tenants() {
         assert_eq!(names(&d), ["global"]);
     }
     // Every plugin of acme's chain is global or acme's own, never globex's.
-    let globex_own = &snap.tenants["globex"].plugins()[0];
+    let globex_own = &set.tenants["globex"].plugins()[0];
     assert!(
-        snap.chain(Some("acme"))
+        set.chain(Some("acme"))
             .plugins()
             .iter()
             .all(|p| !Arc::ptr_eq(p, globex_own))
@@ -139,7 +139,7 @@ async fn global_plugin_with_tenants_applies_only_to_them() {
     assert!(content(&steer(&reg, Some("acme"), DELETE).await).is_some());
     assert_eq!(steer(&reg, Some("globex"), DELETE).await.result, None);
     assert_eq!(steer(&reg, None, DELETE).await.result, None);
-    assert_eq!(reg.snapshot().global_plugins.len(), 1);
+    assert_eq!(reg.plugin_set().global_plugins.len(), 1);
 }
 
 #[tokio::test]
@@ -150,14 +150,14 @@ async fn invalid_tenant_directory_is_reported_and_skipped() {
         &dir.path().join("tenants").join("bad name").join("x.wasm"),
     );
     let reg = open(dir.path(), None).await;
-    let snap = reg.snapshot();
-    assert_eq!(snap.tenants.len(), 2);
+    let set = reg.plugin_set();
+    assert_eq!(set.tenants.len(), 2);
     assert!(
-        snap.errors
+        set.errors
             .iter()
             .any(|e| e.message.contains("invalid tenant name")),
         "{:?}",
-        snap.errors
+        set.errors
     );
     assert!(toolgate::TenantName::try_from("../acme").is_err());
     assert!(toolgate::TenantName::try_from("a/b").is_err());
@@ -169,7 +169,7 @@ async fn reload_picks_up_add_replace_and_remove() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reg = open(dir.path(), None).await;
     assert_eq!(steer(&reg, None, DELETE).await.result, None);
-    let g0 = reg.snapshot().generation;
+    let g0 = reg.plugin_set().generation;
 
     // Add.
     let file = dir.path().join("guard.wasm");
@@ -181,16 +181,16 @@ async fn reload_picks_up_add_replace_and_remove() {
     assert_eq!((d.result.clone(), names(&d)), (None, vec!["guard"]));
 
     // Replace: same path, new bytes.
-    let before = reg.snapshot();
+    let before = reg.plugin_set();
     copy(SQL_GUARD, &file);
     let r = reg.reload().await.expect("reload");
     assert_eq!(r.loaded, std::slice::from_ref(&file));
     assert!(content(&steer(&reg, None, DELETE).await).is_some());
     assert_ne!(
         before.global.plugins()[0].digest(),
-        reg.snapshot().global.plugins()[0].digest()
+        reg.plugin_set().global.plugins()[0].digest()
     );
-    // The snapshot taken before still runs the old guard.
+    // The plugin set taken before still runs the old guard.
     let old = before
         .chain(None)
         .steering(&steering("run_query", json!({"sql": DELETE})), &no_state())
@@ -198,7 +198,7 @@ async fn reload_picks_up_add_replace_and_remove() {
     assert_eq!(old.result, None);
 
     // Nothing changed: nothing loaded, same generation, same plugin.
-    let g = reg.snapshot().generation;
+    let g = reg.plugin_set().generation;
     let r = reg.reload().await.expect("reload");
     assert!(r.loaded.is_empty() && r.removed.is_empty() && r.compiled.is_empty());
     assert_eq!(r.generation, g);
@@ -207,7 +207,7 @@ async fn reload_picks_up_add_replace_and_remove() {
     std::fs::remove_file(&file).expect("rm");
     let r = reg.reload().await.expect("reload");
     assert_eq!(r.removed, [file]);
-    assert!(reg.snapshot().global.plugins().is_empty());
+    assert!(reg.plugin_set().global.plugins().is_empty());
     assert_eq!(steer(&reg, None, DELETE).await.result, None);
 }
 
@@ -259,7 +259,7 @@ async fn broken_replacement_keeps_the_old_guard_serving() {
     let file = dir.path().join("sql.wasm");
     copy(SQL_GUARD, &file);
     let reg = open(dir.path(), None).await;
-    let digest = reg.snapshot().global.plugins()[0].digest().to_string();
+    let digest = reg.plugin_set().global.plugins()[0].digest().to_string();
 
     for garbage in [
         &b"not wasm at all"[..],
@@ -271,9 +271,9 @@ async fn broken_replacement_keeps_the_old_guard_serving() {
         assert_eq!(r.errors.len(), 1, "{r:?}");
         assert_eq!(r.errors[0].path, file);
         assert!(r.loaded.is_empty() && r.removed.is_empty());
-        let snap = reg.snapshot();
-        assert_eq!(snap.global.plugins()[0].digest(), digest);
-        assert_eq!(snap.errors.len(), 1);
+        let set = reg.plugin_set();
+        assert_eq!(set.global.plugins()[0].digest(), digest);
+        assert_eq!(set.errors.len(), 1);
         assert!(content(&steer(&reg, None, DELETE).await).is_some());
     }
 
@@ -288,7 +288,7 @@ async fn broken_replacement_keeps_the_old_guard_serving() {
     copy(SQL_GUARD, &file);
     let r = reg.reload().await.expect("reload");
     assert!(r.errors.is_empty(), "{r:?}");
-    assert!(reg.snapshot().errors.is_empty());
+    assert!(reg.plugin_set().errors.is_empty());
 }
 
 /// Many callers run steering calls without pause while the manifest flips
@@ -382,12 +382,12 @@ async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> bool) {
     }
 }
 
-/// The snapshot generation once it has not changed for 500 ms.
+/// The plugin set generation once it has not changed for 500 ms.
 async fn settled(reg: &Registry) -> u64 {
     loop {
-        let g = reg.snapshot().generation;
+        let g = reg.plugin_set().generation;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        if reg.snapshot().generation == g {
+        if reg.plugin_set().generation == g {
             return g;
         }
     }
@@ -415,7 +415,7 @@ async fn watcher_reloads_on_add_replace_manifest_edit_and_remove() {
     std::fs::copy(STEERING_ONLY, dir.path().join(".hidden.wasm")).expect("copy");
     std::fs::copy(STEERING_ONLY, dir.path().join("x.wasm.tmp")).expect("copy");
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(reg.snapshot().generation, g);
+    assert_eq!(reg.plugin_set().generation, g);
 
     // Replace with an in-place (non-atomic) copy.
     std::fs::copy(STEERING_ONLY, &file).expect("copy");
@@ -439,7 +439,7 @@ async fn watcher_reloads_on_add_replace_manifest_edit_and_remove() {
         &dir.path().join("tenants").join("acme").join("sql.wasm"),
     );
     wait_for("the new tenant", async || {
-        reg.snapshot().tenants.contains_key("acme")
+        reg.plugin_set().tenants.contains_key("acme")
     })
     .await;
 

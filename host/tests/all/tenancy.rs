@@ -47,8 +47,8 @@ async fn steer_as(
     tool: &str,
     args: Value,
 ) -> Decision<Option<Skip>> {
-    let snap = reg.snapshot();
-    snap.chain(tenant)
+    let set = reg.plugin_set();
+    set.chain(tenant)
         .steering(&steering(tool, args), &no_state())
         .await
 }
@@ -77,18 +77,18 @@ async fn a_tenant_manifest_above_a_ceiling_is_refused_and_its_previous_chain_kee
         "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 50\n",
     );
     let reg = open(dir.path()).await;
-    let snap = reg.snapshot();
-    assert_eq!(snap.errors.len(), 0, "{:?}", snap.errors);
-    assert_eq!(snap.policy.ceilings.timeout, Duration::from_millis(100));
+    let set = reg.plugin_set();
+    assert_eq!(set.errors.len(), 0, "{:?}", set.errors);
+    assert_eq!(set.policy.ceilings.timeout, Duration::from_millis(100));
     assert_eq!(
-        snap.global_plugins[0].plugin.limits().timeout,
+        set.global_plugins[0].plugin.limits().timeout,
         Duration::from_millis(1000)
     );
-    let own = |snap: &toolgate::PluginSet, t: &str| snap.tenants[t].plugins()[0].limits().clone();
-    assert_eq!(own(&snap, "a").timeout, Duration::from_millis(50));
+    let own = |set: &toolgate::PluginSet, t: &str| set.tenants[t].plugins()[0].limits().clone();
+    assert_eq!(own(&set, "a").timeout, Duration::from_millis(50));
     // A tenant without a manifest: the defaults, lowered to the ceilings.
-    assert_eq!(own(&snap, "b").timeout, Duration::from_millis(100));
-    assert_eq!(own(&snap, "b").memory_bytes, 32 << 20);
+    assert_eq!(own(&set, "b").timeout, Duration::from_millis(100));
+    assert_eq!(own(&set, "b").memory_bytes, 32 << 20);
 
     // Above the ceiling: refused with file, line and key; the previous
     // chain keeps serving.
@@ -102,7 +102,10 @@ async fn a_tenant_manifest_above_a_ceiling_is_refused_and_its_previous_chain_kee
         message.contains("tenants/a/toolgate.toml:4: key `plugin[1].timeout_ms`: 600000 is above the operator's ceiling"),
         "{message}"
     );
-    assert_eq!(own(&reg.snapshot(), "a").timeout, Duration::from_millis(50));
+    assert_eq!(
+        own(&reg.plugin_set(), "a").timeout,
+        Duration::from_millis(50)
+    );
     let d = steer_as(&reg, Some("a"), "ok", json!({})).await;
     assert_eq!(d.trace.len(), 2, "{:?}", d.trace);
     assert_eq!(d.trace[1].plugin, "a/hostile");
@@ -143,7 +146,10 @@ async fn a_tenant_manifest_above_a_ceiling_is_refused_and_its_previous_chain_kee
         "{:?}",
         report.errors
     );
-    assert_eq!(own(&reg.snapshot(), "a").timeout, Duration::from_millis(50));
+    assert_eq!(
+        own(&reg.plugin_set(), "a").timeout,
+        Duration::from_millis(50)
+    );
 }
 
 /// Tenant `a` runs a guard that spins for 2 s and floods it at 64
@@ -175,10 +181,10 @@ async fn a_flooding_tenant_exhausts_only_its_own_share() {
     );
     let reg = open(dir.path()).await;
     assert_eq!(
-        reg.snapshot().errors.len(),
+        reg.plugin_set().errors.len(),
         0,
         "{:?}",
-        reg.snapshot().errors
+        reg.plugin_set().errors
     );
 
     let flood: Vec<_> = (0..64)
@@ -213,7 +219,7 @@ async fn a_flooding_tenant_exhausts_only_its_own_share() {
             1 => assert!(!d.result.expect("cancels").is_error, "call {i}"),
             _ => assert_eq!(d.result, None, "call {i}"),
         }
-        let usage = reg.snapshot().accounts.tenants["a"].usage();
+        let usage = reg.plugin_set().accounts.tenants["a"].usage();
         most = most.max(usage.instances);
     }
     assert!(most <= 2, "tenant a had {most} instances at once");
@@ -230,7 +236,7 @@ async fn a_flooding_tenant_exhausts_only_its_own_share() {
         }
     }
     assert!(deadlines >= 2, "a's guard ran: {deadlines}");
-    assert!(reg.snapshot().accounts.tenants["a"].usage().refused > 0);
+    assert!(reg.plugin_set().accounts.tenants["a"].usage().refused > 0);
 }
 
 /// A memory-bomb guard at 16 concurrent calls: the tenant's instances
@@ -252,12 +258,12 @@ async fn a_memory_bomb_at_concurrency_commits_no_more_than_its_share() {
     );
     let reg = open(dir.path()).await;
     assert_eq!(
-        reg.snapshot().errors.len(),
+        reg.plugin_set().errors.len(),
         0,
         "{:?}",
-        reg.snapshot().errors
+        reg.plugin_set().errors
     );
-    let account = Arc::clone(&reg.snapshot().accounts.tenants["m"]);
+    let account = Arc::clone(&reg.plugin_set().accounts.tenants["m"]);
     let bombs: Vec<_> = (0..16)
         .map(|_| {
             let reg = Arc::clone(&reg);
@@ -306,28 +312,28 @@ async fn tenants_beyond_the_pool_or_the_memory_budget_are_refused_at_load() {
         "[shares]\nglobal_memory_mib = 512\ntenant_memory_mib = 256\nmemory_budget_mib = 1024\n",
     );
     let reg = open(dir.path()).await;
-    let snap = reg.snapshot();
+    let set = reg.plugin_set();
     assert_eq!(
-        snap.tenants.keys().collect::<Vec<_>>(),
+        set.tenants.keys().collect::<Vec<_>>(),
         ["a", "b"],
         "{:?}",
-        snap.errors
+        set.errors
     );
     assert!(
-        snap.errors[0]
+        set.errors[0]
             .message
             .contains("no capacity left for tenant `c`"),
         "{:?}",
-        snap.errors
+        set.errors
     );
-    assert!(snap.errors[0].message.contains("memory budget is 1024 MiB"));
+    assert!(set.errors[0].message.contains("memory budget is 1024 MiB"));
     // The engine has 32 slots: 16 global + 2 × 8 + 1 probe slot do not fit.
     write(
         &manifest,
         "[shares]\nglobal_instances = 16\ntenant_instances = 8\n",
     );
     let report = reg.reload().await.expect("reload");
-    assert_eq!(reg.snapshot().tenants.keys().collect::<Vec<_>>(), ["a"]);
+    assert_eq!(reg.plugin_set().tenants.keys().collect::<Vec<_>>(), ["a"]);
     assert!(
         report.errors.iter().any(|e| e.message.contains("32")),
         "{:?}",
@@ -529,10 +535,10 @@ async fn spinning_guards_take_turns_tenant_by_tenant() {
             .expect("registry opens"),
     );
     assert_eq!(
-        reg.snapshot().errors.len(),
+        reg.plugin_set().errors.len(),
         0,
         "{:?}",
-        reg.snapshot().errors
+        reg.plugin_set().errors
     );
 
     let spin = |tenant: &'static str| {

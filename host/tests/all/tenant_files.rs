@@ -61,7 +61,7 @@ async fn open_with(dir: &Path, load: LoadLimits) -> Registry {
 /// Whether `tenant`'s chain refuses a `DELETE` (the SQL guard is loaded).
 async fn guarded(reg: &Registry, tenant: Option<&str>) -> bool {
     let d = reg
-        .snapshot()
+        .plugin_set()
         .chain(tenant)
         .steering(&steering("run_query", json!({"sql": DELETE})), &no_state())
         .await;
@@ -160,17 +160,17 @@ async fn symlinks_out_of_a_tenant_directory_are_refused() {
     // A subdirectory that is a symlink, named by a manifest path.
     symlink(outside.path(), evil.join("sub")).expect("symlink");
     let reg = open_with(dir.path(), LoadLimits::default()).await;
-    let snap = reg.snapshot();
+    let set = reg.plugin_set();
     assert!(
-        snap.tenants
+        set.tenants
             .get("evil")
             .is_none_or(|c| c.plugins().is_empty()),
         "a symlinked component loaded: {:?}",
-        snap.tenants.get("evil").map(|c| c.plugins().to_vec())
+        set.tenants.get("evil").map(|c| c.plugins().to_vec())
     );
     assert!(!guarded(&reg, Some("evil")).await);
     for name in ["theirs.wasm", "host.wasm"] {
-        let msg = error_for(&snap.errors, &evil.join(name)).expect("reported");
+        let msg = error_for(&set.errors, &evil.join(name)).expect("reported");
         assert!(
             msg.contains("not a regular file inside its directory"),
             "{msg}"
@@ -209,11 +209,11 @@ async fn tenant_directory_that_is_a_symlink_is_refused() {
     put(SQL_GUARD, &outside.path().join("sql.wasm"));
     symlink(outside.path(), tenants.join("away")).expect("symlink");
     let reg = open_with(dir.path(), LoadLimits::default()).await;
-    let snap = reg.snapshot();
+    let set = reg.plugin_set();
     for name in ["alias", "away"] {
-        assert!(!snap.tenants.contains_key(name), "{name} loaded");
+        assert!(!set.tenants.contains_key(name), "{name} loaded");
         assert!(!guarded(&reg, Some(name)).await, "{name} runs a guard");
-        let msg = error_for(&snap.errors, &tenants.join(name)).expect("reported");
+        let msg = error_for(&set.errors, &tenants.join(name)).expect("reported");
         assert!(msg.contains("must be a directory, not a symlink"), "{msg}");
     }
     assert!(guarded(&reg, Some("good")).await);
@@ -238,8 +238,8 @@ async fn oversized_manifest_and_component_are_refused_unread() {
         ..LoadLimits::default()
     };
     let reg = open_with(dir.path(), small.clone()).await;
-    let snap = reg.snapshot();
-    let msg = error_for(&snap.errors, &big.join("sql.wasm")).expect("reported");
+    let set = reg.plugin_set();
+    let msg = error_for(&set.errors, &big.join("sql.wasm")).expect("reported");
     assert!(msg.contains("larger than the limit of 1024 bytes"), "{msg}");
     assert!(!guarded(&reg, Some("big")).await);
     std::fs::write(
@@ -345,8 +345,8 @@ async fn compile_bomb_is_refused_while_another_tenant_loads() {
     let start = Instant::now();
     let reg = open_with(dir.path(), load).await;
     let first = start.elapsed();
-    let snap = reg.snapshot();
-    let msg = error_for(&snap.errors, &bomb).expect("the bomb is reported");
+    let set = reg.plugin_set();
+    let msg = error_for(&set.errors, &bomb).expect("the bomb is reported");
     assert!(msg.contains("compile refused"), "{msg}");
     assert!(msg.contains("compile memory limit"), "{msg}");
     assert!(guarded(&reg, Some("good")).await, "the other tenant loads");
@@ -395,8 +395,8 @@ async fn in_process_compile_is_cut_at_the_time_bound() {
     let reg = Registry::open_with(engine(), dir.path(), cached(load))
         .await
         .expect("registry opens");
-    let snap = reg.snapshot();
-    let msg = error_for(&snap.errors, &bomb).expect("reported");
+    let set = reg.plugin_set();
+    let msg = error_for(&set.errors, &bomb).expect("reported");
     assert!(msg.contains("compile time limit of 200 ms"), "{msg}");
     assert!(guarded(&reg, Some("good")).await);
 }
@@ -438,7 +438,7 @@ async fn spinning_start_function_does_not_stall_reloads() {
         .expect("registry opens"),
     );
     let first = start.elapsed();
-    let msg = error_for(&reg.snapshot().errors, &spin.join("spin.wasm"))
+    let msg = error_for(&reg.plugin_set().errors, &spin.join("spin.wasm"))
         .expect("reported")
         .to_string();
     assert!(msg.contains("fails to start (deadline)"), "{msg}");
@@ -478,7 +478,7 @@ async fn failed_plugin_is_not_recompiled_while_unchanged() {
     .expect("wat");
     std::fs::write(&file, componentize(&wit, "evil-guard", core)).expect("write");
     let reg = open_with(dir.path(), LoadLimits::default()).await;
-    let first = reg.snapshot().errors.clone();
+    let first = reg.plugin_set().errors.clone();
     assert_eq!(first.len(), 1, "{first:?}");
     for _ in 0..2 {
         let r = reg.reload().await.expect("reload");

@@ -10,7 +10,7 @@ import (
 	"toolgate.dev/guest/routing"
 )
 
-func narrow(e guest.RoutingEvent) ([]string, bool) {
+func narrow(e guest.ToolRoutingDecisionEvent) ([]string, bool) {
 	kept := []string{}
 	for _, name := range e.NarrowedToolNames {
 		if !strings.HasPrefix(name, "admin_") {

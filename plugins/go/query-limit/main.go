@@ -15,7 +15,7 @@ import (
 // limit is the row cap appended to unbounded queries.
 const limit = " LIMIT 100"
 
-func bound(e guest.DispatchEvent) *guest.Rewrite {
+func bound(e guest.ToolCallDispatchEvent) *guest.Rewrite {
 	if e.ToolName != "run_query" {
 		return nil
 	}

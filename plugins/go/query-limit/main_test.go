@@ -16,7 +16,7 @@ func TestBound(t *testing.T) {
 		{"search", `{"sql":"select 1"}`, ``},
 	}
 	for _, c := range cases {
-		r := bound(guest.DispatchEvent{ToolName: c.tool, Args: json.RawMessage(c.args)})
+		r := bound(guest.ToolCallDispatchEvent{ToolName: c.tool, Args: json.RawMessage(c.args)})
 		got := ""
 		if r != nil {
 			if r.ToolName != c.tool {

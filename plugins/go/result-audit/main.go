@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	result.Handle(func(e guest.ToolResultEvent) {
+	result.Handle(func(e guest.ToolResultCallbackEvent) {
 		guest.Logf(guest.LevelInfo, "tool=%s call=%s error=%t bytes=%d",
 			e.ToolName, e.CallID, e.IsError, len(e.Result))
 	})

@@ -6,12 +6,12 @@ argument is kept. Calls that already say LIMIT (in any case), other tools, and
 calls without a string `sql` pass through unchanged.
 """
 
-from toolgate_guest import DispatchEvent, Rewrite, rewrite
+from toolgate_guest import Rewrite, ToolCallDispatchEvent, rewrite
 
 LIMIT = " LIMIT 100"
 
 
-def dispatch(event: DispatchEvent) -> Rewrite | None:
+def on_tool_call_dispatch(event: ToolCallDispatchEvent) -> Rewrite | None:
     sql = event.args.get("sql")
     if event.tool_name != "run_query" or not isinstance(sql, str) or "LIMIT" in sql.upper():
         return None

@@ -10,7 +10,7 @@ from toolgate_guest import BeforeToolCallEvent, Guard, Verdict, steer
 
 
 class SqlGuard(Guard):
-    def before_tool_call(self, event: BeforeToolCallEvent) -> Verdict | None:
+    def on_before_tool_call(self, event: BeforeToolCallEvent) -> Verdict | None:
         if event.tool_name == "run_query" and "WHERE" not in event.args["sql"].upper():
             return steer("Add a WHERE clause before running this query.")
         return None  # proceed: run the tool normally

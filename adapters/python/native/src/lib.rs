@@ -207,7 +207,7 @@ impl Host {
         });
         let registry = Arc::new(registry.map_err(|e| ToolgateError::new_err(e.to_string()))?);
         let manifest_error = registry
-            .snapshot()
+            .plugin_set()
             .errors
             .iter()
             .find(|e| e.path.file_name() == Some(toolgate::manifest::FILE_NAME.as_ref()))
@@ -261,7 +261,7 @@ impl Host {
             let request =
                 DecideRequest::parse(seam, request.as_bytes()).map_err(Refused::Invalid)?;
             let decision = request
-                .decide(&registry.snapshot())
+                .decide(&registry.plugin_set())
                 .await
                 .map_err(|busy| Refused::Busy(busy.to_string()))?;
             metrics.record_decision(&decision);
@@ -316,17 +316,16 @@ impl Host {
     /// serve`'s `GET /v1/plugins` (`generation`, `global`, `tenants`,
     /// `errors`).
     fn plugins(&self) -> PyResult<String> {
-        let snapshot = self.registry.snapshot();
-        serde_json::to_string(&snapshot.describe())
-            .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+        let set = self.registry.plugin_set();
+        serde_json::to_string(&set.describe()).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
     /// The seams at least one plugin of the chain for `tenant` subscribes
     /// to (`tenant=None`: the global chain).
     #[pyo3(signature = (tenant=None))]
     fn seams(&self, tenant: Option<&str>) -> Vec<&'static str> {
-        let snapshot = self.registry.snapshot();
-        let chain = snapshot.chain(tenant);
+        let set = self.registry.plugin_set();
+        let chain = set.chain(tenant);
         Seam::ALL
             .into_iter()
             .filter(|s| chain.plugins().iter().any(|p| p.subscribes(*s)))
@@ -341,11 +340,11 @@ impl Host {
         self.metrics.encode()
     }
 
-    /// The snapshot generation serving now (incremented by every reload
+    /// The plugin set generation serving now (incremented by every reload
     /// that changed something).
     #[getter]
     fn generation(&self) -> u64 {
-        self.registry.snapshot().generation
+        self.registry.plugin_set().generation
     }
 
     /// The plugin directory.
@@ -372,7 +371,7 @@ impl Host {
         format!(
             "Host({:?}, generation={})",
             self.registry.root().display(),
-            self.registry.snapshot().generation
+            self.registry.plugin_set().generation
         )
     }
 }

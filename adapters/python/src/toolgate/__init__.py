@@ -219,7 +219,7 @@ class Host:
 
     @property
     def generation(self) -> int:
-        """The plugin snapshot generation serving now."""
+        """The plugin set generation serving now."""
         return int(self._native.generation)
 
     @property

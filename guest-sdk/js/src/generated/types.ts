@@ -10,13 +10,16 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObj
 export type JsonObject = { [key: string]: JsonValue };
 
 /**
- * `on_tool_routing_decision`: which tools are visible this turn.
+ * `on_tool_routing_decision`: which tools are visible this turn
+ * (symfonic's `ToolRoutingDecisionEvent`).
  * 
  * Carries every field of symfonic's `ToolRoutingDecisionEvent`, plus the
  * visible tools with their descriptions, the user's query when known and
  * the caller's state.
+ *
+ * WIT: record `routing-event`.
  */
-export interface RoutingEvent {
+export interface ToolRoutingDecisionEvent {
   /**
    * The agent run this turn belongs to.
    */
@@ -60,11 +63,17 @@ export interface RoutingEvent {
   state: JsonObject;
 }
 
+/** @deprecated The former name of `ToolRoutingDecisionEvent`, symfonic's name for it. */
+export type RoutingEvent = ToolRoutingDecisionEvent;
+
 /**
  * `on_tool_call_dispatch`: a tool call about to be dispatched, which a
- * guard may rewrite. Carries every field of `ToolCallDispatchEvent`.
+ * guard may rewrite (the rewrite seam). Carries every field of
+ * `ToolCallDispatchEvent`.
+ *
+ * WIT: record `dispatch-event`.
  */
-export interface DispatchEvent {
+export interface ToolCallDispatchEvent {
   /**
    * The agent run this turn belongs to.
    */
@@ -104,9 +113,14 @@ export interface DispatchEvent {
   state: JsonObject;
 }
 
+/** @deprecated The former name of `ToolCallDispatchEvent`, symfonic's name for it. */
+export type DispatchEvent = ToolCallDispatchEvent;
+
 /**
  * `on_before_tool_call`: a tool call about to run. Carries every field
  * of `BeforeToolCallEvent`.
+ *
+ * WIT: record `before-tool-call-event`.
  */
 export interface BeforeToolCallEvent {
   /**
@@ -138,8 +152,10 @@ export interface BeforeToolCallEvent {
 /**
  * `on_tool_result`: what a tool returned. Carries every field of
  * `ToolResultCallbackEvent`.
+ *
+ * WIT: record `tool-result-event`.
  */
-export interface ToolResultEvent {
+export interface ToolResultCallbackEvent {
   /**
    * The agent run this turn belongs to.
    */
@@ -174,8 +190,13 @@ export interface ToolResultEvent {
   state: JsonObject;
 }
 
+/** @deprecated The former name of `ToolResultCallbackEvent`, symfonic's name for it. */
+export type ToolResultEvent = ToolResultCallbackEvent;
+
 /**
  * A rewritten call. It cannot carry a `call-id`: the host owns it.
+ *
+ * WIT: record `rewrite`.
  */
 export interface Rewrite {
   /**
@@ -195,7 +216,10 @@ export type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolg
 import type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.1.0';
 export type { Level } from 'toolgate:guard/host@0.1.0';
 
-/** The hooks a guard may implement: one per seam it subscribes to. */
+/**
+ * The hooks a guard may implement: one per seam it subscribes to, named as symfonic
+ * names its callback hooks. Each also has a deprecated former name (the WIT function's).
+ */
 export interface Hooks {
   /**
    * Seam `routing` (`toolgate:guard/routing@0.1.0`, function `narrow`).
@@ -204,7 +228,9 @@ export interface Hooks {
    * as it is. Names that are not visible already are ignored: a guard can
    * hide tools, never add one.
    */
-  narrow?(event: RoutingEvent): Array<string> | null | undefined | void;
+  onToolRoutingDecision?(event: ToolRoutingDecisionEvent): Array<string> | null | undefined | void;
+  /** @deprecated The former name of `onToolRoutingDecision`. */
+  narrow?(event: ToolRoutingDecisionEvent): Array<string> | null | undefined | void;
   /**
    * Seam `rewrite` (`toolgate:guard/rewrite@0.1.0`, function `dispatch`).
    *
@@ -215,27 +241,33 @@ export interface Hooks {
    * once, at the end: if it names a tool outside `available-tools`, every
    * rewrite is dropped with a warning and the original call runs.
    */
-  dispatch?(event: DispatchEvent): Rewrite | null | undefined | void;
+  onToolCallDispatch?(event: ToolCallDispatchEvent): Rewrite | null | undefined | void;
+  /** @deprecated The former name of `onToolCallDispatch`. */
+  dispatch?(event: ToolCallDispatchEvent): Rewrite | null | undefined | void;
   /**
    * Seam `steering` (`toolgate:guard/steering@0.1.0`, function `before-tool-call`).
    *
    * Decides whether this one call runs.
    */
+  onBeforeToolCall?(event: BeforeToolCallEvent): Verdict | null | undefined | void;
+  /** @deprecated The former name of `onBeforeToolCall`. */
   beforeToolCall?(event: BeforeToolCallEvent): Verdict | null | undefined | void;
   /**
    * Seam `result` (`toolgate:guard/result@0.1.0`, function `on-result`).
    *
    * Observes what a tool returned; nothing to return.
    */
-  onResult?(event: ToolResultEvent): void;
+  onToolResult?(event: ToolResultCallbackEvent): void;
+  /** @deprecated The former name of `onToolResult`. */
+  onResult?(event: ToolResultCallbackEvent): void;
 }
 
-/** Per hook, the event fields that arrive as JSON text and are parsed for the hook. */
+/** Per seam, the event fields that arrive as JSON text and are parsed for its hook. */
 export const EVENT_JSON_FIELDS = {
-  narrow: ["state"],
-  dispatch: ["args","state"],
-  beforeToolCall: ["args","state"],
-  onResult: ["result","state"],
+  routing: ["state"],
+  rewrite: ["args","state"],
+  steering: ["args","state"],
+  result: ["result","state"],
 } as const;
 
 /** The wire types, for the glue. */

@@ -62,12 +62,12 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     };
     let events: Vec<_> = lines.into_iter().map(|(_, r)| (r.event, r.state)).collect();
     let registry = open(&args.plugins, &args.cache, &args.load).await?;
-    let snapshot = registry.snapshot();
+    let set = registry.plugin_set();
     let settings = Settings {
         window: Duration::from_secs_f64(args.seconds),
         concurrency: args.concurrency,
     };
-    let chain = snapshot.chain(tenant.as_deref());
+    let chain = set.chain(tenant.as_deref());
     let report =
         toolgate::bench::measure(chain, tenant.map(String::from), &events, &settings).await?;
     if report.seams.is_empty() {

@@ -478,7 +478,7 @@ async fn run(cli: Cli) -> Result<()> {
                 .map_err(|e| bad(e.to_string()))?;
             let registry = open(&plugins, &cache, &load).await?;
             let decision = registry
-                .snapshot()
+                .plugin_set()
                 .chain(tenant.as_deref())
                 .decide(&event, &state)
                 .await;
@@ -597,9 +597,9 @@ async fn open_for(
     global_only: bool,
 ) -> Result<toolgate::Registry> {
     let registry = open_registry(dir, cache, load, policy).await?;
-    let snapshot = registry.snapshot();
+    let set = registry.plugin_set();
     let global_manifest = dir.join(toolgate::manifest::FILE_NAME);
-    let manifest_errors: Vec<&toolgate::registry::LoadIssue> = snapshot
+    let manifest_errors: Vec<&toolgate::registry::LoadIssue> = set
         .errors
         .iter()
         .filter(|e| e.kind == toolgate::registry::IssueKind::Manifest)
@@ -608,7 +608,7 @@ async fn open_for(
     if let Some(first) = manifest_errors.first() {
         return Err(bad(first.message.clone()));
     }
-    for e in &snapshot.errors {
+    for e in &set.errors {
         eprintln!("toolgate: warning: plugin not loaded: {}", e.message);
     }
     Ok(registry)
@@ -651,7 +651,7 @@ async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Re
     ) in read_trace(file)?
     {
         let decision = registry
-            .snapshot()
+            .plugin_set()
             .chain(tenant.as_deref())
             .decide(&event, &state)
             .await;
@@ -763,7 +763,7 @@ fn percentile(sorted: &[u64], p: usize) -> u64 {
 }
 
 /// Opens `dir` with the command's cache settings; whatever fails to load
-/// is in the snapshot's `errors`.
+/// is in the plugin set's `errors`.
 async fn open_registry(
     dir: &Path,
     cache: &CacheArgs,
@@ -790,8 +790,8 @@ async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
     let registry = open_registry(dir, cache, load, &PolicyArgs::default())
         .await
         .with_context(|| format!("listing {}", dir.display()))?;
-    let snapshot = registry.snapshot();
-    let description = snapshot.describe();
+    let set = registry.plugin_set();
+    let description = set.describe();
     let errors: Vec<&str> = description
         .errors
         .iter()
@@ -885,7 +885,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     };
     let registry =
         Arc::new(open_for(&args.plugins, &args.cache, &args.load, &args.policy, true).await?);
-    let snapshot = registry.snapshot();
+    let set = registry.plugin_set();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| bad(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -905,11 +905,11 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let router = server::router(Arc::clone(&registry), Arc::clone(&metrics), config.clone());
     say!(
         "toolgate: serving {} global plugin(s) and {} tenant(s) from {} on http://{addr}",
-        snapshot.global.plugins().len(),
-        snapshot.tenants.len(),
+        set.global.plugins().len(),
+        set.tenants.len(),
         args.plugins.display()
     );
-    drop(snapshot);
+    drop(set);
     server::serve_with(
         listener,
         router,

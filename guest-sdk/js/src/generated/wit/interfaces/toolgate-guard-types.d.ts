@@ -18,7 +18,8 @@ declare module 'toolgate:guard/types@0.1.0' {
     description: string,
   }
   /**
-   * `on_tool_routing_decision`: which tools are visible this turn.
+   * `on_tool_routing_decision`: which tools are visible this turn
+   * (symfonic's `ToolRoutingDecisionEvent`).
    * 
    * Carries every field of symfonic's `ToolRoutingDecisionEvent`, plus the
    * visible tools with their descriptions, the user's query when known and
@@ -67,7 +68,8 @@ declare module 'toolgate:guard/types@0.1.0' {
   }
   /**
    * `on_tool_call_dispatch`: a tool call about to be dispatched, which a
-   * guard may rewrite. Carries every field of `ToolCallDispatchEvent`.
+   * guard may rewrite (the rewrite seam). Carries every field of
+   * `ToolCallDispatchEvent`.
    */
   export interface DispatchEvent {
     /**
