@@ -30,53 +30,109 @@
 
 #![deny(missing_docs)]
 
-// The tree groups the modules by part (docs/design.md, "A map of the
-// code"); each module is named from the crate root, one path each.
-mod call;
-mod load;
-mod runtime;
-mod seams;
-mod serve;
-mod tools;
+// One folder per part of the host (docs/design.md, "A map of the code").
+// Every module is declared here, at the crate root: its path — its name in
+// the API and its log target (`toolgate::sandbox`) — does not depend on the
+// folder its file is in.
 
+// serve/: the faces, and what they share (one request parsed and answered
+// the same way, the description of what is loaded, metrics, the log).
+#[path = "serve/connections.rs"]
+mod connections;
+#[path = "serve/describe.rs"]
+pub mod describe;
+#[path = "serve/logging.rs"]
+pub mod logging;
+#[path = "serve/metrics.rs"]
+pub mod metrics;
+#[path = "serve/request.rs"]
+pub mod request;
+#[path = "serve/server.rs"]
+pub mod server;
+
+// seams/: what the four seams carry, and their chain rules.
+#[path = "seams/chain.rs"]
+pub mod chain;
+#[path = "seams/event.rs"]
+pub mod event;
+
+// call/: one guard call, sandboxed (the plugin, the call written once for
+// every seam, the WIT types, its store, limits, quarantine and faults).
+#[path = "call/bindings.rs"]
+mod bindings;
+#[path = "call/fault.rs"]
+pub mod fault;
+#[path = "call/guard_call.rs"]
+mod guard_call;
+#[path = "call/limits.rs"]
+pub mod limits;
+#[path = "call/plugin.rs"]
+pub mod plugin;
+#[path = "call/quarantine.rs"]
+pub mod quarantine;
+#[path = "call/sandbox.rs"]
+mod sandbox;
+#[path = "call/wit.rs"]
+mod wit;
+
+// runtime/: what every call shares (the engine and its pool, the tenants'
+// shares, turns for long calls, prepared instances, the reaper).
+#[path = "runtime/engine.rs"]
+pub mod engine;
+#[path = "runtime/prepared.rs"]
+pub mod prepared;
+#[path = "runtime/reaper.rs"]
+mod reaper;
+#[path = "runtime/shares.rs"]
+pub mod shares;
+#[path = "runtime/turns.rs"]
+pub mod turns;
+
+// load/: plugins in (the live registry, the loader of one directory, the
+// watcher, safe file reads, manifests and policy, cache and compiles).
+#[path = "load/cache.rs"]
+pub mod cache;
+#[path = "load/compile.rs"]
+pub mod compile;
+#[path = "load/dir.rs"]
+pub mod dir;
+#[path = "load/files.rs"]
+pub mod files;
+#[path = "load/loader.rs"]
+mod loader;
+#[path = "load/manifest.rs"]
+pub mod manifest;
+#[path = "load/policy.rs"]
+pub mod policy;
+#[path = "load/registry.rs"]
+pub mod registry;
+#[path = "load/watch.rs"]
+pub mod watch;
+
+// tools/: beside the serving path (snapshots, benchmarks).
+#[path = "tools/bench.rs"]
+pub mod bench;
+#[path = "tools/snapshot.rs"]
+pub mod snapshot;
+
+// Used by every part.
 pub mod error;
 pub mod tenant;
 
-use call::{bindings, guard_call, sandbox, wit};
-pub use call::{fault, limits, plugin, quarantine};
-use load::loader;
-pub use load::{cache, compile, dir, files, manifest, policy, registry, watch};
-use runtime::reaper;
-pub use runtime::{engine, prepared, shares, turns};
-pub use seams::{chain, event};
-use serve::connections;
-pub use serve::{describe, logging, metrics, request, server};
-pub use tools::{bench, snapshot};
-
-#[doc(no_inline)]
 pub use chain::{Chain, Decision, GuardTrace, Outcome, Verdict};
-#[doc(no_inline)]
 pub use engine::{Engine, EngineConfig};
 pub use error::Error;
-#[doc(no_inline)]
 pub use event::{Event, Seam};
-#[doc(no_inline)]
 pub use fault::Fault;
-#[doc(no_inline)]
 pub use limits::Limits;
-#[doc(no_inline)]
 pub use plugin::{OnError, Plugin, PluginSpec};
-#[doc(no_inline)]
 pub use policy::Policy;
 /// Deprecated: the former name of [`PluginSet`] (see [`registry::Snapshot`]).
 #[allow(
     deprecated,
     reason = "re-exports the deprecated alias for code that still names it"
 )]
-#[doc(no_inline)]
 pub use registry::Snapshot;
-#[doc(no_inline)]
 pub use registry::{PluginSet, Registry, RegistryOptions};
-#[doc(no_inline)]
 pub use request::DecideRequest;
 pub use tenant::TenantName;
