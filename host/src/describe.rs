@@ -16,6 +16,7 @@ use crate::policy::Policy;
 use crate::quarantine::Health;
 use crate::registry::{LoadIssue, PluginSet};
 use crate::shares::Usage;
+use crate::snapshot::SnapshotStatus;
 use crate::tenant::TenantName;
 
 /// One loaded plugin as the faces show it.
@@ -35,6 +36,9 @@ pub struct PluginInfo<'a> {
     pub on_error: OnError,
     /// Its quarantine state now.
     pub health: Health,
+    /// Whether its component is a snapshot (made at load, or before), and
+    /// why not when a warm-up failed.
+    pub snapshot: &'a SnapshotStatus,
     /// A global plugin restricted to some tenants (`tenants = [...]`):
     /// those tenants. Absent for every other plugin.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,6 +57,7 @@ impl<'a> PluginInfo<'a> {
             limits: plugin.limits(),
             on_error: plugin.on_error(),
             health: plugin.health(),
+            snapshot: plugin.snapshot_status(),
             tenants,
         }
     }

@@ -57,6 +57,7 @@ use crate::manifest::{self, Manifest, Scope};
 use crate::plugin::{Plugin, PluginSpec};
 use crate::policy::Policy;
 use crate::shares::Account;
+use crate::snapshot::{AutoSnapshots, SnapshotStatus};
 use crate::tenant::TenantName;
 
 /// One plugin of a loaded directory, with what it was loaded from.
@@ -161,6 +162,9 @@ pub enum IssueKind {
     Limits,
     /// The host itself failed (the engine, a task, a thread).
     Host,
+    /// Not a failure to load: a plugin whose snapshot at load failed (see
+    /// [`crate::snapshot`]) serves as its bytes are.
+    Snapshot,
 }
 
 impl IssueKind {
@@ -340,6 +344,8 @@ pub struct Registry {
     /// Components compiled by this registry, by digest: a plugin whose
     /// settings change is re-linked, not recompiled.
     compiled: std::sync::Mutex<HashMap<String, Component>>,
+    /// Snapshots made at load: failed warm-ups, and a count.
+    snapshots: AutoSnapshots,
 }
 
 /// What a reload did.
@@ -432,6 +438,7 @@ impl Registry {
             compile_slots: Arc::new(Semaphore::new(options.load.compile_jobs.max(1))),
             load: options.load,
             compiled: Default::default(),
+            snapshots: AutoSnapshots::default(),
         };
         registry.reload().await?;
         Ok(registry)
@@ -455,6 +462,12 @@ impl Registry {
     /// The compiled-component cache.
     pub fn cache(&self) -> &CompiledCache {
         &self.cache
+    }
+
+    /// Warm-ups run by this registry to snapshot components at load (a
+    /// snapshot found in the compiled cache runs none).
+    pub fn snapshot_warm_ups(&self) -> u64 {
+        self.snapshots.warm_ups()
     }
 
     /// The watcher's settle delay.
@@ -547,7 +560,10 @@ impl Registry {
         report.generation = snapshot.generation;
         report.errors = snapshot.errors.clone();
         for e in &report.errors {
-            tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message);
+            match e.kind {
+                IssueKind::Snapshot => tracing::warn!(path = %e.path.display(), "{}", e.message),
+                _ => tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message),
+            }
         }
         if !report.loaded.is_empty() || !report.removed.is_empty() {
             tracing::info!(
@@ -573,6 +589,7 @@ impl Registry {
             }
             false
         });
+        self.snapshots.forget_failures();
     }
 
     /// The policy the global manifest sets, else the options'.
@@ -864,6 +881,13 @@ impl Registry {
         digest: String,
         report: &mut ReloadReport,
     ) -> Result<Plugin, Error> {
+        let status = match crate::snapshot::plan(spec.snapshot, &bytes) {
+            Some(status) => status,
+            None => match self.load_snapshot(&spec, &bytes, &digest, report).await {
+                Ok(plugin) => return Ok(plugin),
+                Err(reason) => SnapshotStatus::Failed { reason },
+            },
+        };
         let known = self
             .compiled
             .lock()
@@ -872,7 +896,7 @@ impl Registry {
         let component = match known {
             Some(c) => c,
             None => {
-                let (component, outcome) = self.compile(&spec.path, bytes, &digest).await?;
+                let (component, outcome) = self.compile(&spec.path, bytes, Some(&digest)).await?;
                 match outcome {
                     CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
                     CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
@@ -885,31 +909,36 @@ impl Registry {
                 component
             }
         };
-        Plugin::from_component_probed(
+        let mut plugin = Plugin::from_component_probed(
             &self.engine,
             spec,
             component,
             digest,
             Some(self.load.probe_timeout),
         )
-        .await
+        .await?;
+        plugin.snapshot = status;
+        Ok(plugin)
     }
 
-    /// The cache first (no queue), else a bounded compile in the queue.
+    /// The cache first (no queue; none without `digest`), else a bounded
+    /// compile in the queue, stored in the cache under `digest`.
     async fn compile(
         &self,
         path: &Path,
         bytes: Vec<u8>,
-        digest: &str,
+        digest: Option<&str>,
     ) -> Result<(Component, CacheOutcome), Error> {
-        let (engine, cache, d) = (
-            self.engine.clone(),
-            Arc::clone(&self.cache),
-            digest.to_string(),
-        );
-        let found = tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
-            .await
-            .map_err(join_error)?;
+        let found = match digest {
+            None => Lookup::Miss,
+            Some(d) => {
+                let (engine, cache, d) =
+                    (self.engine.clone(), Arc::clone(&self.cache), d.to_string());
+                tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
+                    .await
+                    .map_err(join_error)?
+            }
+        };
         let outcome = match found {
             Lookup::Hit(c) => return Ok((c, CacheOutcome::Hit)),
             Lookup::Miss => CacheOutcome::Compiled,
@@ -922,7 +951,7 @@ impl Registry {
         let (engine, cache, d) = (
             self.engine.clone(),
             Arc::clone(&self.cache),
-            digest.to_string(),
+            digest.map(str::to_string),
         );
         let (compiler, bounds, p) = (
             self.load.compiler.clone(),
@@ -934,7 +963,9 @@ impl Registry {
             // the reload stopped waiting for it.
             let _slot = slot;
             let component = compiler.compile(&engine, &p, &bytes, &bounds)?;
-            cache.store(&engine, &d, &component);
+            if let Some(d) = d {
+                cache.store(&engine, &d, &component);
+            }
             Ok::<_, Error>(component)
         });
         // A child process is killed at the bound itself; give it time to
@@ -955,14 +986,17 @@ impl Registry {
         }
     }
 
-    /// Drops compiled components no plugin uses any more.
+    /// Drops compiled components (and remembered warm-up failures) no
+    /// plugin uses any more.
     fn forget_unused(&self, snapshot: &PluginSet) {
-        let used: BTreeSet<&str> = snapshot
-            .scopes
-            .values()
-            .flat_map(|s| &s.plugins)
-            .map(|p| p.plugin.digest())
-            .collect();
+        let plugins = || snapshot.scopes.values().flat_map(|s| &s.plugins);
+        let mut used: BTreeSet<String> = plugins().map(|p| p.plugin.digest().to_string()).collect();
+        self.snapshots.retain(|d| used.contains(d));
+        used.extend(
+            plugins()
+                .filter(|p| p.plugin.snapshot == SnapshotStatus::Snapshotted)
+                .map(|p| crate::snapshot::cache_digest(p.plugin.digest(), &p.plugin.config)),
+        );
         if let Ok(mut m) = self.compiled.lock() {
             m.retain(|d, _| used.contains(d.as_str()));
         }
@@ -1169,6 +1203,7 @@ impl PluginSet {
             .chain(tenant_plugins.values().flatten())
         {
             p.plugin.set_quarantine(policy.quarantine.clone());
+            errors.extend(p.plugin.snapshot_status().issue(p.plugin.path()));
         }
         let accounts = Accounts::plan(&policy, old, tenant_plugins.keys());
         // Every plugin of a chain is charged to the chain's caller.
@@ -1241,5 +1276,128 @@ fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
         s.on_error,
         s.config,
         entry.tenants
-    ) + &format!("\0{}", s.prepared)
+    ) + &format!("\0{}\0{:?}", s.prepared, s.snapshot)
+}
+
+impl Registry {
+    /// The plugin `spec` with its component snapshotted at load: from this
+    /// registry's memory or the compiled cache when made before (no
+    /// warm-up), else instrumented, compiled, warmed up within the load
+    /// probe's cap ([`crate::snapshot::warm_up_at_load`]), compiled again
+    /// and cached. `Err`: why not (reported; the caller loads the plain
+    /// component); a warm-up that failed is not tried again while the
+    /// bytes, configuration and limits stay the same.
+    async fn load_snapshot(
+        &self,
+        spec: &PluginSpec,
+        bytes: &[u8],
+        digest: &str,
+        report: &mut ReloadReport,
+    ) -> Result<Plugin, String> {
+        let memo = AutoSnapshots::memo(spec, digest);
+        if let Some(why) = self.snapshots.failed(&memo) {
+            return Err(why);
+        }
+        let key = crate::snapshot::cache_digest(digest, &spec.config.to_string());
+        let result: Result<Plugin, String> = async {
+            let known = self.compiled.lock().ok().and_then(|m| m.get(&key).cloned());
+            let component = match known {
+                Some(c) => c,
+                None => {
+                    let c = self.make_snapshot(spec, bytes, &key, report).await?;
+                    if let Ok(mut m) = self.compiled.lock() {
+                        m.insert(key.clone(), c.clone());
+                    }
+                    c
+                }
+            };
+            let mut plugin = Plugin::from_component_probed(
+                &self.engine,
+                spec.clone(),
+                component,
+                digest.to_string(),
+                Some(self.load.probe_timeout),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            plugin.snapshot = SnapshotStatus::Snapshotted;
+            Ok(plugin)
+        }
+        .await;
+        if let Err(why) = &result {
+            tracing::warn!(path = %spec.path.display(), "loading without a snapshot: {why}");
+            self.snapshots.remember(memo, why.clone());
+        }
+        result
+    }
+
+    /// The compiled snapshot of `bytes` under cache digest `key`: from the
+    /// cache, else made (warm-up included) and stored.
+    async fn make_snapshot(
+        &self,
+        spec: &PluginSpec,
+        bytes: &[u8],
+        key: &str,
+        report: &mut ReloadReport,
+    ) -> Result<Component, String> {
+        let (engine, cache, k) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            key.to_string(),
+        );
+        let found = tokio::task::spawn_blocking(move || cache.lookup(&engine, &k))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Lookup::Hit(c) = found {
+            report.cache_hits.push(spec.path.clone());
+            return Ok(c);
+        }
+        let start = std::time::Instant::now();
+        let wasm: Arc<[u8]> = bytes.into();
+        let instrumented = crate::snapshot::instrument(Arc::clone(&wasm)).await?;
+        let instrumenting = start.elapsed();
+        let (instrumented, _) = self
+            .compile(&spec.path, instrumented, None)
+            .await
+            .map_err(|e| format!("compiling it instrumented: {e}"))?;
+        let compiling = start.elapsed();
+        let bounds = crate::snapshot::WarmUpBounds {
+            deadline: self.load.probe_timeout,
+            max_bytes: self.load.max_component_bytes,
+        };
+        let snapshot = crate::snapshot::warm_up_at_load(
+            &self.engine,
+            spec,
+            wasm,
+            instrumented,
+            bounds,
+            &self.snapshots,
+        )
+        .await?;
+        let (warming, size) = (start.elapsed(), snapshot.len());
+        let (component, _) = self
+            .compile(&spec.path, snapshot, None)
+            .await
+            .map_err(|e| format!("compiling the snapshot: {e}"))?;
+        tracing::info!(
+            path = %spec.path.display(),
+            instrument_ms = instrumenting.as_millis(),
+            compile_instrumented_ms = (compiling - instrumenting).as_millis(),
+            warm_up_ms = (warming - compiling).as_millis(),
+            compile_snapshot_ms = (start.elapsed() - warming).as_millis(),
+            snapshot_bytes = size,
+            "snapshotted at load"
+        );
+        let (engine, cache, k, c) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            key.to_string(),
+            component.clone(),
+        );
+        tokio::task::spawn_blocking(move || cache.store(&engine, &k, &c))
+            .await
+            .map_err(|e| e.to_string())?;
+        report.compiled.push(spec.path.clone());
+        Ok(component)
+    }
 }

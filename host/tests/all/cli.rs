@@ -449,7 +449,8 @@ fn list_and_http_describe_the_same_plugins() {
     assert_eq!(
         fields(&global[1]),
         [
-            "name", "path", "digest", "seams", "limits", "on_error", "health", "tenants"
+            "name", "path", "digest", "seams", "limits", "on_error", "health", "snapshot",
+            "tenants"
         ],
         "{listed}"
     );

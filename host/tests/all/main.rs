@@ -4,6 +4,7 @@
 //! script (see `tests/src/lib.rs`); garbage no compiler produces is written
 //! inline as WAT here.
 
+mod autosnap;
 mod cache;
 mod chains;
 mod cli;
@@ -57,6 +58,7 @@ pub async fn plugin_with(
         config,
         on_error,
         prepared: toolgate::plugin::DEFAULT_PREPARED,
+        snapshot: Default::default(),
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }
