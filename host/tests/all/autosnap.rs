@@ -225,13 +225,19 @@ async fn a_warm_up_that_faults_loads_plain_and_says_why_once() {
         reg.reload().await.expect("reload");
         let manifest = dir.path().join("toolgate.toml");
         let text = std::fs::read_to_string(&manifest).expect("read");
-        let text = text.replace("snapshot = true\n", "snapshot = true\non_error = \"deny\"\n");
+        let text = text.replace(
+            "snapshot = true\n",
+            "snapshot = true\non_error = \"deny\"\n",
+        );
         std::fs::write(&manifest, text).expect("write");
         let report = reg.reload().await.expect("reload");
         assert_eq!(report.loaded.len(), 1, "{attack}: {report:?}");
         assert_eq!(reg.snapshot_warm_ups(), 1, "{attack}");
         assert_eq!(reg.snapshot().errors.len(), 1, "{attack}: still reported");
-        assert!(matches!(status(&reg), SnapshotStatus::Failed { .. }), "{attack}");
+        assert!(
+            matches!(status(&reg), SnapshotStatus::Failed { .. }),
+            "{attack}"
+        );
     }
 }
 
