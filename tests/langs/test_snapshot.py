@@ -36,6 +36,8 @@ def test_a_snapshot_answers_as_the_original_for_less_fuel(toolgate_bin, plugins_
     snap.mkdir()
     original = plugins_root / lang / "sql-guard.wasm"
     (plain / "sql-guard.wasm").write_bytes(original.read_bytes())
+    # Plain means plain: not snapshotted at load either.
+    (plain / "toolgate.toml").write_text('[[plugin]]\npath = "sql-guard.wasm"\nsnapshot = false\n')
     proc = toolgate(toolgate_bin, "snapshot", str(original), "-o", str(snap / "sql-guard.wasm"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"snapshot {snap / 'sql-guard.wasm'} ("), proc.stdout
@@ -48,6 +50,40 @@ def test_a_snapshot_answers_as_the_original_for_less_fuel(toolgate_bin, plugins_
         if a["trace"]:  # a seam the guard does not export consults nobody
             assert fuel_b < fuel_a, f"{case}: snapshot {fuel_b} vs plain {fuel_a}"
     assert before[0]["result"] == STEER_WHERE
+
+
+@pytest.mark.parametrize("lang", ["go", "js"])
+def test_auto_snapshots_at_load_and_answers_as_plain(toolgate_bin, plugins_root, tmp_path, lang):
+    """`snapshot = "auto"` (the default) pre-initialises Go and JS guards when
+    they are loaded: same answers as the plain component, for less fuel."""
+    plain, auto = tmp_path / "plain", tmp_path / "auto"
+    original = (plugins_root / lang / "sql-guard.wasm").read_bytes()
+    for d in (plain, auto):
+        d.mkdir()
+        (d / "sql-guard.wasm").write_bytes(original)
+    (plain / "toolgate.toml").write_text('[[plugin]]\npath = "sql-guard.wasm"\nsnapshot = false\n')
+    listed = json.loads(toolgate(toolgate_bin, "list", "--plugins", str(auto)).stdout)
+    assert listed["plugins"][0]["snapshot"] == {"state": "snapshotted"}, listed
+    assert listed["errors"] == [], listed
+    listed = json.loads(toolgate(toolgate_bin, "list", "--plugins", str(plain)).stdout)
+    assert listed["plugins"][0]["snapshot"] == {"state": "plain"}, listed
+    before, after = replay(toolgate_bin, plain, CASES), replay(toolgate_bin, auto, CASES)
+    for case, a, b in zip(CASES, before, after):
+        assert a["result"] == b["result"], case
+        assert [t["outcome"] for t in a["trace"]] == [t["outcome"] for t in b["trace"]], case
+        fuel_a = sum(t["fuel_used"] for t in a["trace"])
+        fuel_b = sum(t["fuel_used"] for t in b["trace"])
+        if a["trace"]:
+            assert fuel_b < fuel_a, f"{case}: auto snapshot {fuel_b} vs plain {fuel_a}"
+
+
+def test_a_prebuilt_snapshot_is_loaded_as_it_is(toolgate_bin, plugins_root, tmp_path):
+    snap = tmp_path / "plugins" / "sql-guard.wasm"
+    snap.parent.mkdir()
+    proc = toolgate(toolgate_bin, "snapshot", str(plugins_root / "go" / "sql-guard.wasm"), "-o", str(snap))
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(toolgate(toolgate_bin, "list", "--plugins", str(snap.parent)).stdout)
+    assert listed["plugins"][0]["snapshot"] == {"state": "prebuilt"}, listed
 
 
 def test_build_then_snapshot_in_one_command(toolgate_bin, tmp_path):

@@ -20,6 +20,7 @@ use crate::prepared::{self, Depth, Prepared};
 use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
+use crate::snapshot::{SnapshotMode, SnapshotStatus};
 use crate::wit::Exports;
 
 /// What a fault in this plugin means for the call.
@@ -52,6 +53,10 @@ pub struct PluginSpec {
     /// Instances kept made ahead of need (see [`crate::prepared`]).
     /// Default: [`Depth::Auto`].
     pub prepared: Depth,
+    /// Whether a [`Registry`](crate::Registry) pre-initialises the
+    /// component when it loads it (see [`crate::snapshot::SnapshotMode`]).
+    /// Default: [`SnapshotMode::Auto`].
+    pub snapshot: SnapshotMode,
 }
 
 impl PluginSpec {
@@ -70,6 +75,7 @@ impl PluginSpec {
             config: Value::Object(Default::default()),
             on_error: OnError::Skip,
             prepared: Depth::Auto,
+            snapshot: SnapshotMode::Auto,
         }
     }
 }
@@ -97,6 +103,8 @@ pub struct Plugin {
     pub(crate) quarantine: Arc<Quarantine>,
     /// Instances made ahead of need; shared by every copy of this plugin.
     pub(crate) prepared: Arc<Prepared>,
+    /// Whether its component is a snapshot, made at load or before.
+    pub(crate) snapshot: SnapshotStatus,
 }
 
 impl Plugin {
@@ -174,6 +182,7 @@ impl Plugin {
             account: None,
             quarantine: Arc::new(Quarantine::new(QuarantinePolicy::off())),
             prepared: Arc::new(Prepared::new(0, Arc::clone(engine.prepared_slots()))),
+            snapshot: SnapshotStatus::Plain,
         };
         if plugin.seams().is_empty() {
             let exports = component
@@ -268,6 +277,13 @@ impl Plugin {
     /// SHA-256 of the component's bytes, hex.
     pub fn digest(&self) -> &str {
         &self.digest
+    }
+
+    /// Whether its component is a snapshot: made when the registry loaded
+    /// it, made before (`toolgate snapshot`), or not (and why not, when a
+    /// warm-up failed).
+    pub fn snapshot_status(&self) -> &SnapshotStatus {
+        &self.snapshot
     }
 
     /// The limits each call runs under.

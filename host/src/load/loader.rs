@@ -24,6 +24,7 @@ use crate::files::{Opened, PluginDir, Symlinks};
 use crate::manifest::{self, Manifest, Scope};
 use crate::plugin::{Plugin, PluginSpec};
 use crate::policy::Policy;
+use crate::snapshot::{AutoSnapshots, SnapshotStatus};
 use crate::tenant::TenantName;
 
 /// One plugin of a loaded directory, with what it was loaded from.
@@ -87,6 +88,9 @@ pub enum IssueKind {
     Limits,
     /// The host itself failed (the engine, a task, a thread).
     Host,
+    /// Not a failure to load: a plugin whose snapshot at load failed (see
+    /// [`crate::snapshot`]) serves as its bytes are.
+    Snapshot,
 }
 
 impl IssueKind {
@@ -214,6 +218,8 @@ pub(crate) struct Loader {
     /// Components compiled by this loader, by digest: a plugin whose
     /// settings change is re-linked, not recompiled.
     compiled: std::sync::Mutex<HashMap<String, Component>>,
+    /// Snapshots made at load: failed warm-ups, and a count.
+    snapshots: AutoSnapshots,
 }
 
 /// What a directory's manifest (or listing) says to load.
@@ -257,7 +263,13 @@ impl Loader {
             compile_slots: Arc::new(Semaphore::new(limits.compile_jobs.max(1))),
             limits,
             compiled: Default::default(),
+            snapshots: AutoSnapshots::default(),
         }
+    }
+
+    /// Snapshots made at load: failed warm-ups, and a count.
+    pub(crate) fn snapshots(&self) -> &AutoSnapshots {
+        &self.snapshots
     }
 
     /// The engine plugins are loaded into.
@@ -489,6 +501,13 @@ impl Loader {
         digest: String,
         report: &mut ScopeReport,
     ) -> Result<Plugin, Error> {
+        let status = match crate::snapshot::plan(spec.snapshot, &bytes) {
+            Some(status) => status,
+            None => match self.load_snapshot(&spec, &bytes, &digest, report).await {
+                Ok(plugin) => return Ok(plugin),
+                Err(reason) => SnapshotStatus::Failed { reason },
+            },
+        };
         let known = self
             .compiled
             .lock()
@@ -497,7 +516,7 @@ impl Loader {
         let component = match known {
             Some(c) => c,
             None => {
-                let (component, outcome) = self.compile(&spec.path, bytes, &digest).await?;
+                let (component, outcome) = self.compile(&spec.path, bytes, Some(&digest)).await?;
                 match outcome {
                     CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
                     CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
@@ -510,31 +529,36 @@ impl Loader {
                 component
             }
         };
-        Plugin::from_component_probed(
+        let mut plugin = Plugin::from_component_probed(
             &self.engine,
             spec,
             component,
             digest,
             Some(self.limits.probe_timeout),
         )
-        .await
+        .await?;
+        plugin.snapshot = status;
+        Ok(plugin)
     }
 
-    /// The cache first (no queue), else a bounded compile in the queue.
+    /// The cache first (no queue; none without `digest`), else a bounded
+    /// compile in the queue, stored in the cache under `digest`.
     async fn compile(
         &self,
         path: &Path,
         bytes: Vec<u8>,
-        digest: &str,
+        digest: Option<&str>,
     ) -> Result<(Component, CacheOutcome), Error> {
-        let (engine, cache, d) = (
-            self.engine.clone(),
-            Arc::clone(&self.cache),
-            digest.to_string(),
-        );
-        let found = tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
-            .await
-            .map_err(join_error)?;
+        let found = match digest {
+            None => Lookup::Miss,
+            Some(d) => {
+                let (engine, cache, d) =
+                    (self.engine.clone(), Arc::clone(&self.cache), d.to_string());
+                tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
+                    .await
+                    .map_err(join_error)?
+            }
+        };
         let outcome = match found {
             Lookup::Hit(c) => return Ok((c, CacheOutcome::Hit)),
             Lookup::Miss => CacheOutcome::Compiled,
@@ -547,7 +571,7 @@ impl Loader {
         let (engine, cache, d) = (
             self.engine.clone(),
             Arc::clone(&self.cache),
-            digest.to_string(),
+            digest.map(str::to_string),
         );
         let (compiler, bounds, p) = (
             self.limits.compiler.clone(),
@@ -559,7 +583,9 @@ impl Loader {
             // the reload stopped waiting for it.
             let _slot = slot;
             let component = compiler.compile(&engine, &p, &bytes, &bounds)?;
-            cache.store(&engine, &d, &component);
+            if let Some(d) = d {
+                cache.store(&engine, &d, &component);
+            }
             Ok::<_, Error>(component)
         });
         // A child process is killed at the bound itself; give it time to
@@ -580,13 +606,20 @@ impl Loader {
         }
     }
 
-    /// Drops compiled components no plugin of `scopes` uses any more.
-    pub(crate) fn forget_unused<'a>(&self, scopes: impl IntoIterator<Item = &'a ScopeState>) {
-        let used: BTreeSet<&str> = scopes
-            .into_iter()
-            .flat_map(|s| &s.plugins)
-            .map(|p| p.plugin.digest())
-            .collect();
+    /// Drops compiled components (and remembered warm-up failures) no
+    /// plugin of `scopes` uses any more.
+    pub(crate) fn forget_unused<'a>(
+        &self,
+        scopes: impl IntoIterator<Item = &'a ScopeState> + Clone,
+    ) {
+        let plugins = || scopes.clone().into_iter().flat_map(|s| &s.plugins);
+        let mut used: BTreeSet<String> = plugins().map(|p| p.plugin.digest().to_string()).collect();
+        self.snapshots.retain(|d| used.contains(d));
+        used.extend(
+            plugins()
+                .filter(|p| p.plugin.snapshot == SnapshotStatus::Snapshotted)
+                .map(|p| crate::snapshot::cache_digest(p.plugin.digest(), &p.plugin.config)),
+        );
         if let Ok(mut m) = self.compiled.lock() {
             m.retain(|d, _| used.contains(d.as_str()));
         }
@@ -722,5 +755,128 @@ fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
         s.on_error,
         s.config,
         entry.tenants
-    ) + &format!("\0{}", s.prepared)
+    ) + &format!("\0{}\0{:?}", s.prepared, s.snapshot)
+}
+
+impl Loader {
+    /// The plugin `spec` with its component snapshotted at load: from this
+    /// registry's memory or the compiled cache when made before (no
+    /// warm-up), else instrumented, compiled, warmed up within the load
+    /// probe's cap ([`crate::snapshot::warm_up_at_load`]), compiled again
+    /// and cached. `Err`: why not (reported; the caller loads the plain
+    /// component); a warm-up that failed is not tried again while the
+    /// bytes, configuration and limits stay the same.
+    async fn load_snapshot(
+        &self,
+        spec: &PluginSpec,
+        bytes: &[u8],
+        digest: &str,
+        report: &mut ScopeReport,
+    ) -> Result<Plugin, String> {
+        let memo = AutoSnapshots::memo(spec, digest);
+        if let Some(why) = self.snapshots.failed(&memo) {
+            return Err(why);
+        }
+        let key = crate::snapshot::cache_digest(digest, &spec.config.to_string());
+        let result: Result<Plugin, String> = async {
+            let known = self.compiled.lock().ok().and_then(|m| m.get(&key).cloned());
+            let component = match known {
+                Some(c) => c,
+                None => {
+                    let c = self.make_snapshot(spec, bytes, &key, report).await?;
+                    if let Ok(mut m) = self.compiled.lock() {
+                        m.insert(key.clone(), c.clone());
+                    }
+                    c
+                }
+            };
+            let mut plugin = Plugin::from_component_probed(
+                &self.engine,
+                spec.clone(),
+                component,
+                digest.to_string(),
+                Some(self.limits.probe_timeout),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            plugin.snapshot = SnapshotStatus::Snapshotted;
+            Ok(plugin)
+        }
+        .await;
+        if let Err(why) = &result {
+            tracing::warn!(path = %spec.path.display(), "loading without a snapshot: {why}");
+            self.snapshots.remember(memo, why.clone());
+        }
+        result
+    }
+
+    /// The compiled snapshot of `bytes` under cache digest `key`: from the
+    /// cache, else made (warm-up included) and stored.
+    async fn make_snapshot(
+        &self,
+        spec: &PluginSpec,
+        bytes: &[u8],
+        key: &str,
+        report: &mut ScopeReport,
+    ) -> Result<Component, String> {
+        let (engine, cache, k) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            key.to_string(),
+        );
+        let found = tokio::task::spawn_blocking(move || cache.lookup(&engine, &k))
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Lookup::Hit(c) = found {
+            report.cache_hits.push(spec.path.clone());
+            return Ok(c);
+        }
+        let start = std::time::Instant::now();
+        let wasm: Arc<[u8]> = bytes.into();
+        let instrumented = crate::snapshot::instrument(Arc::clone(&wasm)).await?;
+        let instrumenting = start.elapsed();
+        let (instrumented, _) = self
+            .compile(&spec.path, instrumented, None)
+            .await
+            .map_err(|e| format!("compiling it instrumented: {e}"))?;
+        let compiling = start.elapsed();
+        let bounds = crate::snapshot::WarmUpBounds {
+            deadline: self.limits.probe_timeout,
+            max_bytes: self.limits.max_component_bytes,
+        };
+        let snapshot = crate::snapshot::warm_up_at_load(
+            &self.engine,
+            spec,
+            wasm,
+            instrumented,
+            bounds,
+            &self.snapshots,
+        )
+        .await?;
+        let (warming, size) = (start.elapsed(), snapshot.len());
+        let (component, _) = self
+            .compile(&spec.path, snapshot, None)
+            .await
+            .map_err(|e| format!("compiling the snapshot: {e}"))?;
+        tracing::info!(
+            path = %spec.path.display(),
+            instrument_ms = instrumenting.as_millis(),
+            compile_instrumented_ms = (compiling - instrumenting).as_millis(),
+            warm_up_ms = (warming - compiling).as_millis(),
+            compile_snapshot_ms = (start.elapsed() - warming).as_millis(),
+            snapshot_bytes = size,
+            "snapshotted at load"
+        );
+        let (engine, cache, k, c) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            key.to_string(),
+            component.clone(),
+        );
+        tokio::task::spawn_blocking(move || cache.store(&engine, &k, &c))
+            .await
+            .map_err(|e| e.to_string())?;
+        report.compiled.push(spec.path.clone());
+        Ok(component)
+    }
 }

@@ -21,6 +21,7 @@
 //! log_kib = 16
 //! on_error = "deny"          # "skip" (default) | "deny"
 //! prepared = 1               # instances made ahead of need: "auto" (default) or 0..=8
+//! snapshot = "auto"          # pre-initialise at load: "auto" (default) | true | false
 //! tenants = ["acme"]         # global manifest only; default: every call
 //! config = { tables = ["users"] }
 //! ```
@@ -46,6 +47,7 @@ use crate::limits::Limits;
 use crate::plugin::{OnError, PluginSpec};
 use crate::policy::Policy;
 use crate::prepared::Depth;
+use crate::snapshot::SnapshotMode;
 use crate::tenant::TenantName;
 
 /// The manifest's file name.
@@ -179,6 +181,7 @@ struct RawDefaults {
     host_calls: Option<Spanned<u32>>,
     log_kib: Option<Spanned<u64>>,
     on_error: Option<OnError>,
+    snapshot: Option<Spanned<toml::Value>>,
 }
 
 /// The limit keys of a `[[plugin]]` or `[defaults]`; as itself, `[ceilings]`:
@@ -220,6 +223,7 @@ struct RawPlugin {
     log_kib: Option<Spanned<u64>>,
     on_error: Option<OnError>,
     prepared: Option<Spanned<RawDepth>>,
+    snapshot: Option<Spanned<toml::Value>>,
     tenants: Option<Spanned<Vec<String>>>,
     config: Option<Spanned<toml::Table>>,
 }
@@ -398,6 +402,11 @@ impl Manifest {
             None => Limits::default(),
         };
         let base_on_error = defaults.on_error.unwrap_or_default();
+        let base_snapshot = match &defaults.snapshot {
+            None => SnapshotMode::default(),
+            Some(v) => snapshot_mode(v, "defaults.snapshot".into())
+                .map_err(|(span, key, msg)| at(span, Some(key), msg))?,
+        };
         let base = limits_of!(defaults)
             .apply(base, "defaults", max_memory_bytes, ceiling)
             .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
@@ -502,6 +511,11 @@ impl Manifest {
                     .depth()
                     .map_err(|msg| at(v.span(), Some(format!("{prefix}.prepared")), msg))?,
             };
+            let snapshot = match &p.snapshot {
+                None => base_snapshot,
+                Some(v) => snapshot_mode(v, format!("{prefix}.snapshot"))
+                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?,
+            };
             let config = match p.config {
                 None => Value::Object(Default::default()),
                 Some(c) => toml_to_json(toml::Value::Table(c.into_inner())),
@@ -514,6 +528,7 @@ impl Manifest {
                     config,
                     on_error: p.on_error.unwrap_or(base_on_error),
                     prepared,
+                    snapshot,
                 },
                 tenants,
             });
@@ -567,6 +582,27 @@ fn apply_quarantine(policy: &mut Policy, raw: RawQuarantine) -> Result<(), Limit
         q.cooldown = Duration::from_millis(range(v, key("cooldown_ms"), 1, 86_400_000, " ms")?);
     }
     Ok(())
+}
+
+/// A `snapshot` value: `"auto"`, `true` or `false`, else an error naming
+/// `key`.
+fn snapshot_mode(v: &Spanned<toml::Value>, key: String) -> Result<SnapshotMode, LimitError> {
+    match v.get_ref() {
+        toml::Value::Boolean(true) => Ok(SnapshotMode::On),
+        toml::Value::Boolean(false) => Ok(SnapshotMode::Off),
+        toml::Value::String(s) if s == "auto" => Ok(SnapshotMode::Auto),
+        other => {
+            let found = match other {
+                toml::Value::String(s) => format!("{s:?}"),
+                other => format!("a value of type {}", other.type_str()),
+            };
+            Err((
+                v.span(),
+                key,
+                format!("must be \"auto\", true or false, not {found}"),
+            ))
+        }
+    }
 }
 
 /// `v` if it is within `lo..=hi`, else an error naming `key`.

@@ -254,6 +254,12 @@ impl Registry {
         self.loader.cache()
     }
 
+    /// Warm-ups run by this registry to snapshot components at load (a
+    /// snapshot found in the compiled cache runs none).
+    pub fn snapshot_warm_ups(&self) -> u64 {
+        self.loader.snapshots().warm_ups()
+    }
+
     /// The caps on files, compiles and the load probe.
     pub fn load_limits(&self) -> &LoadLimits {
         self.loader.limits()
@@ -345,7 +351,10 @@ impl Registry {
         report.generation = set.generation;
         report.errors = set.errors.clone();
         for e in &report.errors {
-            tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message);
+            match e.kind {
+                IssueKind::Snapshot => tracing::warn!(path = %e.path.display(), "{}", e.message),
+                _ => tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message),
+            }
         }
         if !report.loaded.is_empty() || !report.removed.is_empty() {
             tracing::info!(
@@ -371,6 +380,7 @@ impl Registry {
             }
             false
         });
+        self.loader.snapshots().forget_failures();
     }
 
     /// The policy the global manifest sets, else the options'.
@@ -555,6 +565,7 @@ impl PluginSet {
             .chain(tenant_plugins.values().flatten())
         {
             p.plugin.set_quarantine(policy.quarantine.clone());
+            errors.extend(p.plugin.snapshot_status().issue(p.plugin.path()));
         }
         let accounts = Accounts::plan(&policy, old, tenant_plugins.keys());
         // Every plugin of a chain is charged to the chain's caller.

@@ -16,6 +16,7 @@ use crate::policy::Policy;
 use crate::quarantine::Health;
 use crate::registry::{LoadIssue, PluginSet};
 use crate::shares::Usage;
+use crate::snapshot::SnapshotStatus;
 use crate::tenant::TenantName;
 
 /// One loaded plugin as the faces show it.
@@ -38,6 +39,9 @@ pub struct PluginInfo<'a> {
     /// Instances it keeps made ahead of need (its manifest's `prepared`,
     /// or what `"auto"` decided at load).
     pub prepared: u32,
+    /// Whether its component is a snapshot (made at load, or before), and
+    /// why not when a warm-up failed.
+    pub snapshot: &'a SnapshotStatus,
     /// A global plugin restricted to some tenants (`tenants = [...]`):
     /// those tenants. Absent for every other plugin.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,6 +61,7 @@ impl<'a> PluginInfo<'a> {
             on_error: plugin.on_error(),
             health: plugin.health(),
             prepared: plugin.prepared_depth(),
+            snapshot: plugin.snapshot_status(),
             tenants,
         }
     }

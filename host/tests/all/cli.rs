@@ -450,7 +450,7 @@ fn list_and_http_describe_the_same_plugins() {
         fields(&global[1]),
         [
             "name", "path", "digest", "seams", "limits", "on_error", "health", "prepared",
-            "tenants"
+            "snapshot", "tenants"
         ],
         "{listed}"
     );

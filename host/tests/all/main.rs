@@ -4,6 +4,7 @@
 //! script (see `tests/src/lib.rs`); garbage no compiler produces is written
 //! inline as WAT here.
 
+mod autosnap;
 mod cache;
 mod chains;
 mod cli;
@@ -59,6 +60,7 @@ pub async fn plugin_with(
         config,
         on_error,
         prepared: toolgate::prepared::Depth::Fixed(0),
+        snapshot: Default::default(),
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }

@@ -470,3 +470,45 @@ async fn load_issues_say_their_kind() {
         "{listed}"
     );
 }
+
+#[test]
+fn snapshot_key_takes_auto_true_or_false() {
+    use toolgate::snapshot::SnapshotMode;
+    let m = parse(
+        "[defaults]\nsnapshot = false\n\n[[plugin]]\npath = \"a.wasm\"\n\n[[plugin]]\npath = \"b.wasm\"\nsnapshot = \"auto\"\n",
+        Scope::Tenant,
+    )
+    .expect("parses");
+    let modes: Vec<SnapshotMode> = m.plugins.iter().map(|p| p.spec.snapshot).collect();
+    assert_eq!(modes, [SnapshotMode::Off, SnapshotMode::Auto]);
+    let m = parse(
+        "[[plugin]]\npath = \"a.wasm\"\nsnapshot = true\n",
+        Scope::Global,
+    )
+    .expect("parses");
+    assert_eq!(m.plugins[0].spec.snapshot, SnapshotMode::On);
+    let m = parse("[[plugin]]\npath = \"a.wasm\"\n", Scope::Global).expect("parses");
+    assert_eq!(
+        m.plugins[0].spec.snapshot,
+        SnapshotMode::Auto,
+        "the default"
+    );
+}
+
+#[test]
+fn bad_snapshot_values_are_rejected() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\n\nsnapshot = \"yes\"\n",
+        Scope::Global,
+        4,
+        "plugin[1].snapshot",
+        "must be \"auto\", true or false, not \"yes\"",
+    );
+    rejects(
+        "[defaults]\nsnapshot = 1\n[[plugin]]\npath = \"a.wasm\"\n",
+        Scope::Tenant,
+        2,
+        "defaults.snapshot",
+        "not a value of type integer",
+    );
+}

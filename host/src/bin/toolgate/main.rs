@@ -609,7 +609,12 @@ async fn open_for(
         return Err(bad(first.message.clone()));
     }
     for e in &set.errors {
-        eprintln!("toolgate: warning: plugin not loaded: {}", e.message);
+        match e.kind {
+            toolgate::registry::IssueKind::Snapshot => {
+                eprintln!("toolgate: warning: {}", e.message);
+            }
+            _ => eprintln!("toolgate: warning: plugin not loaded: {}", e.message),
+        }
     }
     Ok(registry)
 }
