@@ -522,8 +522,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The component `wasm` (read from `path`) instrumented for a snapshot:
-/// what [`warm_up_at_load`] needs compiled. On a blocking thread.
+/// The component `wasm` instrumented for a snapshot: what
+/// [`warm_up_at_load`] needs compiled. On a blocking thread.
 pub(crate) async fn instrument(wasm: Arc<[u8]>) -> Result<Vec<u8>, String> {
     tokio::task::spawn_blocking(move || {
         Wizer::new()
