@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use wasmtime::Store;
 use wasmtime::component::{Component, Instance, Lift, WasmList};
-use wasmtime_wizer::{ComponentInstanceState, Wizer};
+use wasmtime_wizer::{ComponentContext, ComponentInstanceState, Wizer};
 
 use crate::engine::Engine;
 use crate::error::Error;
@@ -85,19 +85,10 @@ pub async fn snapshot(
     };
     let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;
     let (mut store, instance) = run_warm_up(&guard, warm_up, None).await?;
-    let mut access = Access {
-        store: &mut store,
-        instance,
-        error: None,
-    };
-    let snapshot = wizer
-        .snapshot_component(&cx, &mut access)
+    let snapshot = capture(&wizer, &cx, &mut store, instance)
         .await
-        .map_err(|e| fail(format!("{e:#}")))?;
-    match access.error {
-        Some(message) => Err(fail(format!("reading the instance's state: {message}"))),
-        None => Ok(with_marker(snapshot, &warm_up_id(warm_up))),
-    }
+        .map_err(fail)?;
+    Ok(with_marker(snapshot, &warm_up_id(warm_up)))
 }
 
 /// One instance of `guard`, after the `events` (each with the hook's
@@ -151,6 +142,29 @@ async fn run_warm_up(
     // call's hostcall data budget.
     store.set_hostcall_fuel(usize::MAX);
     Ok((store, instance))
+}
+
+/// The warmed-up `instance`'s state (read through the accessors `cx`'s
+/// instrumentation exported), written back as a component.
+async fn capture(
+    wizer: &Wizer,
+    cx: &ComponentContext<'_>,
+    store: &mut Store<Sandbox>,
+    instance: Instance,
+) -> Result<Vec<u8>, String> {
+    let mut access = Access {
+        store,
+        instance,
+        error: None,
+    };
+    let snapshot = wizer
+        .snapshot_component(cx, &mut access)
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    match access.error {
+        Some(message) => Err(format!("reading the instance's state: {message}")),
+        None => Ok(snapshot),
+    }
 }
 
 /// Reads an instance's state through the accessor functions wizer's
@@ -589,18 +603,7 @@ pub(crate) async fn warm_up_at_load(
                 run_warm_up(&guard, &default_warm_up(), Some(bounds.deadline))
                     .await
                     .map_err(reason)?;
-            let mut access = Access {
-                store: &mut store,
-                instance,
-                error: None,
-            };
-            let snapshot = wizer
-                .snapshot_component(&cx, &mut access)
-                .await
-                .map_err(|e| format!("{e:#}"))?;
-            if let Some(message) = access.error {
-                return Err(format!("reading the instance's state: {message}"));
-            }
+            let snapshot = capture(&wizer, &cx, &mut store, instance).await?;
             if snapshot.len() as u64 > bounds.max_bytes {
                 return Err(format!(
                     "the snapshot is {} MiB, over the component size limit of {} MiB",
