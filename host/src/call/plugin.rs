@@ -169,7 +169,7 @@ impl Plugin {
                 message: format!("{e:#}"),
             })?;
         let exports = Exports::new(&pre);
-        let plugin = Plugin {
+        let mut plugin = Plugin {
             name: spec.name.into(),
             path,
             digest,
@@ -204,7 +204,6 @@ impl Plugin {
             Depth::Fixed(n) => n.min(prepared::MAX_DEPTH),
             Depth::Auto => plugin.auto_depth(probe_timeout).await,
         };
-        let mut plugin = plugin;
         plugin.prepared = Arc::new(Prepared::new(
             usize::try_from(depth).unwrap_or(0),
             Arc::clone(engine.prepared_slots()),

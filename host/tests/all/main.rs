@@ -65,6 +65,24 @@ pub async fn plugin_with(
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }
 
+/// `snap`, the snapshot of `plain`'s guard, decided `event` as `plain`
+/// did, burning less fuel (fuel is deterministic: the snapshot skips the
+/// guest's start-up; every call still gets its own instance).
+pub fn same_answer_less_fuel<T: PartialEq + std::fmt::Debug>(
+    plain: &toolgate::Decision<T>,
+    snap: &toolgate::Decision<T>,
+    event: &impl std::fmt::Debug,
+) {
+    assert_eq!(plain.result, snap.result, "{event:?}");
+    assert_eq!(plain.trace[0].outcome, snap.trace[0].outcome, "{event:?}");
+    assert!(
+        snap.trace[0].fuel_used < plain.trace[0].fuel_used,
+        "snapshot {} vs plain {} fuel",
+        snap.trace[0].fuel_used,
+        plain.trace[0].fuel_used
+    );
+}
+
 /// A chain of the given plugins.
 pub fn chain(plugins: &[&Arc<Plugin>]) -> Chain {
     Chain::new(plugins.iter().map(|p| Arc::clone(p)).collect())
