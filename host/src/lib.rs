@@ -136,3 +136,4 @@ pub use registry::Snapshot;
 pub use registry::{PluginSet, Registry, RegistryOptions};
 pub use request::DecideRequest;
 pub use tenant::TenantName;
+pub use turns::LanePriority;

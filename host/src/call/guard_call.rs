@@ -9,7 +9,6 @@
 //! reply leaves this module lifted into host types.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use wasmtime::Store;
@@ -21,7 +20,7 @@ use crate::fault::Fault;
 use crate::plugin::{Plugin, root_cause};
 use crate::prepared::{Ready, Slot};
 use crate::sandbox::Sandbox;
-use crate::turns::{AccountTurn, LongLane, Ticks};
+use crate::turns::{AccountTurn, LongLane, Progress, Ticks, Unfinished};
 use crate::wit::Exports;
 
 /// One seam as a guest exports it: what the chain hands each guard, the
@@ -185,17 +184,17 @@ impl Plugin {
         };
         let taken = self.prepared.take();
         self.refill();
-        let (store, long, instance, slot) = match taken {
+        let (store, progress, instance, slot) = match taken {
             Some(Ready {
                 mut store,
                 instance,
                 slot,
             }) => {
-                let long = self.arm(&mut store);
-                (store, long, Some(instance), Some(slot))
+                let progress = self.arm(&mut store);
+                (store, progress, Some(instance), Some(slot))
             }
             None => match self.store() {
-                Ok((store, long)) => (store, long, None, None),
+                Ok((store, progress)) => (store, progress, None, None),
                 Err(e) => {
                     return Called {
                         result: Err((Fault::Instantiate, e.to_string())),
@@ -205,52 +204,69 @@ impl Plugin {
                 }
             },
         };
-        // Instantiating and calling, as one future that owns the store: it
-        // moves to the long lane's threads if it runs long (turns.rs),
-        // taking the guard call's span with it.
+        // Instantiating and calling, as one future that owns the store and
+        // what it holds (its pool slot, its share): it moves to the long
+        // lane's threads if it runs long (turns.rs), taking the guard
+        // call's span with it, and if given up on there it gives them back
+        // only once it is dropped.
         let (pre, export, event) = (self.pre.clone(), export.clone(), Arc::clone(event));
+        let held = (slot, admission);
         let call = Box::pin(tracing::Instrument::in_current_span(async move {
             let mut store = store;
             let instance = match instance {
                 Some(instance) => instance,
                 None => match pre.instantiate_async(&mut store).await {
                     Ok(instance) => instance,
-                    Err(e) => return (store, Err((e, false))),
+                    Err(e) => return (store, held, Err((e, false))),
                 },
             };
             let called = match H::load(&export, &mut store, &instance) {
                 Ok(guest) => H::call(&guest, &mut store, &event).await,
                 Err(e) => Err(e),
             };
-            (store, called.map_err(|e| (e, true)))
+            (store, held, called.map_err(|e| (e, true)))
         }));
-        let Some((store, called)) = self.engine.long_lane().run(&long, call).await else {
-            return Called {
-                result: Err((Fault::Deadline, "the host is shutting down".into())),
-                fuel_used: 0,
-                micros: elapsed(),
-            };
-        };
-        let result = match called {
-            Err((e, false)) => Err((Fault::classify(&e, false), root_cause(&e))),
-            Err((e, true)) => Err(self.classify_call(&e)),
-            Ok(returned) => self.check_size::<H>(returned),
-        };
+        let ran = self.engine.long_lane().run(&progress, call).await;
         let micros = elapsed();
-        let fuel_used = self
-            .limits
-            .fuel
-            .saturating_sub(store.get_fuel().unwrap_or(0));
-        store.data().flush_output();
-        // Dropped in this order: the pool slot is free before the share is
-        // given back.
-        let big = store.data().limiter.memory_used() > crate::reaper::BIG;
-        let remains = (store, slot, admission);
-        if big {
-            crate::reaper::drop_later(remains);
-        } else {
-            drop(remains);
-        }
+        let (result, fuel_used) = match ran {
+            Ok((store, (slot, admission), called)) => {
+                let result = match called {
+                    Err((e, false)) => Err((Fault::classify(&e, false), root_cause(&e))),
+                    Err((e, true)) => Err(self.classify_call(&e)),
+                    Ok(returned) => self.check_size::<H>(returned),
+                };
+                let fuel_used = self
+                    .limits
+                    .fuel
+                    .saturating_sub(store.get_fuel().unwrap_or(0));
+                store.data().flush_output();
+                // Dropped in this order: the pool slot is free before the
+                // share is given back.
+                let big = store.data().limiter.memory_used() > crate::reaper::BIG;
+                let remains = (store, slot, admission);
+                if big {
+                    crate::reaper::drop_later(remains);
+                } else {
+                    drop(remains);
+                }
+                (result, fuel_used)
+            }
+            Err(Unfinished::Overdue) => {
+                let why = format!(
+                    "still running {} ms past its deadline: the host's cores were busy with \
+                     other work (long calls run at low priority); stopped",
+                    crate::turns::OVERDUE.as_millis()
+                );
+                (Err((Fault::Deadline, why)), progress.fuel_burnt())
+            }
+            Err(Unfinished::ShutDown) => {
+                return Called {
+                    result: Err((Fault::Deadline, "the host is shutting down".into())),
+                    fuel_used: progress.fuel_burnt(),
+                    micros,
+                };
+            }
+        };
         self.quarantine
             .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));
         Called {
@@ -350,9 +366,9 @@ impl Plugin {
     }
 
     /// A new store for one call of this plugin: its sandbox, memory
-    /// limiter, fuel, host-call budget and deadline; the flag is set once
-    /// the call is long.
-    pub(crate) fn store(&self) -> Result<(Store<Sandbox>, Arc<AtomicBool>), Error> {
+    /// limiter, fuel, host-call budget and deadline, and the call's
+    /// [`Progress`].
+    pub(crate) fn store(&self) -> Result<(Store<Sandbox>, Arc<Progress>), Error> {
         let sandbox = Sandbox::new(self.name.clone(), self.config.clone(), &self.limits);
         let mut store = Store::new(self.engine.wasmtime(), sandbox);
         store.limiter(|s| &mut s.limiter);
@@ -379,8 +395,8 @@ impl Plugin {
     }
 
     /// Gives a call on `store` its deadline from now, taking turns as its
-    /// account; the flag is set once the call is long.
-    fn arm(&self, store: &mut Store<Sandbox>) -> Arc<AtomicBool> {
+    /// account.
+    fn arm(&self, store: &mut Store<Sandbox>) -> Arc<Progress> {
         let turn = self.account.as_ref().map(|a| a.turn());
         arm_deadline(
             store,
@@ -478,12 +494,12 @@ pub(crate) fn arm_deadline(
     store: &mut Store<Sandbox>,
     timeout: Duration,
     lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
-) -> Arc<AtomicBool> {
+) -> Arc<Progress> {
     // A timeout too large to add to now never expires.
     let fuel = store.get_fuel().unwrap_or(0);
     let mut ticks = Ticks::new(Instant::now().checked_add(timeout), fuel, lane);
-    let long = ticks.long();
+    let progress = ticks.progress();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |store| Ok(ticks.tick(store.get_fuel().unwrap_or(0))));
-    long
+    progress
 }

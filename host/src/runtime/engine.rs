@@ -10,7 +10,7 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 use crate::bindings::Guard;
 use crate::prepared::PreparedSlots;
 use crate::sandbox::Sandbox;
-use crate::turns::LongLane;
+use crate::turns::{LanePriority, LongLane};
 
 /// Engine-wide settings. Per-plugin limits live in [`Limits`](crate::Limits).
 #[derive(Clone, Debug)]
@@ -39,6 +39,9 @@ pub struct EngineConfig {
     /// wait their turn, one account after another. Default: half the
     /// machine's cores, at least 1.
     pub long_lane: u32,
+    /// The CPU priority of the long lane's threads. Default:
+    /// [`LanePriority::Idle`] (they run only on a core nothing else wants).
+    pub long_lane_priority: LanePriority,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +53,7 @@ impl Default for EngineConfig {
             epoch_tick: Duration::from_millis(1),
             pooling: true,
             long_lane: default_long_lane(),
+            long_lane_priority: LanePriority::default(),
         }
     }
 }
@@ -92,7 +96,7 @@ impl Engine {
             inner: Arc::new(EngineInner {
                 wasmtime,
                 linker,
-                lane: LongLane::new(config.long_lane),
+                lane: LongLane::new(config.long_lane, config.long_lane_priority),
                 // Until a registry says which slots its shares reserve.
                 prepared: PreparedSlots::new(config.max_instances / 4),
                 config,

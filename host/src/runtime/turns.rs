@@ -22,28 +22,36 @@
 //!
 //! Long calls also run on threads of their own. A call starts on the
 //! thread that asked for it; once it is long it moves (between two polls:
-//! its fiber goes with it) to the lane's threads, which run at a lower
-//! CPU priority (`nice` [`LONG_NICE`]). The operating system then gives
-//! any serving thread, and the clients and proxies beside the host, the
-//! core first: a spinning guest takes the CPU only when it is free, and
-//! no one's request waits out a spinner's scheduler slice. (Measured:
-//! a tenant's spinners lengthened another tenant's p99 at a fixed rate
-//! 4–5× while they ran on the serving threads, 1.2× on these.)
+//! its fiber goes with it) to the lane's threads, which run at the lowest
+//! CPU priority there is ([`LanePriority::Idle`], Linux's `SCHED_IDLE`,
+//! by default). The operating system then gives any serving thread, and
+//! the clients and proxies beside the host, the core first: a spinning
+//! guest takes the CPU only when it is free, and no one's request waits
+//! out a spinner's scheduler slice. (Measured under a tenant's flood of
+//! spinning and memory-bombing guards, another tenant's p99 at a fixed
+//! rate: 2.2–2.4 ms with the lane at `nice` 10, 1.6–1.8 ms at `SCHED_IDLE`,
+//! from 0.8 ms alone; see BENCHMARKS.md.) The cost: on a host whose cores
+//! are all busy with quick calls, long calls get next to no CPU and run
+//! into their deadlines — which is the order of precedence wanted.
 //!
 //! What this buys: calls that finish within a tick (nearly every guard)
 //! never wait for a turn, and however many guests spin, they hold at most
 //! `long_lane` of the executor's threads; the rest serve everyone else.
 //! A long call waiting for its turn is still on its wall-clock deadline —
-//! under contention it gets less CPU before it, which is the point.
+//! under contention it gets less CPU before it, which is the point. And
+//! since a call starved of CPU cannot even notice its deadline, its caller
+//! stops waiting [`OVERDUE`] after it and answers `deadline` itself; the
+//! call is stopped, and what it holds (its instance, pool slot and share)
+//! is given back once the lane's thread gets to drop it.
 //!
 //! [`EngineConfig::long_lane`]: crate::EngineConfig::long_lane
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -57,11 +65,78 @@ pub const LONG_FUEL: u64 = 2_000_000;
 /// Time inside its own polls after which a call is long whatever its fuel:
 /// a guest that spends its time in work fuel does not count (filling or
 /// copying memory, page faults, host calls).
-pub const LONG_BUSY: std::time::Duration = std::time::Duration::from_millis(5);
+pub const LONG_BUSY: Duration = Duration::from_millis(5);
 
-/// The `nice` value of the threads long calls run on: against a serving
-/// thread at the default priority they get about a tenth of a busy core.
-pub const LONG_NICE: i32 = 10;
+/// How long past a long call's deadline its caller still waits for it on
+/// the lane: enough for a call that gets the CPU to trap at its own next
+/// tick (and report its fuel), a bound for one that does not.
+pub const OVERDUE: Duration = Duration::from_millis(10);
+
+/// The CPU priority of the threads long calls run on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LanePriority {
+    /// Linux's `SCHED_IDLE` class: the thread runs only when no thread of a
+    /// normal class wants the core, and gives it up as soon as one does.
+    /// Elsewhere, or where the class cannot be set, `nice` 19.
+    #[default]
+    Idle,
+    /// The normal class at this `nice` value (0..=19): the thread gets a
+    /// share of a busy core (at 10, about a tenth against a thread at 0).
+    Nice(i32),
+}
+
+/// The `nice` value [`LanePriority::Idle`] falls back to.
+const IDLE_NICE: i32 = 19;
+
+impl LanePriority {
+    /// Applies this priority to the calling thread (Linux applies it to the
+    /// thread alone). A thread can always lower its own priority; an error
+    /// means the system refused it.
+    pub(crate) fn apply_to_this_thread(self) -> std::io::Result<()> {
+        let nice = match self {
+            LanePriority::Idle => {
+                #[cfg(target_os = "linux")]
+                {
+                    let param = libc::sched_param { sched_priority: 0 };
+                    // SAFETY: `param` is a valid `sched_param` for the call's
+                    // duration; pid 0 is the calling thread.
+                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } == 0 {
+                        return Ok(());
+                    }
+                }
+                IDLE_NICE
+            }
+            LanePriority::Nice(n) => n,
+        };
+        rustix::process::setpriority_process(None, nice).map_err(Into::into)
+    }
+}
+
+impl std::str::FromStr for LanePriority {
+    type Err = String;
+
+    /// `idle`, or a `nice` value from 0 to 19.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "idle" {
+            return Ok(LanePriority::Idle);
+        }
+        match s.parse::<i32>() {
+            Ok(n) if (0..=19).contains(&n) => Ok(LanePriority::Nice(n)),
+            _ => Err(format!(
+                "`{s}` is not a lane priority: `idle`, or a nice value from 0 to 19"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for LanePriority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LanePriority::Idle => f.write_str("idle"),
+            LanePriority::Nice(n) => write!(f, "{n}"),
+        }
+    }
+}
 
 /// The host-wide lane long calls take turns in.
 #[derive(Debug)]
@@ -72,22 +147,22 @@ pub struct LongLane {
     threads: Threads,
 }
 
-/// The threads long calls run on: a runtime of `width` threads at
-/// [`LONG_NICE`]. `None` where it could not be started; long calls then
+/// The threads long calls run on: a runtime of `width` threads at a
+/// [`LanePriority`]. `None` where it could not be started; long calls then
 /// stay on the thread they started on (still taking turns).
 #[derive(Debug)]
 struct Threads(Option<tokio::runtime::Runtime>);
 
 impl Threads {
-    fn start(width: u32) -> Threads {
+    fn start(width: u32, priority: LanePriority) -> Threads {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(width as usize)
             .max_blocking_threads(1)
             .thread_name("toolgate-long")
-            .on_thread_start(|| {
-                // Linux gives each thread its own nice value. Where this
-                // fails long calls still take turns, at the default priority.
-                if let Err(e) = rustix::process::setpriority_process(None, LONG_NICE) {
+            .on_thread_start(move || {
+                // Where this fails long calls still take turns, at the
+                // default priority.
+                if let Err(e) = priority.apply_to_this_thread() {
                     tracing::debug!("long-call thread keeps the default priority: {e}");
                 }
             })
@@ -127,27 +202,29 @@ pub struct LaneUsage {
 }
 
 impl LongLane {
-    /// A lane where `width` (at least 1) long calls run at once.
-    pub fn new(width: u32) -> Arc<LongLane> {
+    /// A lane where `width` (at least 1) long calls run at once, on threads
+    /// at `priority`.
+    pub fn new(width: u32, priority: LanePriority) -> Arc<LongLane> {
         let width = width.max(1);
         Arc::new(LongLane {
             width,
             turns: Arc::new(Semaphore::new(width as usize)),
             waiting: AtomicU32::new(0),
-            threads: Threads::start(width),
+            threads: Threads::start(width, priority),
         })
     }
 
-    /// Runs `call` on this thread until it turns long — by its fuel (`long`
-    /// set by its [`Ticks`]) or by the time spent in its polls (set here) —
-    /// then on the lane's threads. `None` only if the lane's
-    /// threads shut down under it (the engine is being dropped). Dropping
-    /// the returned future stops the call wherever it runs.
+    /// Runs `call` on this thread until it turns long — by its fuel (as
+    /// its [`Ticks`] tell `progress`) or by the time spent in its polls
+    /// (counted here) — then on the lane's threads, waiting for it there
+    /// until [`OVERDUE`] past its deadline. Dropping the returned future
+    /// stops the call wherever it runs; so does giving up on it.
     pub(crate) async fn run<T: Send + 'static>(
         &self,
-        long: &AtomicBool,
+        progress: &Progress,
         mut call: Pin<Box<dyn Future<Output = T> + Send>>,
-    ) -> Option<T> {
+    ) -> Result<T, Unfinished> {
+        let long = &progress.long;
         let mut busy = std::time::Duration::ZERO;
         // Ready with the lane's runtime once the call is long and can move.
         let here = std::future::poll_fn(|cx| {
@@ -166,11 +243,18 @@ impl LongLane {
             }
         })
         .await;
-        match here {
-            Ok(done) => Some(done),
-            // Spawning polls it once at once there, with a waker of the
-            // new task: whatever it waits for wakes it on the lane.
-            Err(lane) => AbortOnDrop(lane.spawn(call)).await,
+        let lane = match here {
+            Ok(done) => return Ok(done),
+            Err(lane) => lane,
+        };
+        // Spawning polls it once at once there, with a waker of the new
+        // task: whatever it waits for wakes it on the lane.
+        let on_lane = AbortOnDrop(lane.spawn(call));
+        match progress.deadline.and_then(|d| d.checked_add(OVERDUE)) {
+            Some(due) => tokio::time::timeout_at(due.into(), on_lane)
+                .await
+                .unwrap_or(Err(Unfinished::Overdue)),
+            None => on_lane.await,
         }
     }
 
@@ -185,17 +269,44 @@ impl LongLane {
     }
 }
 
+/// Why [`LongLane::run`] has no result for a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unfinished {
+    /// It ran on the lane past its deadline by [`OVERDUE`] without
+    /// trapping: the lane's threads did not get the CPU to run it.
+    Overdue,
+    /// The lane's threads shut down under it (the engine is being dropped).
+    ShutDown,
+}
+
+/// What a call shares with its caller: when it is due, whether it is long,
+/// and the fuel it had burnt at its last tick.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    deadline: Option<Instant>,
+    long: AtomicBool,
+    burnt: AtomicU64,
+}
+
+impl Progress {
+    /// The fuel the call had burnt at its last tick (its store has the
+    /// exact count; this is for a call given up on).
+    pub(crate) fn fuel_burnt(&self) -> u64 {
+        self.burnt.load(Ordering::Relaxed)
+    }
+}
+
 /// A task on the lane's threads, stopped when its caller stops waiting.
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
 impl<T> Future for AbortOnDrop<T> {
-    type Output = Option<T>;
+    type Output = Result<T, Unfinished>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Option<T>> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.0).poll(cx).map(|joined| match joined {
-            Ok(done) => Some(done),
+            Ok(done) => Ok(done),
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => None,
+            Err(_) => Err(Unfinished::ShutDown),
         })
     }
 }
@@ -223,14 +334,13 @@ struct Held {
     _lane: OwnedSemaphorePermit,
 }
 
-/// The deadline callback's state for one call: its wall-clock deadline,
-/// the fuel it started with, and the turn it holds.
+/// The deadline callback's state for one call: the fuel it started with,
+/// the turn it holds, and what it shares with its caller (its deadline).
 pub(crate) struct Ticks {
-    deadline: Option<Instant>,
     fuel: u64,
     lane: Option<(Arc<LongLane>, Option<Arc<Semaphore>>)>,
     held: Arc<Mutex<Option<Held>>>,
-    long: Arc<AtomicBool>,
+    progress: Arc<Progress>,
 }
 
 impl Ticks {
@@ -243,18 +353,20 @@ impl Ticks {
         lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
     ) -> Ticks {
         Ticks {
-            deadline,
             fuel,
             lane: lane.map(|(lane, account)| (Arc::clone(lane), account.map(|a| Arc::clone(&a.0)))),
             held: Arc::default(),
-            long: Arc::default(),
+            progress: Arc::new(Progress {
+                deadline,
+                ..Progress::default()
+            }),
         }
     }
 
-    /// Set once the call is long: [`LongLane::run`] moves it to the lane's
-    /// threads at its next pause.
-    pub(crate) fn long(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.long)
+    /// What [`LongLane::run`] needs to know of the call: once it is long,
+    /// it moves to the lane's threads at its next pause.
+    pub(crate) fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
     }
 
     /// What the call does at this tick, with `fuel_left`: trap once past
@@ -262,22 +374,24 @@ impl Ticks {
     /// call, give back its turn and queue for the next one (waiting no
     /// later than its deadline: the tick after that traps it).
     pub(crate) fn tick(&mut self, fuel_left: u64) -> UpdateDeadline {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        let (progress, burnt) = (&self.progress, self.fuel.saturating_sub(fuel_left));
+        progress.burnt.store(burnt, Ordering::Relaxed);
+        if progress.deadline.is_some_and(|d| Instant::now() >= d) {
             return UpdateDeadline::Interrupt;
         }
         let Some((lane, account)) = &self.lane else {
             return UpdateDeadline::Yield(1);
         };
-        if self.fuel.saturating_sub(fuel_left) < LONG_FUEL && !self.long.load(Ordering::Relaxed) {
+        if burnt < LONG_FUEL && !progress.long.load(Ordering::Relaxed) {
             return UpdateDeadline::Yield(1);
         }
-        self.long.store(true, Ordering::Relaxed);
+        progress.long.store(true, Ordering::Relaxed);
         drop(lock(&self.held).take());
         let (lane, account, held, deadline) = (
             Arc::clone(lane),
             account.clone(),
             Arc::clone(&self.held),
-            self.deadline,
+            progress.deadline,
         );
         UpdateDeadline::YieldCustom(
             1,
@@ -338,20 +452,30 @@ mod tests {
         std::thread::current().name().map(str::to_owned)
     }
 
-    #[tokio::test]
-    async fn a_call_moves_to_the_lane_threads_once_it_is_long_and_runs_at_their_priority() {
-        let lane = LongLane::new(1);
-        let long = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&long);
+    /// Where a call that turns long runs: the thread it started on, the
+    /// thread it ended on, and the latter's scheduling class and nice value.
+    async fn run_turning_long(
+        priority: LanePriority,
+    ) -> (Option<String>, Option<String>, i32, Option<i32>) {
+        let lane = LongLane::new(1, priority);
+        let progress = Arc::new(Progress::default());
+        let flag = Arc::clone(&progress);
         let call = Box::pin(async move {
             tokio::task::yield_now().await;
             let quick = thread_name();
-            flag.store(true, Ordering::Relaxed);
+            flag.long.store(true, Ordering::Relaxed);
             tokio::task::yield_now().await;
-            let priority = rustix::process::getpriority_process(None).ok();
-            (quick, thread_name(), priority)
+            // SAFETY: no arguments but the calling thread's pid 0.
+            let class = unsafe { libc::sched_getscheduler(0) };
+            let nice = rustix::process::getpriority_process(None).ok();
+            (quick, thread_name(), class, nice)
         });
-        let (quick, long_on, priority) = lane.run(&long, call).await.expect("the call ends");
+        lane.run(&progress, call).await.expect("the call ends")
+    }
+
+    #[tokio::test]
+    async fn a_call_moves_to_the_lane_threads_once_it_is_long_and_runs_at_idle_priority() {
+        let (quick, long_on, class, _) = run_turning_long(LanePriority::default()).await;
         assert_ne!(
             quick.as_deref(),
             Some("toolgate-long"),
@@ -359,18 +483,44 @@ mod tests {
         );
         assert_eq!(long_on.as_deref(), Some("toolgate-long"));
         if cfg!(target_os = "linux") {
-            // At least this low: a process already below it stays there.
-            assert!(
-                priority.is_some_and(|p| p >= LONG_NICE),
-                "lane thread priority {priority:?}"
-            );
+            assert_eq!(class, libc::SCHED_IDLE, "lane thread's scheduling class");
         }
     }
 
     #[tokio::test]
+    async fn a_lane_at_a_nice_value_runs_long_calls_in_the_normal_class_at_that_value() {
+        let (_, long_on, class, nice) = run_turning_long(LanePriority::Nice(10)).await;
+        assert_eq!(long_on.as_deref(), Some("toolgate-long"));
+        if cfg!(target_os = "linux") {
+            assert_eq!(class, libc::SCHED_OTHER, "lane thread's scheduling class");
+            // At least this low: a process already below it stays there.
+            assert!(
+                nice.is_some_and(|p| p >= 10),
+                "lane thread priority {nice:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_lane_priority_is_idle_or_a_nice_value_from_0_to_19() {
+        assert_eq!("idle".parse(), Ok(LanePriority::Idle));
+        assert_eq!("0".parse(), Ok(LanePriority::Nice(0)));
+        assert_eq!("19".parse(), Ok(LanePriority::Nice(19)));
+        for bad in ["20", "-1", "low", ""] {
+            let e = bad.parse::<LanePriority>().expect_err(bad);
+            assert!(e.contains("idle") && e.contains("0 to 19"), "{e}");
+        }
+        assert_eq!(LanePriority::Nice(7).to_string(), "7");
+        assert_eq!(LanePriority::Idle.to_string(), "idle");
+    }
+
+    #[tokio::test]
     async fn dropping_the_caller_stops_a_long_call_on_the_lane() {
-        let lane = LongLane::new(1);
-        let long = Arc::new(AtomicBool::new(true));
+        let lane = LongLane::new(1, LanePriority::default());
+        let long = Progress {
+            long: AtomicBool::new(true),
+            ..Progress::default()
+        };
         let spins = Arc::new(AtomicU64::new(0));
         let counted = Arc::clone(&spins);
         let on_lane = Arc::new(AtomicBool::new(false));
@@ -399,6 +549,62 @@ mod tests {
             spins.load(Ordering::Relaxed),
             after_drop,
             "it stopped when dropped"
+        );
+    }
+
+    /// Sets its flag when dropped.
+    struct Dropped(Arc<AtomicBool>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_call_that_gets_no_cpu_on_the_lane_is_given_up_just_past_its_deadline() {
+        let lane = LongLane::new(1, LanePriority::Nice(0));
+        // The lane's one thread is busy (as with every core taken by
+        // threads of a higher class): a call moved there cannot run, not
+        // even to notice its deadline.
+        let (free, busy_until_freed) = std::sync::mpsc::channel::<()>();
+        let Some(threads) = &lane.threads.0 else {
+            panic!("the lane's threads start")
+        };
+        threads.spawn(async move {
+            let _ = busy_until_freed.recv_timeout(Duration::from_secs(20));
+        });
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let progress = Progress {
+            deadline: Some(deadline),
+            long: AtomicBool::new(true),
+            burnt: AtomicU64::new(0),
+        };
+        let dropped = Arc::new(AtomicBool::new(false));
+        let holds = Dropped(Arc::clone(&dropped));
+        let call = Box::pin(async move {
+            let _holds = holds;
+            std::future::pending::<()>().await;
+        });
+        let answer = tokio::time::timeout(Duration::from_secs(10), lane.run(&progress, call)).await;
+        assert_eq!(answer, Ok(Err(Unfinished::Overdue)));
+        assert!(
+            Instant::now() >= deadline + OVERDUE,
+            "given up only once overdue"
+        );
+        assert!(
+            !dropped.load(Ordering::Relaxed),
+            "what the call holds stays held until the lane drops it"
+        );
+        free.send(()).expect("the busy task waits");
+        let released = tokio::time::timeout(Duration::from_secs(10), async {
+            while !dropped.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        assert!(
+            released.await.is_ok(),
+            "the lane dropped the call once free"
         );
     }
 }

@@ -30,10 +30,20 @@ use toolgate::event::{
 };
 use toolgate::{Chain, Engine, EngineConfig, Limits, OnError, Plugin, PluginSpec};
 
+/// The long lane's priority in these tests: `nice` 10, not the default
+/// `idle`. The tests share the machine's cores with each other, and what
+/// they assert of long calls (a memory bomb faults `memory`, spinners burn
+/// fuel in proportion) needs those calls to get some CPU while other
+/// tests keep the cores busy; at `idle` they would get only what the other
+/// tests leave. The default's scheduling class is tested in `turns`, the
+/// server and CLI tests run it.
+pub const TEST_LANE: toolgate::LanePriority = toolgate::LanePriority::Nice(10);
+
 /// A small engine for tests: few pooled slots, the default limits.
 pub fn engine() -> Engine {
     Engine::new(EngineConfig {
         max_instances: 32,
+        long_lane_priority: TEST_LANE,
         ..EngineConfig::default()
     })
     .expect("engine")

@@ -254,6 +254,10 @@ struct PolicyArgs {
     /// half the cores, at least 1).
     #[arg(long)]
     long_lane: Option<u32>,
+    /// CPU priority of the threads those long calls run on: `idle` (Linux's
+    /// SCHED_IDLE: only on a core nothing else wants) or a nice value 0..=19.
+    #[arg(long, default_value_t = toolgate::LanePriority::Idle)]
+    long_lane_priority: toolgate::LanePriority,
     /// Ceiling on a tenant plugin's fuel per call.
     #[arg(long)]
     tenant_max_fuel: Option<u64>,
@@ -366,6 +370,7 @@ impl PolicyArgs {
             long_lane: self
                 .long_lane
                 .unwrap_or_else(toolgate::engine::default_long_lane),
+            long_lane_priority: self.long_lane_priority,
             ..EngineConfig::default()
         };
         Ok((engine, policy))
