@@ -29,7 +29,7 @@
 //! guest takes the CPU only when it is free, and no one's request waits
 //! out a spinner's scheduler slice. (Measured under a tenant's flood of
 //! spinning and memory-bombing guards, another tenant's p99 at a fixed
-//! rate: 2.2–2.4 ms with the lane at `nice` 10, 1.6–1.8 ms at `SCHED_IDLE`,
+//! rate: 1.8–2.5 ms with the lane at `nice` 10, 1.6–1.9 ms at `SCHED_IDLE`,
 //! from 0.8 ms alone; see BENCHMARKS.md.) The cost: on a host whose cores
 //! are all busy with quick calls, long calls get next to no CPU and run
 //! into their deadlines — which is the order of precedence wanted.
