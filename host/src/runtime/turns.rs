@@ -10,10 +10,10 @@
 //! next one, so long calls take turns slice by slice.
 //!
 //! Both measures count only what the call itself did: fuel is its guest
-//! code, and poll time is the time its guest (with its page faults, bulk
-//! memory copies and host calls) held a thread, not the time it waited in
-//! a queue. A quick call merely kept waiting by a busy host never turns
-//! long.
+//! code, and poll time is the CPU time its guest (with its page faults,
+//! bulk memory copies and host calls) took on its thread, not the time it
+//! waited in a queue or, preempted, for the CPU. A quick call merely kept
+//! waiting by a busy host never turns long.
 //!
 //! Turns are fair between accounts, not between calls: before queueing for
 //! the lane a long call takes its account's own turn (one per account), so
@@ -62,10 +62,26 @@ use wasmtime::UpdateDeadline;
 /// BENCHMARKS.md).
 pub const LONG_FUEL: u64 = 2_000_000;
 
-/// Time inside its own polls after which a call is long whatever its fuel:
-/// a guest that spends its time in work fuel does not count (filling or
-/// copying memory, page faults, host calls).
+/// CPU time inside its own polls after which a call is long whatever its
+/// fuel: a guest that spends its time in work fuel does not count (filling
+/// or copying memory, page faults, host calls).
 pub const LONG_BUSY: Duration = Duration::from_millis(5);
+
+/// Poll time measured by the wall clock, at most this much per poll, until
+/// a call has this much; from then on by its thread's CPU clock. The wall
+/// clock costs nothing but counts time the thread was preempted; the CPU
+/// clock is a system call per poll, paid only by calls already this slow.
+/// A quick call preempted for long thus counts at most this much of it.
+const WALL_CLOCKED: Duration = Duration::from_millis(1);
+
+/// The CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
 
 /// How long past a long call's deadline its caller still waits for it on
 /// the lane: enough for a call that gets the CPU to trap at its own next
@@ -225,12 +241,16 @@ impl LongLane {
         mut call: Pin<Box<dyn Future<Output = T> + Send>>,
     ) -> Result<T, Unfinished> {
         let long = &progress.long;
-        let mut busy = std::time::Duration::ZERO;
+        let mut busy = Duration::ZERO;
         // Ready with the lane's runtime once the call is long and can move.
         let here = std::future::poll_fn(|cx| {
+            let cpu = (busy >= WALL_CLOCKED).then(thread_cpu_time);
             let start = Instant::now();
             let polled = call.as_mut().poll(cx);
-            busy += start.elapsed();
+            busy += match cpu {
+                Some(cpu) => thread_cpu_time().saturating_sub(cpu),
+                None => start.elapsed().min(WALL_CLOCKED),
+            };
             if busy >= LONG_BUSY {
                 long.store(true, Ordering::Relaxed);
             }
@@ -606,5 +626,47 @@ mod tests {
             released.await.is_ok(),
             "the lane dropped the call once free"
         );
+    }
+
+    /// A call of `polls` polls, each doing `work`, then answering where it
+    /// ended.
+    fn polled_call(polls: u32, work: fn()) -> Pin<Box<dyn Future<Output = Option<String>> + Send>> {
+        let mut left = polls;
+        Box::pin(std::future::poll_fn(move |cx| {
+            work();
+            left = left.saturating_sub(1);
+            if left == 0 {
+                return Poll::Ready(thread_name());
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_call_kept_off_the_cpu_in_its_polls_does_not_turn_long() {
+        let lane = LongLane::new(1, LanePriority::Nice(0));
+        let progress = Progress::default();
+        // 24 ms inside its polls by the wall clock, as a call preempted on
+        // a busy host spends them; next to no CPU time.
+        let call = polled_call(8, || std::thread::sleep(Duration::from_millis(3)));
+        let ended_on = lane.run(&progress, call).await.expect("the call ends");
+        assert_ne!(ended_on.as_deref(), Some("toolgate-long"));
+        assert!(!progress.long.load(Ordering::Relaxed));
+    }
+
+    #[tokio::test]
+    async fn a_call_busy_on_the_cpu_in_its_polls_turns_long() {
+        let lane = LongLane::new(1, LanePriority::Nice(0));
+        let progress = Progress::default();
+        let spin = || {
+            let start = thread_cpu_time();
+            while thread_cpu_time().saturating_sub(start) < Duration::from_millis(2) {}
+        };
+        let ended_on = lane
+            .run(&progress, polled_call(8, spin))
+            .await
+            .expect("the call ends");
+        assert_eq!(ended_on.as_deref(), Some("toolgate-long"));
     }
 }
