@@ -160,6 +160,7 @@ pub struct LongLane {
     width: u32,
     turns: Arc<Semaphore>,
     waiting: AtomicU32,
+    overdue: AtomicU64,
     threads: Threads,
 }
 
@@ -215,6 +216,9 @@ pub struct LaneUsage {
     pub waiting: u32,
     /// The most long calls that may run at once.
     pub width: u32,
+    /// Long calls given up [`OVERDUE`] past their deadline, not having got
+    /// the CPU to stop by themselves, since the lane was made.
+    pub overdue: u64,
 }
 
 impl LongLane {
@@ -226,6 +230,7 @@ impl LongLane {
             width,
             turns: Arc::new(Semaphore::new(width as usize)),
             waiting: AtomicU32::new(0),
+            overdue: AtomicU64::new(0),
             threads: Threads::start(width, priority),
         })
     }
@@ -273,7 +278,10 @@ impl LongLane {
         match progress.deadline.and_then(|d| d.checked_add(OVERDUE)) {
             Some(due) => tokio::time::timeout_at(due.into(), on_lane)
                 .await
-                .unwrap_or(Err(Unfinished::Overdue)),
+                .unwrap_or_else(|_| {
+                    self.overdue.fetch_add(1, Ordering::Relaxed);
+                    Err(Unfinished::Overdue)
+                }),
             None => on_lane.await,
         }
     }
@@ -285,6 +293,7 @@ impl LongLane {
             running: self.width.saturating_sub(free),
             waiting: self.waiting.load(Ordering::Relaxed),
             width: self.width,
+            overdue: self.overdue.load(Ordering::Relaxed),
         }
     }
 }
@@ -608,6 +617,7 @@ mod tests {
         });
         let answer = tokio::time::timeout(Duration::from_secs(10), lane.run(&progress, call)).await;
         assert_eq!(answer, Ok(Err(Unfinished::Overdue)));
+        assert_eq!(lane.usage().overdue, 1, "counted");
         assert!(
             Instant::now() >= deadline + OVERDUE,
             "given up only once overdue"

@@ -32,6 +32,7 @@
 //! | `long_lane_running` | gauge | | long guard calls (past their first tick) holding a turn now |
 //! | `long_lane_waiting` | gauge | | long guard calls waiting for a turn now |
 //! | `long_lane_width` | gauge | | the most long guard calls that may run at once |
+//! | `long_lane_overdue` | gauge | | long guard calls given up 10 ms past their deadline for want of CPU (answered `deadline`), since start |
 //!
 //! A quarantined guard's calls are counted in `guard_outcomes_total` with
 //! `outcome="fault"` and `cause="quarantined"`; calls refused for want of
@@ -197,7 +198,7 @@ const SHARE_GAUGES: [Reading<Usage>; 8] = [
 ];
 
 /// The long-call lane's gauges.
-const LANE_GAUGES: [Reading<LaneUsage>; 3] = [
+const LANE_GAUGES: [Reading<LaneUsage>; 4] = [
     Reading {
         name: "long_lane_running",
         help: "Long guard calls (past their first tick) holding a turn now",
@@ -212,6 +213,11 @@ const LANE_GAUGES: [Reading<LaneUsage>; 3] = [
         name: "long_lane_width",
         help: "The most long guard calls that may run at once",
         read: |u| i64::from(u.width),
+    },
+    Reading {
+        name: "long_lane_overdue",
+        help: "Long guard calls given up past their deadline for want of CPU, since start",
+        read: |u| i64::try_from(u.overdue).unwrap_or(i64::MAX),
     },
 ];
 
