@@ -303,7 +303,7 @@ fn compile_bomb(lines: usize) -> Vec<u8> {
 }
 
 /// A steering guard whose start function never returns.
-fn spinning_start() -> Vec<u8> {
+pub(crate) fn spinning_start() -> Vec<u8> {
     let core = r#"(module
         (memory (export "memory") 1)
         (func $spin (loop $l (br $l)))
