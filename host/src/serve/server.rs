@@ -6,7 +6,7 @@
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
 //! | GET | `/v1/plugins` | the [`Description`](crate::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
-//! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`](crate::registry::ReloadReport) (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
+//! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`] (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
 //!
 //! A seam request's body is `{"event": {...}, "state"?: {...}, "tenant"?: "t"}`.
@@ -34,8 +34,8 @@
 //! up, or the request timeout, never cuts it half-way (no load in flight is
 //! cancelled, no compile killed). The handler waits for it at most
 //! [`ServerConfig::reload_wait`]; done by then, the answer is 200 with the
-//! [`ReloadReport`](crate::registry::ReloadReport) (500 if the reload
-//! failed). Not done, it is **202 Accepted** with
+//! [`ReloadReport`] (500 if the reload failed). Not done, it is **202
+//! Accepted** with
 //! `{"status": "reloading", "loading": {"global": bool, "tenants": [...]},
 //! "generation": N, "waited_ms": N, "result": "..."}`: the directories
 //! being loaded at that moment ([`Registry::loading`]), the generation
@@ -89,7 +89,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Longest a request may take before it is answered 503. Guard calls
     /// are bounded by their own deadlines; this bounds a whole request
-    /// (a long chain, a slow reload). Default: 30 s.
+    /// (a long chain; a reload is answered 202 after `reload_wait`, see
+    /// [Reloads](crate::server#reloads)). Default: 30 s.
     pub request_timeout: Duration,
     /// Most connections open at once; a connection accepted beyond it is
     /// closed at once (never queued). Default: 1024.
@@ -104,7 +105,7 @@ pub struct ServerConfig {
     /// reading its answer. Default: 30 s.
     pub idle_timeout: Duration,
     /// Longest `POST /v1/reload` waits for its reload before answering 202
-    /// Accepted (the reload goes on; see [Reloads](self#reloads)). Keep it
+    /// Accepted (the reload goes on; see [Reloads](crate::server#reloads)). Keep it
     /// under `request_timeout`: otherwise the request timeout answers
     /// first (503), the reload still going on. Default: 10 s.
     pub reload_wait: Duration,
