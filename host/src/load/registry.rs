@@ -145,15 +145,34 @@ impl Default for RegistryOptions {
 struct ScopeLock {
     running: Mutex<()>,
     queued: AtomicBool,
+    /// Set while a load of the directory holds `running`.
+    loading: AtomicBool,
 }
 
-/// Clears a [`ScopeLock`]'s `queued` flag when the waiter gets the lock or
-/// gives up (its future dropped).
-struct Queued<'a>(&'a AtomicBool);
+/// Clears one of a [`ScopeLock`]'s flags when dropped: `queued` when the
+/// waiter gets the lock or gives up (its future dropped), `loading` when
+/// the load is done or dropped.
+struct Flag<'a>(&'a AtomicBool);
 
-impl Drop for Queued<'_> {
+impl Drop for Flag<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The directories being loaded at one moment (see [`Registry::loading`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Loading {
+    /// Whether the global directory (the root) is being loaded.
+    pub global: bool,
+    /// The tenants whose directory is being loaded, in name order.
+    pub tenants: Vec<String>,
+}
+
+impl Loading {
+    /// Whether no directory is being loaded.
+    pub fn is_empty(&self) -> bool {
+        !self.global && self.tenants.is_empty()
     }
 }
 
@@ -392,6 +411,28 @@ impl Registry {
             .unwrap_or_else(|| self.policy.clone())
     }
 
+    /// The directories some reload (an HTTP request's, the watcher's, a
+    /// `SIGHUP`'s, a caller's) is loading now: taken from the per-directory
+    /// locks, without waiting for any of them.
+    pub fn loading(&self) -> Loading {
+        let scopes = self
+            .scopes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut loading = Loading::default();
+        for (key, lock) in scopes.iter() {
+            if !lock.loading.load(Ordering::SeqCst) {
+                continue;
+            }
+            match key {
+                ScopeKey::Global => loading.global = true,
+                ScopeKey::Tenant(name) => loading.tenants.push(name.clone()),
+            }
+        }
+        loading.tenants.sort();
+        loading
+    }
+
     fn scope_lock(&self, key: &ScopeKey) -> Arc<ScopeLock> {
         let mut scopes = self
             .scopes
@@ -408,9 +449,11 @@ impl Registry {
             // the files after the one running now, so it sees our change.
             return ScopeReport::default();
         }
-        let waiting = Queued(&lock.queued);
+        let waiting = Flag(&lock.queued);
         let _running = lock.running.lock().await;
         drop(waiting);
+        lock.loading.store(true, Ordering::SeqCst);
+        let _loading = Flag(&lock.loading);
         let previous = self.plugin_set().scopes.get(key).cloned();
         // The policy in force: the global manifest's (when a tenant loads,
         // the global directory has loaded first), else the options'.

@@ -13,6 +13,7 @@
 //! | `http_requests_total` | counter | endpoint, status | requests answered, by route and status code |
 //! | `http_request_duration_seconds` | histogram | endpoint | time to answer, by route |
 //! | `http_request_timeouts_total` | counter | endpoint | requests cut by the request timeout (answered 503); a cut seam call also counts in `decisions_total` with verdict `timeout` |
+//! | `http_reloads_accepted_total` | counter | | `POST /v1/reload` requests answered 202 Accepted: their reload was not done within the reload wait and went on in the background |
 //! | `http_connections_open` | gauge | | connections open now |
 //! | `http_connections_refused_total` | counter | | connections closed at once because `max_connections` were open |
 //! | `http_connections_timed_out_total` | counter | reason | connections closed by the `header` (read) or `idle` timeout |
@@ -132,6 +133,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     request_duration: HistogramFamily<EndpointLabels>,
     request_timeouts: Family<EndpointLabels, Counter>,
+    reloads_accepted: Counter,
     connections_open: Gauge,
     connections_refused: Counter,
     connections_timed_out: Family<ReasonLabels, Counter>,
@@ -246,6 +248,7 @@ impl Metrics {
             requests: Family::default(),
             request_duration: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             request_timeouts: Family::default(),
+            reloads_accepted: Counter::default(),
             connections_open: Gauge::default(),
             connections_refused: Counter::default(),
             connections_timed_out: Family::default(),
@@ -297,6 +300,11 @@ impl Metrics {
             "http_request_timeouts",
             "HTTP requests cut by the request timeout (answered 503), per endpoint",
             m.request_timeouts.clone(),
+        );
+        registry.register(
+            "http_reloads_accepted",
+            "POST /v1/reload requests answered 202 Accepted (the reload went on in the background)",
+            m.reloads_accepted.clone(),
         );
         registry.register(
             "http_connections_open",
@@ -420,6 +428,12 @@ impl Metrics {
                 })
                 .inc();
         }
+    }
+
+    /// Records a `POST /v1/reload` answered 202 Accepted: its reload was
+    /// not done within the reload wait and goes on in the background.
+    pub fn record_reload_accepted(&self) {
+        self.reloads_accepted.inc();
     }
 
     /// Records a connection closed at once because the cap was reached.

@@ -6,7 +6,7 @@
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
 //! | GET | `/v1/plugins` | the [`Description`](crate::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
-//! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`](crate::registry::ReloadReport) |
+//! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`] (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
 //!
 //! A seam request's body is `{"event": {...}, "state"?: {...}, "tenant"?: "t"}`.
@@ -27,6 +27,26 @@
 //!
 //! Guard calls run inline in the handler: each is bounded by its plugin's
 //! fuel and deadline, so a request's time is bounded by its chain's.
+//!
+//! # Reloads
+//!
+//! `POST /v1/reload` runs the reload as its own task: a client that gives
+//! up, or the request timeout, never cuts it half-way (no load in flight is
+//! cancelled, no compile killed). The handler waits for it at most
+//! [`ServerConfig::reload_wait`]; done by then, the answer is 200 with the
+//! [`ReloadReport`] (500 if the reload failed). Not done, it is **202
+//! Accepted** with
+//! `{"status": "reloading", "loading": {"global": bool, "tenants": [...]},
+//! "generation": N, "waited_ms": N, "result": "..."}`: the directories
+//! being loaded at that moment ([`Registry::loading`]), the generation
+//! serving, and where the outcome will appear (`GET /v1/plugins`, the log).
+//! Such answers are counted in `http_reloads_accepted_total`.
+//!
+//! At most two reload tasks are ever started by requests: the one running
+//! and one to start when it is done. A request arriving while a reload
+//! runs starts that next one; any further request joins it (and is
+//! answered with its outcome). Every request's answer therefore comes from
+//! a reload that read the directory after the request arrived.
 //!
 //! Connections ([`serve_with`]): at most [`ServerConfig::max_connections`]
 //! open at once (more are closed at once), a request head must arrive
@@ -49,11 +69,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 
+use crate::error::Error;
 use crate::event::Seam;
 use crate::metrics::{self, Metrics};
-use crate::registry::Registry;
+use crate::registry::{Registry, ReloadReport};
 use crate::request::{self, DecideRequest};
 
 /// How the service answers. Every field documents its default.
@@ -67,7 +89,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Longest a request may take before it is answered 503. Guard calls
     /// are bounded by their own deadlines; this bounds a whole request
-    /// (a long chain, a slow reload). Default: 30 s.
+    /// (a long chain; a reload is answered 202 after `reload_wait`, see
+    /// [Reloads](crate::server#reloads)). Default: 30 s.
     pub request_timeout: Duration,
     /// Most connections open at once; a connection accepted beyond it is
     /// closed at once (never queued). Default: 1024.
@@ -81,6 +104,11 @@ pub struct ServerConfig {
     /// nothing, a kept-alive one between requests, a client that stops
     /// reading its answer. Default: 30 s.
     pub idle_timeout: Duration,
+    /// Longest `POST /v1/reload` waits for its reload before answering 202
+    /// Accepted (the reload goes on; see [Reloads](crate::server#reloads)). Keep it
+    /// under `request_timeout`: otherwise the request timeout answers
+    /// first (503), the reload still going on. Default: 10 s.
+    pub reload_wait: Duration,
 }
 
 impl Default for ServerConfig {
@@ -92,6 +120,7 @@ impl Default for ServerConfig {
             max_connections: 1024,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            reload_wait: Duration::from_secs(10),
         }
     }
 }
@@ -101,6 +130,8 @@ struct App {
     metrics: Arc<Metrics>,
     token_digest: Option<[u8; 32]>,
     request_timeout: Duration,
+    reload_wait: Duration,
+    reloads: Arc<Reloads>,
 }
 
 type Shared = Arc<App>;
@@ -146,6 +177,8 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         metrics,
         token_digest: config.token.as_deref().map(sha256),
         request_timeout: config.request_timeout,
+        reload_wait: config.reload_wait,
+        reloads: Arc::default(),
     });
     Router::new()
         .route("/v1/plugins", get(plugins))
@@ -464,14 +497,132 @@ async fn plugins(State(app): State<Shared>) -> Response {
 }
 
 async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {
-    let report = app.registry.reload().await.map_err(|e| {
-        tracing::warn!("reload failed: {e}");
-        ApiError::new(
+    let registry = Arc::clone(&app.registry);
+    let mut outcome = app.reloads.request(move || async move {
+        let outcome = registry.reload().await;
+        match &outcome {
+            Ok(report) => tracing::info!(
+                generation = report.generation,
+                loaded = report.loaded.len(),
+                removed = report.removed.len(),
+                errors = report.errors.len(),
+                "reloaded on POST /v1/reload"
+            ),
+            Err(e) => tracing::warn!("reload failed: {e}"),
+        }
+        outcome
+    });
+    let waited = tokio::time::timeout(app.reload_wait, async {
+        outcome
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|done| done.clone())
+    })
+    .await;
+    match waited {
+        Ok(Some(done)) => match &*done {
+            Ok(report) => Ok(axum::Json(report).into_response()),
+            Err(e) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("reload failed: {e}"),
+            )),
+        },
+        // The task ended without an outcome: it panicked (and was logged).
+        Ok(None) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            format!("reload failed: {e}"),
-        )
-    })?;
-    Ok(axum::Json(report).into_response())
+            "reload failed: the reload ended without an answer",
+        )),
+        Err(_) => {
+            app.metrics.record_reload_accepted();
+            let loading = app.registry.loading();
+            tracing::info!(
+                ?loading,
+                "POST /v1/reload answered 202 after {} ms; the reload goes on",
+                app.reload_wait.as_millis()
+            );
+            let body = json!({
+                "status": "reloading",
+                "loading": loading,
+                "generation": app.registry.plugin_set().generation,
+                "waited_ms": u64::try_from(app.reload_wait.as_millis()).unwrap_or(u64::MAX),
+                "result": "the reload goes on; its outcome appears in GET /v1/plugins \
+                           (generation, errors) and in the log",
+            });
+            Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+        }
+    }
+}
+
+/// What a reload started over HTTP came to: `None` until it is done.
+type ReloadOutcome = Option<Arc<Result<ReloadReport, Error>>>;
+
+/// The reloads started by `POST /v1/reload`, each run as its own task so a
+/// request dropped (by its client or the request timeout) never cancels
+/// one. At most two exist: the one running and the next, which starts when
+/// the running one is done; a request arriving while there is a next one
+/// joins it. Every request so waits on a reload that reads the directory
+/// after it arrived, and requests never pile up tasks.
+#[derive(Default)]
+struct Reloads {
+    slots: std::sync::Mutex<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    /// The reload running now (or done: see [`finished`]).
+    running: Option<watch::Receiver<ReloadOutcome>>,
+    /// The reload that starts when the running one is done.
+    next: Option<watch::Receiver<ReloadOutcome>>,
+}
+
+/// Whether the reload behind `outcome` is over (done, or its task gone).
+fn finished(outcome: &watch::Receiver<ReloadOutcome>) -> bool {
+    outcome.borrow().is_some() || outcome.has_changed().is_err()
+}
+
+impl Reloads {
+    fn slots(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The outcome of a reload that reads the directory after this call:
+    /// the next one already waiting, else a new task running `run` (at
+    /// once, or when the reload running now is done).
+    fn request<F, Fut>(self: &Arc<Self>, run: F) -> watch::Receiver<ReloadOutcome>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<ReloadReport, Error>> + Send + 'static,
+    {
+        let mut slots = self.slots();
+        if let Some(next) = &slots.next {
+            return next.clone();
+        }
+        let (done, outcome) = watch::channel(None);
+        let before = slots.running.take().filter(|r| !finished(r));
+        match &before {
+            Some(running) => {
+                slots.running = Some(running.clone());
+                slots.next = Some(outcome.clone());
+            }
+            None => slots.running = Some(outcome.clone()),
+        }
+        drop(slots);
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            if let Some(mut before) = before {
+                // Done or gone (its task panicked): either way, our turn.
+                let _ = before.wait_for(Option::is_some).await;
+                let mut slots = this.slots();
+                slots.running = slots.next.take();
+            }
+            let result = run().await;
+            done.send_replace(Some(Arc::new(result)));
+        });
+        outcome
+    }
 }
 
 async fn metrics_text(State(app): State<Shared>) -> Response {
@@ -503,6 +654,71 @@ mod tests {
         assert!(wants_trace(Some("a=b&trace")).expect("ok"));
         assert!(!wants_trace(Some("trace=0")).expect("ok"));
         assert!(wants_trace(Some("trace=maybe")).is_err());
+    }
+
+    /// A reload run by [`Reloads`] that counts itself in `started` and,
+    /// given `hold`, waits for it before finishing; its report's
+    /// generation is its number (1, 2, ...).
+    fn counted(
+        started: &Arc<std::sync::atomic::AtomicU64>,
+        hold: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> impl FnOnce() -> std::pin::Pin<Box<dyn Future<Output = Result<ReloadReport, Error>> + Send>>
+    + Send
+    + 'static {
+        let started = Arc::clone(started);
+        move || {
+            Box::pin(async move {
+                let n = started.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                if let Some(hold) = hold {
+                    let _ = hold.await;
+                }
+                Ok(ReloadReport {
+                    generation: n,
+                    ..ReloadReport::default()
+                })
+            })
+        }
+    }
+
+    async fn generation_of(mut outcome: watch::Receiver<ReloadOutcome>) -> u64 {
+        let done = outcome
+            .wait_for(Option::is_some)
+            .await
+            .expect("the reload task answers")
+            .clone()
+            .expect("done");
+        match &*done {
+            Ok(report) => report.generation,
+            Err(e) => panic!("reload failed: {e}"),
+        }
+    }
+
+    /// Requests arriving while a reload runs start one more reload between
+    /// them, which starts only when the running one is done; a request
+    /// after both are done starts a new one.
+    #[tokio::test]
+    async fn reload_requests_never_pile_up_tasks() {
+        let reloads = Arc::new(Reloads::default());
+        let started = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (release, hold) = tokio::sync::oneshot::channel();
+        let first = reloads.request(counted(&started, Some(hold)));
+        let later: Vec<_> = (0..10)
+            .map(|_| reloads.request(counted(&started, None)))
+            .collect();
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+        // The next reload waits for the running one.
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1);
+        release.send(()).expect("the first reload waits");
+        assert_eq!(generation_of(first).await, 1);
+        for outcome in later {
+            assert_eq!(generation_of(outcome).await, 2, "joined the next reload");
+        }
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // Nothing running: a new request runs a new reload.
+        let again = reloads.request(counted(&started, None));
+        assert_eq!(generation_of(again).await, 3);
     }
 
     #[test]

@@ -9,15 +9,18 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use toolgate::Registry;
+use toolgate::cache::CompiledCache;
 use toolgate::metrics::Metrics;
+use toolgate::registry::LoadLimits;
 use toolgate::server::{self, ServerConfig};
+use toolgate::{Policy, Registry, RegistryOptions};
 use toolgate_tests::{HIDE_ADMIN_TOOLS, HOSTILE, NO_EMAIL, QUERY_LIMIT, RESULT_AUDIT, SQL_GUARD};
 
 /// A server running in this process on a free loopback port.
 struct Running {
     base: String,
     dir: tempfile::TempDir,
+    registry: Arc<Registry>,
     client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -35,6 +38,16 @@ impl Running {
         texts: &[(&str, &str)],
         config: ServerConfig,
     ) -> Running {
+        Running::start_opened(files, texts, RegistryOptions::default(), config).await
+    }
+
+    /// [`Running::start_with`], the registry opened with `options`.
+    async fn start_opened(
+        files: &[(&str, &str)],
+        texts: &[(&str, &str)],
+        options: RegistryOptions,
+        config: ServerConfig,
+    ) -> Running {
         let dir = tempfile::tempdir().expect("tempdir");
         for (name, src) in files {
             let dest = dir.path().join(name);
@@ -46,10 +59,11 @@ impl Running {
             std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
             std::fs::write(dest, text).expect("write");
         }
-        let registry = Registry::open(super::engine(), dir.path())
+        let registry = Registry::open_with(super::engine(), dir.path(), options)
             .await
             .expect("registry");
-        let router = server::router(Arc::new(registry), Arc::new(Metrics::new()), config);
+        let registry = Arc::new(registry);
+        let router = server::router(Arc::clone(&registry), Arc::new(Metrics::new()), config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -61,6 +75,7 @@ impl Running {
         Running {
             base,
             dir,
+            registry,
             client: reqwest::Client::new(),
             stop: Some(stop),
             task: Some(task),
@@ -337,6 +352,175 @@ async fn health_plugins_and_reload() {
         .post("/v1/steering?trace=1", steering("ok", json!({})))
         .await;
     assert_eq!(body["trace"].as_array().expect("trace").len(), 2);
+    s.stop().await;
+}
+
+/// How long the load probe of a spinning start function runs in the
+/// reload tests: the slow load a reload request must not wait out.
+const SLOW_PROBE: Duration = Duration::from_secs(5);
+
+/// Registry options under which tenant `spin` (see [`add_spinning_tenant`])
+/// loads slowly: its start function spins until the load probe's cap,
+/// [`SLOW_PROBE`], which the operator's ceilings let it ask for.
+fn slow_probe_options() -> RegistryOptions {
+    let mut policy = Policy::default();
+    policy.ceilings.timeout = Duration::from_secs(20);
+    policy.ceilings.fuel = u64::MAX;
+    RegistryOptions {
+        cache: CompiledCache::disabled(),
+        policy,
+        load: LoadLimits {
+            probe_timeout: SLOW_PROBE,
+            ..LoadLimits::default()
+        },
+    }
+}
+
+/// Adds tenant `spin` under `root`: one guard whose start function never
+/// returns, asking for a 20 s timeout. Returns the guard's path.
+fn add_spinning_tenant(root: &Path) -> std::path::PathBuf {
+    let spin = root.join("tenants").join("spin");
+    std::fs::create_dir_all(&spin).expect("mkdir");
+    std::fs::write(
+        spin.join("spin.wasm"),
+        super::tenant_files::spinning_start(),
+    )
+    .expect("write");
+    std::fs::write(
+        spin.join("toolgate.toml"),
+        "[[plugin]]\npath = \"spin.wasm\"\ntimeout_ms = 20000\nfuel = 9223372036854775807\n",
+    )
+    .expect("write");
+    spin.join("spin.wasm")
+}
+
+/// The message `/v1/plugins` lists for `path`, if any.
+async fn listed_error(s: &Running, path: &Path) -> Option<String> {
+    let (status, body) = s.get("/v1/plugins").await;
+    assert_eq!(status, StatusCode::OK);
+    let listed: Value = serde_json::from_str(&body).expect("JSON");
+    listed["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .find(|e| e["path"].as_str() == Some(&*path.display().to_string()))
+        .map(|e| e["message"].as_str().expect("message").to_string())
+}
+
+/// Waits for `/v1/plugins` to list an error for `path` (the slow load's
+/// outcome) and returns it; fails the test if it never does.
+async fn outcome_shows(s: &Running, path: &Path) -> String {
+    let deadline = Instant::now() + SLOW_PROBE + Duration::from_secs(60);
+    loop {
+        if let Some(m) = listed_error(s, path).await {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reload's outcome never showed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A reload that must wait on a tenant's slow load is answered 202 once the
+/// reload wait is up, naming the tenant still loading; the server answers
+/// everything else meanwhile; the load goes on (the request's end does not
+/// cut it) and its outcome shows in `/v1/plugins` without another reload;
+/// a reload with nothing slow to do is answered 200 with its report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reload_is_answered_202_and_finishes_in_the_background() {
+    let s = Running::start_opened(
+        &[("10-sql-guard.wasm", SQL_GUARD)],
+        &[],
+        slow_probe_options(),
+        ServerConfig {
+            reload_wait: Duration::from_secs(1),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let spin = add_spinning_tenant(s.dir.path());
+    let before = s.registry.plugin_set().generation;
+
+    let (status, body) = s.post("/v1/reload", json!(null)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["status"], "reloading", "{body}");
+    assert_eq!(
+        body["loading"],
+        json!({"global": false, "tenants": ["spin"]})
+    );
+    assert_eq!(body["generation"], before);
+    assert_eq!(body["waited_ms"], 1000);
+    assert!(
+        body["result"]
+            .as_str()
+            .expect("result")
+            .contains("GET /v1/plugins"),
+        "{body}"
+    );
+
+    // Meanwhile the server answers: health, a seam, what is loaded.
+    let (status, _) = s.get("/healthz").await;
+    assert_eq!(status, StatusCode::OK);
+    let delete = steering("run_query", json!({"sql": "DELETE FROM users"}));
+    let (status, body) = s.post("/v1/steering", delete).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, steer_where());
+    assert_eq!(listed_error(&s, &spin).await, None, "not loaded yet");
+    let (_, text) = s.get("/metrics").await;
+    assert_eq!(
+        series(&text, "toolgate_http_reloads_accepted_total"),
+        Some(1.0),
+        "{text}"
+    );
+
+    // The load goes on and its outcome appears without another reload.
+    let message = outcome_shows(&s, &spin).await;
+    assert!(message.contains("fails to start (deadline)"), "{message}");
+    assert!(s.registry.loading().is_empty());
+
+    // Nothing slow left (the failure is remembered): answered with the
+    // report, and not counted as accepted.
+    let (status, report) = s.post("/v1/reload", json!(null)).await;
+    assert_eq!(status, StatusCode::OK, "{report}");
+    assert!(
+        report["errors"]
+            .as_array()
+            .expect("errors")
+            .iter()
+            .any(|e| e["message"].as_str() == Some(&*message)),
+        "{report}"
+    );
+    let (_, text) = s.get("/metrics").await;
+    assert_eq!(
+        series(&text, "toolgate_http_reloads_accepted_total"),
+        Some(1.0)
+    );
+    s.stop().await;
+}
+
+/// A reload request cut by the request timeout (a reload wait longer than
+/// it) is answered 503, and the reload is not cut with it: the slow load
+/// finishes and its outcome shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_request_timeout_never_cuts_a_reload() {
+    let s = Running::start_opened(
+        &[("10-sql-guard.wasm", SQL_GUARD)],
+        &[],
+        slow_probe_options(),
+        ServerConfig {
+            request_timeout: Duration::from_millis(300),
+            reload_wait: Duration::from_secs(60),
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let spin = add_spinning_tenant(s.dir.path());
+    let (status, body) = s.post("/v1/reload", json!(null)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = outcome_shows(&s, &spin).await;
+    assert!(message.contains("fails to start (deadline)"), "{message}");
     s.stop().await;
 }
 
@@ -772,6 +956,61 @@ fn the_binary_warns_when_exposed_without_a_token() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+/// `--reload-wait-ms` reaches the server (0: a reload not done at once is
+/// answered 202; this one's tenant spins in its start function until its
+/// deadline) and must be under `--request-timeout-ms`.
+#[test]
+fn the_binary_takes_the_reload_wait() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(SQL_GUARD, dir.path().join("sql-guard.wasm")).expect("copy");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--plugins", &dir.path().display().to_string()])
+        .args(["--listen", "127.0.0.1:0", "--request-timeout-ms", "5000"])
+        .args(["--reload-wait-ms", "5000"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--reload-wait-ms"), "{err}");
+
+    let (mut child, addr, _) = spawn_serve(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--no-cache",
+            "--no-watch",
+            "--reload-wait-ms",
+            "0",
+        ],
+    );
+    let spin = dir.path().join("tenants").join("spin");
+    std::fs::create_dir_all(&spin).expect("mkdir");
+    std::fs::write(
+        spin.join("spin.wasm"),
+        super::tenant_files::spinning_start(),
+    )
+    .expect("write");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (status, body) = runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!("http://{addr}/v1/reload"))
+            .json(&json!(null))
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        (status, response.json::<Value>().await.expect("JSON"))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["waited_ms"], 0, "{body}");
 }
 
 /// Starts `toolgate serve --plugins dir args...`; returns the child, the

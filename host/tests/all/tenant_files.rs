@@ -2,7 +2,8 @@
 //! symlinks out of a tenant's directory, a tenant directory that is a
 //! symlink, oversized files, a compile bomb, a start function that spins,
 //! a failed plugin that must not be compiled again. Each is refused with a
-//! clear error while every other tenant's plugins load and serve.
+//! clear error while every other tenant's plugins load and serve. The
+//! manifest-less `dir::load_dir` reads by the same rules.
 //!
 //! Hostile inputs are built here: FIFOs with `mkfifo`, symlinks with
 //! `std::os::unix::fs::symlink`, components with `wat` and `wit-component`.
@@ -303,7 +304,7 @@ fn compile_bomb(lines: usize) -> Vec<u8> {
 }
 
 /// A steering guard whose start function never returns.
-fn spinning_start() -> Vec<u8> {
+pub(crate) fn spinning_start() -> Vec<u8> {
     let core = r#"(module
         (memory (export "memory") 1)
         (func $spin (loop $l (br $l)))
@@ -641,4 +642,90 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
     );
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `dir::load_dir` (a directory without a manifest, no registry) reads by
+/// the file rules: a FIFO and a dotfile named `*.wasm` are never read, a
+/// file over the cap is refused unread, and a symlink out of the directory
+/// is followed by default (the operator's directory) but refused under
+/// `Symlinks::Refuse`; the good guards load whatever the others are.
+#[test]
+fn load_dir_reads_by_the_file_rules() {
+    use toolgate::dir::{self, DirRules};
+    use toolgate::files::Symlinks;
+    let root = tempfile::tempdir().expect("tempdir");
+    let d = root.path().join("plugins");
+    put(SQL_GUARD, &d.join("10-sql.wasm"));
+    mkfifo(&d.join("20-fifo.wasm"));
+    std::fs::write(d.join(".30-hidden.wasm"), b"not wasm").expect("write");
+    // Sparse: over the default cap of 64 MiB without taking the space.
+    std::fs::File::create(d.join("40-big.wasm"))
+        .expect("create")
+        .set_len(65 << 20)
+        .expect("set_len");
+    let outside = root.path().join("outside.wasm");
+    put(toolgate_tests::NO_EMAIL, &outside);
+    symlink(&outside, d.join("50-link.wasm")).expect("symlink");
+
+    let listed = dir::components(&d).expect("components");
+    assert_eq!(
+        listed,
+        [
+            d.join("10-sql.wasm"),
+            d.join("40-big.wasm"),
+            d.join("50-link.wasm")
+        ],
+        "no FIFO, no dotfile"
+    );
+    let names = |chain: &toolgate::Chain| -> Vec<String> {
+        chain
+            .plugins()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect()
+    };
+    let dir_path = d.clone();
+    let (chain, errors) = within(60, move || {
+        Box::pin(async move {
+            dir::load_dir(&engine(), &dir_path)
+                .await
+                .expect("directory loads")
+        })
+    });
+    assert_eq!(names(&chain), ["10-sql", "50-link"]);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        matches!(&errors[0], toolgate::Error::Refused { path } if path.ends_with("20-fifo.wasm")),
+        "{errors:?}"
+    );
+    assert!(
+        matches!(&errors[1], toolgate::Error::TooLarge { path, limit }
+            if path.ends_with("40-big.wasm") && *limit == 64 << 20),
+        "{errors:?}"
+    );
+
+    // Someone else's directory: no symlink followed.
+    let refuse = DirRules {
+        symlinks: Symlinks::Refuse,
+        ..DirRules::default()
+    };
+    assert_eq!(
+        dir::components_with(&d, &refuse).expect("components"),
+        [d.join("10-sql.wasm"), d.join("40-big.wasm")]
+    );
+    let dir_path = d.clone();
+    let (chain, errors) = within(60, move || {
+        Box::pin(async move {
+            dir::load_dir_with(&engine(), &dir_path, refuse)
+                .await
+                .expect("directory loads")
+        })
+    });
+    assert_eq!(names(&chain), ["10-sql"]);
+    assert!(
+        errors.iter().any(
+            |e| matches!(e, toolgate::Error::Refused { path } if path.ends_with("50-link.wasm"))
+        ),
+        "{errors:?}"
+    );
 }

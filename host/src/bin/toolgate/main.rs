@@ -229,6 +229,12 @@ struct ServeArgs {
     /// a byte read or written, in milliseconds (kept-alive connections too).
     #[arg(long, default_value_t = 30_000)]
     idle_timeout_ms: u64,
+    /// Longest POST /v1/reload waits for its reload, in milliseconds; a
+    /// reload not done by then is answered 202 Accepted and goes on (its
+    /// outcome shows in GET /v1/plugins and the log). Must be under
+    /// --request-timeout-ms; 0 answers 202 unless the reload is done at once.
+    #[arg(long, default_value_t = 10_000)]
+    reload_wait_ms: u64,
     /// Do not watch the plugin directory (reload only on SIGHUP or POST /v1/reload).
     #[arg(long)]
     no_watch: bool,
@@ -884,6 +890,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
     if args.max_connections == 0 {
         return Err(bad("--max-connections must be at least 1"));
     }
+    if args.reload_wait_ms >= args.request_timeout_ms.max(1) {
+        return Err(bad(format!(
+            "--reload-wait-ms ({}) must be less than --request-timeout-ms ({})",
+            args.reload_wait_ms, args.request_timeout_ms
+        )));
+    }
     let millis = |ms: u64| std::time::Duration::from_millis(ms.max(1));
     let config = ServerConfig {
         max_body_bytes: args.max_body_kib.saturating_mul(1024),
@@ -892,6 +904,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         max_connections: args.max_connections,
         header_read_timeout: millis(args.header_timeout_ms),
         idle_timeout: millis(args.idle_timeout_ms),
+        reload_wait: std::time::Duration::from_millis(args.reload_wait_ms),
     };
     let registry =
         Arc::new(open_for(&args.plugins, &args.cache, &args.load, &args.policy, true).await?);
