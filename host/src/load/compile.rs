@@ -6,21 +6,25 @@
 //! and 7.5 GB to compile. Two ways to compile, chosen by the embedder:
 //!
 //! - [`Compiler::Subprocess`] (what `toolgate serve`, `check`, `replay` and
-//!   `list` use): the bytes go to a child process, `toolgate compile`, over
-//!   a pipe. The child limits itself (`RLIMIT_DATA` to the memory bound,
-//!   `RLIMIT_CPU` as a backstop, no core dumps), compiles with the host's
-//!   engine settings and writes the native code back; the parent kills it
-//!   at the time bound and loads the code it returned. A compile bomb costs
-//!   at most the bounds, and the parent's memory never sees it.
-//! - [`Compiler::InProcess`] (the library default: an embedding, say the
-//!   Python package, may have no `toolgate` executable to run): the compile
-//!   runs on a blocking thread; the registry stops waiting at the time
-//!   bound and reports the plugin refused, but the thread runs on until the
-//!   compiler finishes, holding its compile slot, and memory is not bounded.
+//!   `list` use, and the Python package's `toolgate.Host` by default): the
+//!   bytes go to a child process over a pipe, `toolgate compile` or any
+//!   program that runs [`child_main`] (the Python package runs its own
+//!   interpreter, `python -P .../toolgate/_compile.py compile ...`). The
+//!   child limits itself (`RLIMIT_DATA` to the memory bound, `RLIMIT_CPU` as
+//!   a backstop, no core dumps), compiles with the host's engine settings
+//!   and writes the native code back; the parent kills it at the time bound
+//!   and loads the code it returned. A compile bomb costs at most the
+//!   bounds, and the parent's memory never sees it.
+//! - [`Compiler::InProcess`] (the library default, as a library has no
+//!   child program of its own to run): the compile runs on a blocking
+//!   thread; the registry stops waiting at the time bound and reports the
+//!   plugin refused, but the thread runs on until the compiler finishes,
+//!   holding its compile slot, and memory is not bounded.
 //!
 //! Either way a refused compile is remembered (see [`crate::registry`]): the
 //! same bytes with the same settings are not compiled again.
 
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,11 +42,18 @@ pub enum Compiler {
     /// caller's side only, memory not bounded. The default.
     #[default]
     InProcess,
-    /// In a child process, `program compile ...` (the `toolgate`
-    /// executable), under the memory and time bounds.
+    /// In a child process, `program args... compile --flag=value...`,
+    /// under the memory and time bounds. The child must run [`child_main`]
+    /// with those flags: `toolgate compile` does (`program` the `toolgate`
+    /// executable, `args` empty), and so does the Python package's
+    /// `toolgate/_compile.py` run by its interpreter. The child inherits
+    /// this process's environment and working directory.
     Subprocess {
-        /// The `toolgate` executable.
+        /// The executable to run: `toolgate`, or a Python interpreter.
         program: PathBuf,
+        /// Arguments placed before `compile` and its flags (none for
+        /// `toolgate`; the interpreter's options and the script for Python).
+        args: Vec<OsString>,
     },
 }
 
@@ -94,11 +105,11 @@ impl Compiler {
     ) -> Result<Component, Error> {
         match self {
             Compiler::InProcess => crate::plugin::compile(engine, path, bytes),
-            Compiler::Subprocess { program } => {
+            Compiler::Subprocess { program, args } => {
                 check_header(path, bytes)?;
-                let code = run_child(program, engine.config(), path, bytes, bounds)?;
+                let code = run_child(program, args, engine.config(), path, bytes, bounds)?;
                 // SAFETY: `code` is what `wasmtime::Engine::precompile_component`
-                // returned in our own `toolgate compile` child, read whole from
+                // returned in our own compile child ([`child_main`]), read whole from
                 // its stdout pipe; nothing else can write to that pipe. wasmtime
                 // still checks the header and the engine compatibility.
                 unsafe { Component::deserialize(engine.wasmtime(), &code) }.map_err(|e| {
@@ -112,11 +123,12 @@ impl Compiler {
     }
 }
 
-/// Exit code of `toolgate compile` for a component that does not compile
-/// (its message on stderr).
+/// Exit code of the compile child ([`child_main`], `toolgate compile`) for
+/// a component that does not compile (its message on stderr).
 pub const EXIT_DOES_NOT_COMPILE: i32 = 2;
 
-/// The flags `toolgate compile` takes, for `config` and `bounds`.
+/// The flags of the compile child (after `compile`), for `config` and
+/// `bounds`: what [`ChildArgs`] parses.
 fn child_args(config: &EngineConfig, bounds: &CompileBounds) -> Vec<String> {
     vec![
         "compile".into(),
@@ -134,6 +146,7 @@ fn child_args(config: &EngineConfig, bounds: &CompileBounds) -> Vec<String> {
 
 fn run_child(
     program: &Path,
+    leading: &[OsString],
     config: &EngineConfig,
     path: &Path,
     bytes: &[u8],
@@ -149,6 +162,7 @@ fn run_child(
         source: Some(e),
     };
     let mut child = Command::new(program)
+        .args(leading)
         .args(child_args(config, bounds))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -241,6 +255,24 @@ fn run_child(
             message: message.to_string(),
         });
     }
+    let out_of_memory = err.contains("memory allocation of")
+        || err.contains("out of memory")
+        || err.contains("MemoryError");
+    if status.code() == Some(EXIT_CHILD_FAILED) && !out_of_memory && out.len() as u64 <= out_cap {
+        // The child could not do its job (it did not start, say a Python
+        // interpreter that cannot import toolgate): not the component's
+        // doing, so tried again at the next reload.
+        return Err(Error::Compiler {
+            path: path.into(),
+            message: format!(
+                "the compiler {} failed for {} ({status}): {}",
+                program.display(),
+                path.display(),
+                tail(err, 600)
+            ),
+            source: None,
+        });
+    }
     use std::os::unix::process::ExitStatusExt;
     if status.signal() == Some(rustix::process::Signal::XCPU.as_raw()) {
         return Err(bound(format!(
@@ -248,7 +280,7 @@ fn run_child(
             bounds.timeout.as_secs().saturating_mul(4).max(4)
         )));
     }
-    if err.contains("memory allocation of") || err.contains("out of memory") {
+    if out_of_memory {
         return Err(bound(memory_message(bounds)));
     }
     Err(bound(format!(
@@ -278,7 +310,7 @@ fn tail(s: &str, n: usize) -> &str {
     &s[start..]
 }
 
-/// What `toolgate compile` does, after [`limit_this_process`]: compiles the
+/// What the compile child does, after [`limit_this_process`]: compiles the
 /// component `bytes` for an engine with `config`'s code-relevant settings
 /// and returns its native code, as [`Component::serialize`] would.
 pub fn precompile(config: &EngineConfig, bytes: &[u8]) -> Result<Vec<u8>, String> {
@@ -296,7 +328,7 @@ pub fn precompile(config: &EngineConfig, bytes: &[u8]) -> Result<Vec<u8>, String
 
 /// Limits this process to `data_bytes` of data (`RLIMIT_DATA`: heap and
 /// private writable mappings) and `cpu_secs` of CPU time, and turns off
-/// core dumps: what `toolgate compile` does first.
+/// core dumps: what the compile child ([`child_main`]) does first.
 pub fn limit_this_process(data_bytes: u64, cpu_secs: u64) -> std::io::Result<()> {
     use rustix::process::{Resource, Rlimit, setrlimit};
     let limit = |n: u64| Rlimit {
@@ -309,12 +341,101 @@ pub fn limit_this_process(data_bytes: u64, cpu_secs: u64) -> std::io::Result<()>
     Ok(())
 }
 
-/// The code-relevant engine settings `toolgate compile` was given.
+/// The code-relevant engine settings the compile child was given.
 pub fn child_engine_config(max_memory_bytes: usize, max_wasm_stack: usize) -> EngineConfig {
     EngineConfig {
         max_memory_bytes,
         max_wasm_stack,
         pooling: false,
         ..EngineConfig::default()
+    }
+}
+
+/// The flags of the compile child, `compile --max-memory-bytes=N
+/// --max-wasm-stack=N --data-bytes=N --cpu-secs=N`: the engine's
+/// code-relevant settings and the limits the process puts on itself. The
+/// parent writes them ([`Compiler::Subprocess`]); `toolgate compile` and the
+/// Python package's `toolgate._compile` parse them with this one parser.
+#[derive(Clone, Debug, PartialEq, Eq, clap::Parser)]
+#[command(name = "compile")]
+pub struct ChildArgs {
+    /// The engine's largest linear memory, bytes.
+    #[arg(long)]
+    pub max_memory_bytes: usize,
+    /// The engine's maximum wasm stack, bytes.
+    #[arg(long)]
+    pub max_wasm_stack: usize,
+    /// RLIMIT_DATA of this process, bytes.
+    #[arg(long)]
+    pub data_bytes: u64,
+    /// RLIMIT_CPU of this process, seconds.
+    #[arg(long)]
+    pub cpu_secs: u64,
+}
+
+/// Exit code of the compile child when it cannot do its job at all (bad
+/// flags, no limits, a closed pipe); its message on stderr.
+pub const EXIT_CHILD_FAILED: i32 = 1;
+
+/// The compile child's whole run, shared by `toolgate compile` and the
+/// Python package's `toolgate._compile`: limits this process
+/// ([`limit_this_process`]), reads a component on standard input, compiles
+/// it for `args`' engine settings ([`precompile`]) and writes the native
+/// code on standard output. Returns the process exit code: 0,
+/// [`EXIT_DOES_NOT_COMPILE`] for a component that does not compile, or
+/// [`EXIT_CHILD_FAILED`]; a failure's message is on standard error,
+/// `toolgate: error: <message>`.
+///
+/// Call it only in a process of its own: the limits stay on the process.
+pub fn child_main(args: &ChildArgs) -> i32 {
+    let fail = |code: i32, message: &str| {
+        let _ = writeln!(std::io::stderr(), "toolgate: error: {message}");
+        code
+    };
+    if let Err(e) = limit_this_process(args.data_bytes, args.cpu_secs) {
+        return fail(
+            EXIT_CHILD_FAILED,
+            &format!("cannot set the compile limits: {e}"),
+        );
+    }
+    let mut bytes = Vec::new();
+    if let Err(e) = std::io::stdin().lock().read_to_end(&mut bytes) {
+        return fail(
+            EXIT_CHILD_FAILED,
+            &format!("cannot read the component: {e}"),
+        );
+    }
+    let config = child_engine_config(args.max_memory_bytes, args.max_wasm_stack);
+    match precompile(&config, &bytes) {
+        Ok(code) => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(&code).and_then(|()| out.flush()) {
+                Ok(()) => 0,
+                Err(e) => fail(
+                    EXIT_CHILD_FAILED,
+                    &format!("cannot write the compiled code: {e}"),
+                ),
+            }
+        }
+        Err(message) => fail(EXIT_DOES_NOT_COMPILE, &message),
+    }
+}
+
+/// [`child_main`] for the command line `argv` (`compile --flag=value...`;
+/// the first item is the command's name): flags that do not parse print
+/// clap's message and return [`EXIT_CHILD_FAILED`].
+pub fn child_main_from<I, T>(argv: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    use clap::Parser as _;
+    match ChildArgs::try_parse_from(argv) {
+        Ok(args) => child_main(&args),
+        Err(e) => {
+            // clap's message begins with `error: `.
+            let _ = write!(std::io::stderr(), "toolgate: {e}");
+            EXIT_CHILD_FAILED
+        }
     }
 }

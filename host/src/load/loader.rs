@@ -143,7 +143,8 @@ pub struct LoadLimits {
     /// refused unread. Default: 64 MiB.
     pub max_component_bytes: u64,
     /// How components are compiled. Default: [`Compiler::InProcess`];
-    /// `toolgate` uses [`Compiler::Subprocess`], which also bounds memory.
+    /// `toolgate` and the Python package's `Host` use
+    /// [`Compiler::Subprocess`], which also bounds memory.
     pub compiler: Compiler,
     /// The time and memory bound of one compile. Default: 120 s, 2 GiB.
     pub compile: CompileBounds,

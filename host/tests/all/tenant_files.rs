@@ -323,6 +323,7 @@ pub(crate) fn spinning_start() -> Vec<u8> {
 fn subprocess() -> Compiler {
     Compiler::Subprocess {
         program: env!("CARGO_BIN_EXE_toolgate").into(),
+        args: Vec::new(),
     }
 }
 
@@ -361,6 +362,52 @@ async fn compile_bomb_is_refused_while_another_tenant_loads() {
     let again = start.elapsed();
     assert!(again < Duration::from_secs(5), "{again:?}");
     eprintln!("bomb refused in {first:?}; unchanged reload in {again:?}");
+}
+
+/// A compile child that cannot do its job (here a shell script that
+/// prints its arguments and exits 1, as a Python interpreter that cannot
+/// import toolgate would) is reported as the compiler failing, with its
+/// message, and tried again at the next reload: it is not the component's
+/// doing. Its leading arguments come before `compile` and its flags.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compile_child_that_fails_to_run_is_retried() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let guard = dir.path().join("sql.wasm");
+    put(SQL_GUARD, &guard);
+    let runs = tempfile::NamedTempFile::new().expect("tempfile");
+    let load = LoadLimits {
+        compiler: Compiler::Subprocess {
+            program: "/bin/sh".into(),
+            args: vec![
+                "-c".into(),
+                "echo run >> \"$1\"; shift; echo \"cannot start: $*\" >&2; exit 1".into(),
+                "child".into(),
+                runs.path().into(),
+                "lead".into(),
+            ],
+        },
+        ..LoadLimits::default()
+    };
+    let reg = open_with(dir.path(), load).await;
+    let msg = error_for(&reg.plugin_set().errors, &guard)
+        .expect("reported")
+        .to_string();
+    assert!(
+        msg.contains("cannot start: lead compile --max-memory-bytes="),
+        "{msg}"
+    );
+    assert!(msg.contains("exit status: 1"), "{msg}");
+    assert!(!msg.contains("compile refused"), "{msg}");
+    let ran = || {
+        std::fs::read_to_string(runs.path())
+            .expect("read")
+            .lines()
+            .count()
+    };
+    assert_eq!(ran(), 1);
+    let r = reg.reload().await.expect("reload");
+    assert_eq!(error_for(&r.errors, &guard), Some(msg.as_str()));
+    assert_eq!(ran(), 2, "tried again at the reload");
 }
 
 /// The bomb's size: big enough to pass [`BOMB_CAP`], small enough for CI.

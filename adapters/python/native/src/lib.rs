@@ -2,7 +2,10 @@
 //!
 //! A [`Host`] loads a plugin directory with the `toolgate` library (the same
 //! [`Registry`], chains, limits, manifests, tenants, compiled cache and hot
-//! reload as `toolgate serve`) and answers seam requests in-process.
+//! reload as `toolgate serve`) and answers seam requests in-process. Given
+//! a `compile_command` (the Python `Host` passes its interpreter and
+//! `toolgate/_compile.py`), it compiles each new component in that child
+//! process, which runs [`compile_child`]: the code of `toolgate compile`.
 //!
 //! JSON crosses the boundary as text: a request is the body `toolgate serve`
 //! takes (`{"event", "state"?, "tenant"?}`) and the answer is the body it
@@ -21,6 +24,7 @@
 //! the event loop is never held for more than one tick per call. With
 //! `inline=False` every call goes to the runtime from the start.
 
+use std::ffi::OsString;
 use std::future::Future;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -33,7 +37,9 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use toolgate::cache::CompiledCache;
+use toolgate::compile::{CompileBounds, Compiler};
 use toolgate::metrics::Metrics;
+use toolgate::registry::LoadLimits;
 use toolgate::watch::WatchHandle;
 use toolgate::{DecideRequest, Engine, EngineConfig, Registry, RegistryOptions, Seam};
 
@@ -125,7 +131,9 @@ fn parse_seam(seam: &str) -> PyResult<Seam> {
 /// tenant's, with hot reload.
 ///
 /// `Host(plugins, *, cache_dir=None, no_cache=False, watch=True,
-/// settle_ms=250, max_instances=256, pooling=True)`:
+/// settle_ms=250, max_instances=256, pooling=True, inline=True,
+/// compile_command=None, compile_timeout_ms=120000,
+/// compile_memory_mib=2048)`:
 ///
 /// - `plugins`: the plugin directory (its `*.wasm`, `toolgate.toml` and
 ///   `tenants/`), as for `toolgate serve --plugins`.
@@ -140,6 +148,14 @@ fn parse_seam(seam: &str) -> PyResult<Seam> {
 /// - `inline`: give each call its first slice (up to one epoch tick, 1 ms)
 ///   on the calling thread, GIL released, before handing it to the runtime
 ///   (see `decide`). `False`: every call is handed over at once.
+/// - `compile_command`: compile each component in a child process,
+///   `compile_command[0] compile_command[1:]... compile --flag=value...`,
+///   a program that runs [`compile_child`] (`toolgate.Host` passes this
+///   interpreter and `toolgate/_compile.py`; see
+///   `toolgate::compile::Compiler::Subprocess`), killed at
+///   `compile_timeout_ms` and limited to `compile_memory_mib` of data
+///   (`RLIMIT_DATA`, the child's whole process). `None`: compile in this
+///   process, with no memory bound (the time bound only stops the wait).
 ///
 /// Loading compiles every new component (the cache makes later loads fast);
 /// the GIL is released meanwhile. A directory that does not exist, or a
@@ -160,7 +176,7 @@ type Call = Pin<Box<dyn Future<Output = Result<String, Refused>> + Send>>;
 #[pymethods]
 impl Host {
     #[new]
-    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true))]
+    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true, compile_command=None, compile_timeout_ms=120_000, compile_memory_mib=2048))]
     #[allow(
         clippy::too_many_arguments,
         reason = "keyword arguments of the Python constructor"
@@ -175,6 +191,9 @@ impl Host {
         max_instances: u32,
         pooling: bool,
         inline: bool,
+        compile_command: Option<Vec<OsString>>,
+        compile_timeout_ms: u64,
+        compile_memory_mib: u64,
     ) -> PyResult<Self> {
         if no_cache && cache_dir.is_some() {
             return Err(PyValueError::new_err(
@@ -184,6 +203,26 @@ impl Host {
         if max_instances == 0 {
             return Err(PyValueError::new_err("max_instances must be at least 1"));
         }
+        if compile_timeout_ms == 0 || compile_memory_mib < 32 {
+            return Err(PyValueError::new_err(
+                "compile_timeout_ms must be at least 1 and compile_memory_mib at least 32",
+            ));
+        }
+        let compiler = match compile_command {
+            None => Compiler::InProcess,
+            Some(command) => {
+                let mut command = command.into_iter();
+                let Some(program) = command.next().filter(|p| !p.is_empty()) else {
+                    return Err(PyValueError::new_err(
+                        "compile_command must name a program to run",
+                    ));
+                };
+                Compiler::Subprocess {
+                    program: program.into(),
+                    args: command.collect(),
+                }
+            }
+        };
         let rt = runtime()?;
         let cache = match (cache_dir, no_cache) {
             (_, true) => CompiledCache::disabled(),
@@ -192,6 +231,14 @@ impl Host {
         };
         let options = RegistryOptions {
             cache,
+            load: LoadLimits {
+                compiler,
+                compile: CompileBounds {
+                    timeout: Duration::from_millis(compile_timeout_ms),
+                    memory_bytes: compile_memory_mib.saturating_mul(1 << 20),
+                },
+                ..LoadLimits::default()
+            },
             ..RegistryOptions::default()
         };
         let config = EngineConfig {
@@ -376,6 +423,20 @@ impl Host {
     }
 }
 
+/// The compile child, run as `python .../toolgate/_compile.py compile
+/// --flag=value...` by a [`Host`] with a `compile_command`: exactly what
+/// `toolgate compile` runs (`toolgate::compile::child_main`). `argv` is
+/// `["compile", "--max-memory-bytes=N", ...]`. Limits this process
+/// (`RLIMIT_DATA`, `RLIMIT_CPU`, no core dumps), reads the component on
+/// standard input, writes its native code on standard output and returns
+/// the exit code (0; 2: it does not compile; 1: it could not run); a
+/// failure's message is on standard error. The limits stay on the process:
+/// call it only in a process of its own.
+#[pyfunction]
+fn compile_child(py: Python<'_>, argv: Vec<OsString>) -> i32 {
+    py.detach(|| toolgate::compile::child_main_from(argv))
+}
+
 /// How deep [`dumps`] follows containers before leaving the value to
 /// `json.dumps` (which then detects a cycle or nests as deep as it can).
 const DUMPS_MAX_DEPTH: u32 = 256;
@@ -488,13 +549,14 @@ fn write_repr(value: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> bool {
     }
 }
 
-/// The module: `Host`, `ToolgateError`, `RequestError`, `BusyError`, and
-/// [`dumps`].
+/// The module: `Host`, `ToolgateError`, `RequestError`, `BusyError`,
+/// [`dumps`] and [`compile_child`].
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     init_logging();
     m.add_class::<Host>()?;
     m.add_function(wrap_pyfunction!(dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(compile_child, m)?)?;
     m.add("ToolgateError", m.py().get_type::<ToolgateError>())?;
     m.add("RequestError", m.py().get_type::<RequestError>())?;
     m.add("BusyError", m.py().get_type::<BusyError>())?;

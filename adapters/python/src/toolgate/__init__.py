@@ -16,12 +16,16 @@ Guard calls run without the GIL: a call gets its first slice on the calling
 thread (a small guard finishes there in microseconds); one still running at
 the next 1 ms epoch tick continues on the host's own Tokio runtime while the
 coroutine awaits it, so the event loop is never held longer than that.
+Each new component is compiled in a child process (this interpreter running
+``toolgate/_compile.py``) under a time and a memory bound, so a compile bomb
+in a plugin directory is refused without costing this process its memory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +54,18 @@ def _dumps(value: Any) -> str:
     return text
 
 
+def _compile_command() -> list[str]:
+    """The compile child: this interpreter running ``toolgate/_compile.py``
+    (``-P``: the file's own directory stays off ``sys.path``)."""
+    if not sys.executable:
+        raise ToolgateError(
+            "no Python interpreter to compile in (sys.executable is empty): "
+            "pass compile_in_process=True"
+        )
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_compile.py")
+    return [sys.executable, "-P", script]
+
+
 class Host:
     """A plugin directory loaded in this process, with hot reload.
 
@@ -72,11 +88,33 @@ class Host:
             yields and the call continues on the host's runtime while the
             coroutine awaits it). Small guards then answer with no thread
             hop. ``False``: every call goes to the runtime at once.
+        compile_timeout_s: Longest one compile may take, in seconds; then
+            the compile is stopped and the plugin refused (default 120).
+        compile_memory_mib: Most memory one compile may use, in MiB: the
+            ``RLIMIT_DATA`` of the compiling child process, whose own
+            interpreter counts too (default 2048; at least 32).
+        compile_in_process: Compile in this process instead of a child
+            process: no memory bound, and past ``compile_timeout_s`` the
+            plugin is refused but the compile runs on to its end on a
+            background thread.
+
+    Each new component (one not in the compiled cache) is compiled in a
+    child process: this interpreter (``sys.executable``) running
+    ``toolgate/_compile.py``, which runs exactly what ``toolgate compile``
+    runs for ``toolgate serve``. The child limits its own memory and CPU
+    time and is killed at ``compile_timeout_s``; a component past a bound
+    (a compile bomb) is refused and reported in :meth:`plugins`
+    (``"errors"``, ``<path>: compile refused: ...``) while the other
+    plugins load.
 
     Raises:
         ToolgateError: The directory does not exist, or its manifest does not
-            parse. A component that fails to load is skipped and reported in
+            parse, or there is no interpreter to compile with
+            (``sys.executable`` is empty: pass ``compile_in_process=True``).
+            A component that fails to load is skipped and reported in
             :meth:`plugins` (``"errors"``) and on standard error.
+        ValueError: A compile bound is out of range (``compile_timeout_s``
+            not positive, ``compile_memory_mib`` under 32).
 
     The library logs (guard faults, reloads, load errors) go to standard
     error, filtered by ``$TOOLGATE_LOG`` (default ``warn``).
@@ -93,7 +131,13 @@ class Host:
         max_instances: int = 256,
         pooling: bool = True,
         inline: bool = True,
+        compile_timeout_s: float = 120.0,
+        compile_memory_mib: int = 2048,
+        compile_in_process: bool = False,
     ) -> None:
+        timeout_ms = round(compile_timeout_s * 1000)
+        if not timeout_ms > 0:
+            raise ValueError(f"compile_timeout_s must be positive, got {compile_timeout_s!r}")
         self._native = _NativeHost(
             os.fspath(plugins),
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
@@ -103,6 +147,9 @@ class Host:
             max_instances=max_instances,
             pooling=pooling,
             inline=inline,
+            compile_command=None if compile_in_process else _compile_command(),
+            compile_timeout_ms=timeout_ms,
+            compile_memory_mib=compile_memory_mib,
         )
 
     def __repr__(self) -> str:

@@ -14,6 +14,10 @@ class BusyError(ToolgateError):
 def dumps(value: object) -> str | None:
     """JSON text of a value made of plain JSON types only, else None."""
 
+def compile_child(argv: list[str]) -> int:
+    """The compile child's run (``toolgate compile``): limits this process,
+    compiles the component on stdin, writes its code on stdout; the exit code."""
+
 class Host:
     def __init__(
         self,
@@ -26,6 +30,9 @@ class Host:
         max_instances: int = ...,
         pooling: bool = ...,
         inline: bool = ...,
+        compile_command: list[str] | None = ...,
+        compile_timeout_ms: int = ...,
+        compile_memory_mib: int = ...,
     ) -> None: ...
     def decide(self, seam: str, request: str, trace: bool = ...) -> str | Awaitable[str]: ...
     def reload(self) -> str: ...

@@ -99,7 +99,7 @@ enum Command {
     /// standard output, under memory and CPU limits (run by toolgate itself: the
     /// bounded compile of `docs/plugins.md`).
     #[command(hide = true)]
-    Compile(CompileArgs),
+    Compile(toolgate::compile::ChildArgs),
     /// Pre-initialise a guard: call each of its seams once and save the warmed-up
     /// instance as a new component, so every fresh instance skips the runtime's start-up.
     Snapshot {
@@ -113,24 +113,6 @@ enum Command {
         #[arg(long)]
         warm_up: Option<PathBuf>,
     },
-}
-
-/// `toolgate compile`'s options: the engine's code-relevant settings and the
-/// limits the process puts on itself.
-#[derive(clap::Args)]
-struct CompileArgs {
-    /// The engine's largest linear memory, bytes.
-    #[arg(long)]
-    max_memory_bytes: usize,
-    /// The engine's maximum wasm stack, bytes.
-    #[arg(long)]
-    max_wasm_stack: usize,
-    /// RLIMIT_DATA of this process, bytes.
-    #[arg(long)]
-    data_bytes: u64,
-    /// RLIMIT_CPU of this process, seconds.
-    #[arg(long)]
-    cpu_secs: u64,
 }
 
 /// Caps on plugin files, compiles and the load probe (see `docs/plugins.md`).
@@ -184,7 +166,10 @@ impl LoadArgs {
         } else {
             let program = std::env::current_exe()
                 .context("cannot find the toolgate executable to compile with")?;
-            Compiler::Subprocess { program }
+            Compiler::Subprocess {
+                program,
+                args: Vec::new(),
+            }
         };
         Ok(toolgate::registry::LoadLimits {
             max_manifest_bytes: self.max_manifest_kib.saturating_mul(1 << 10),
@@ -507,7 +492,8 @@ async fn run(cli: Cli) -> Result<()> {
             cache,
             load,
         } => list(&plugins, &cache, &load).await?,
-        Command::Compile(args) => compile_child(&args)?,
+        // The compile child: its exit code says how it went.
+        Command::Compile(args) => std::process::exit(toolgate::compile::child_main(&args)),
         Command::Serve(args) => serve(*args).await?,
         Command::Bench(args) => bench::run(args).await?,
         Command::Build {
@@ -826,30 +812,6 @@ async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
         }))?
     );
     Ok(())
-}
-
-/// `toolgate compile`: limits itself, reads a component on standard input,
-/// writes its native code on standard output. A component that does not
-/// compile exits with code 2 and the compiler's message.
-fn compile_child(args: &CompileArgs) -> Result<()> {
-    use std::io::Write as _;
-    toolgate::compile::limit_this_process(args.data_bytes, args.cpu_secs)
-        .context("cannot set the compile limits")?;
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut bytes)
-        .context("cannot read the component")?;
-    let config = toolgate::compile::child_engine_config(args.max_memory_bytes, args.max_wasm_stack);
-    match toolgate::compile::precompile(&config, &bytes) {
-        Ok(code) => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(&code)
-                .and_then(|()| out.flush())
-                .context("cannot write the compiled code")?;
-            Ok(())
-        }
-        Err(message) => Err(bad(message)),
-    }
 }
 
 /// Like `eprintln!`, but a closed standard error (the parent stopped
