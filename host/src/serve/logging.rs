@@ -41,10 +41,16 @@ pub fn filter() -> EnvFilter {
 
 /// Installs the log on standard error, unless the process already has a
 /// subscriber (then this does nothing).
+///
+/// A line that cannot be written (standard error closed: the process that
+/// read it went away) is dropped. tracing-subscriber's default would report
+/// the failure with `eprintln!` — on the same closed stream, which panics
+/// and would take the server down at its next log line.
 pub fn init() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter())
         .with_span_events(FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .try_init();
 }

@@ -1015,6 +1015,65 @@ fn the_binary_takes_the_reload_wait() {
 
 /// Starts `toolgate serve --plugins dir args...`; returns the child, the
 /// address it printed and everything it printed up to that line.
+/// A server whose standard error is closed once it has started (its reader
+/// went away, as `spawn_serve`'s does after the banner) keeps serving: the
+/// log lines it can no longer write — a faulting guard's warning, the
+/// reload's — are dropped, and nothing panics.
+#[test]
+fn a_closed_standard_error_never_stops_the_server() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(HOSTILE, dir.path().join("hostile.wasm")).expect("copy");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--plugins", &dir.path().display().to_string()])
+        .args(["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"])
+        .env("TOOLGATE_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolgate serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut addr = None;
+    for line in BufReader::new(stderr).lines() {
+        let line = line.expect("line");
+        if let Some(at) = line.find(" on http://") {
+            addr = Some(line[at + " on http://".len()..].trim().to_string());
+            break;
+        }
+    }
+    // The reader is gone: every later write to standard error fails.
+    let addr = addr.expect("the server printed its address");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let statuses = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let mut statuses = Vec::new();
+        for _ in 0..3 {
+            let trap = client
+                .post(format!("http://{addr}/v1/steering"))
+                .json(&steering("trap", json!({})))
+                .send()
+                .await;
+            statuses.push(trap.map(|r| r.status().as_u16()).unwrap_or(0));
+            let reload = client
+                .post(format!("http://{addr}/v1/reload"))
+                .json(&json!(null))
+                .send()
+                .await;
+            statuses.push(reload.map(|r| r.status().as_u16()).unwrap_or(0));
+        }
+        let health = client.get(format!("http://{addr}/healthz")).send().await;
+        statuses.push(health.map(|r| r.status().as_u16()).unwrap_or(0));
+        statuses
+    });
+    let exited = child.try_wait().expect("try_wait");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(exited, None, "the server exited");
+    assert_eq!(statuses, [200; 7], "answers after standard error closed");
+}
+
 pub(crate) fn spawn_serve(dir: &Path, args: &[&str]) -> (std::process::Child, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["serve", "--plugins", &dir.display().to_string()])
