@@ -1,6 +1,7 @@
 //! One loaded guard: how to load it ([`PluginSpec`]), its compiled and
-//! probed component, the seams it exports and its limits. A call of it is
-//! [`crate::guard_call`].
+//! probed component, the seams it exports and its limits. Calling it is
+//! the private `guard_call` module's job (the instance, the call, its
+//! accounting).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The chain rules of the four seams, exactly as symfonic's
 //! `CallbackManager` applies them to Python handlers — with guards that
 //! fault treated like handlers that raised. Everything here is in host
-//! types: each guard's reply arrives lifted by [`crate::guard_call`].
+//! types: each guard's reply arrives lifted by `guard_call` (private).
 
 use std::sync::Arc;
 
