@@ -229,9 +229,12 @@ async fn host_call_flood_exhausts_the_budget() {
 
 #[tokio::test]
 async fn stdout_flood_is_bounded_and_the_call_completes() {
+    // About 4 s of work alone; the deadline leaves room for a machine that
+    // other tests (or other jobs) keep busy, since the call runs long and so
+    // on the low-priority lane.
     let limits = Limits {
         fuel: u64::MAX / 2,
-        timeout: Duration::from_secs(30),
+        timeout: Duration::from_secs(120),
         ..tight()
     };
     let entry = contained("stdout-flood", limits).await;
