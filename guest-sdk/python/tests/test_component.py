@@ -99,14 +99,19 @@ def fields(value: Any) -> Any:
     return {k.replace("-", "_"): v for k, v in vars(value).items()} if isinstance(value, Record) else value
 
 
-@pytest.fixture(scope="module")
-def component(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("everything")
-    src = tmp / "everything.py"
-    src.write_text(textwrap.dedent(GUARD))
-    out = tmp / "everything.wasm"
+def build_guard(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:
+    """Builds the guard `source` into `<name>.wasm` in a fresh directory."""
+    tmp = tmp_path_factory.mktemp(name)
+    src = tmp / f"{name}.py"
+    src.write_text(textwrap.dedent(source))
+    out = tmp / f"{name}.wasm"
     build.build(src, out, quiet=True)
     return out
+
+
+@pytest.fixture(scope="module")
+def component(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_guard(tmp_path_factory, "everything", GUARD)
 
 
 @pytest.fixture(scope="module")
@@ -230,12 +235,7 @@ class Named(Guard):
 
 @pytest.fixture(scope="module")
 def named(tmp_path_factory: pytest.TempPathFactory) -> Host:
-    tmp = tmp_path_factory.mktemp("named")
-    src = tmp / "named.py"
-    src.write_text(textwrap.dedent(NAMED_GUARD))
-    out = tmp / "named.wasm"
-    build.build(src, out, quiet=True)
-    return Host(out)
+    return Host(build_guard(tmp_path_factory, "named", NAMED_GUARD))
 
 
 def test_symfonic_hook_names_reach_every_seam(named: Host) -> None:

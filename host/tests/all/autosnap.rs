@@ -105,12 +105,7 @@ async fn auto_snapshots_a_go_guard_at_load_and_it_answers_as_plain() {
         described["global"][0]["snapshot"],
         json!({"state": "snapshotted"})
     );
-    let events = [
-        steering("run_query", json!({"sql": "DELETE FROM users"})),
-        steering("run_query", json!({"sql": "SELECT * FROM t WHERE id = 1"})),
-        steering("run_query", json!({"sql": 42})),
-        steering("search", json!({"q": "DELETE"})),
-    ];
+    let events = sql_guard_events();
     for event in &events {
         let a = plain
             .plugin_set()

@@ -93,6 +93,17 @@ pub fn same_answer_less_fuel<T: PartialEq + std::fmt::Debug>(
     );
 }
 
+/// Steering events that take the sql-guard down each of its paths: a
+/// refusal, a pass, arguments of the wrong type, another tool.
+pub fn sql_guard_events() -> [BeforeToolCallEvent; 4] {
+    [
+        steering("run_query", json!({"sql": "DELETE FROM users"})),
+        steering("run_query", json!({"sql": "SELECT * FROM t WHERE id = 1"})),
+        steering("run_query", json!({"sql": 42})),
+        steering("search", json!({"q": "DELETE"})),
+    ]
+}
+
 /// A chain of the given plugins.
 pub fn chain(plugins: &[&Arc<Plugin>]) -> Chain {
     Chain::new(plugins.iter().map(|p| Arc::clone(p)).collect())

@@ -41,12 +41,7 @@ async fn a_snapshot_answers_as_the_original_for_less_fuel() {
         json!({}),
     )
     .await;
-    let events = [
-        steering("run_query", json!({"sql": "DELETE FROM users"})),
-        steering("run_query", json!({"sql": "SELECT * FROM t WHERE id = 1"})),
-        steering("run_query", json!({"sql": 42})),
-        steering("search", json!({"q": "DELETE"})),
-    ];
+    let events = sql_guard_events();
     for event in &events {
         let a = chain(&[&plain]).steering(event, &no_state()).await;
         let b = chain(&[&snap]).steering(event, &no_state()).await;
