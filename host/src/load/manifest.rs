@@ -157,6 +157,8 @@ struct RawShares {
     memory_budget_mib: Option<Spanned<u64>>,
     global_requests: Option<Spanned<u32>>,
     tenant_requests: Option<Spanned<u32>>,
+    tenant_rate: Option<Spanned<u32>>,
+    tenant_burst: Option<Spanned<u32>>,
     wait_ms: Option<Spanned<u64>>,
 }
 
@@ -561,6 +563,12 @@ fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
     }
     if let Some(v) = &raw.tenant_requests {
         s.tenant_requests = range(v, key("tenant_requests"), 1, 1 << 16, "")?;
+    }
+    if let Some(v) = &raw.tenant_rate {
+        s.tenant_rate = range(v, key("tenant_rate"), 0, 1_000_000, " requests/s")?;
+    }
+    if let Some(v) = &raw.tenant_burst {
+        s.tenant_burst = range(v, key("tenant_burst"), 0, 1_000_000, "")?;
     }
     if let Some(v) = &raw.wait_ms {
         s.wait = Duration::from_millis(range(v, key("wait_ms"), 0, 60_000, " ms")?);

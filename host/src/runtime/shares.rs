@@ -67,6 +67,16 @@ pub struct Shares {
     /// Default: one per core — a tenant may keep every core busy, never
     /// queue more work than that ahead of other tenants.
     pub tenant_requests: u32,
+    /// Requests one tenant may start per second; 0: no limit. A request
+    /// over the rate waits for its turn, in order of arrival; one whose
+    /// turn is more than `wait` away waits `wait` and is refused (HTTP
+    /// 429), so a flooder that retries at once is slowed down too.
+    /// Default: 0.
+    pub tenant_rate: u32,
+    /// Requests a tenant may start at once on top of its rate after a
+    /// pause (the depth of its bucket); 0: a second's worth
+    /// (`tenant_rate`). Default: 0.
+    pub tenant_burst: u32,
     /// How long a call waits for its share (and a request for its place)
     /// before faulting with `share-exhausted` (being refused as busy).
     /// Default: 1 s (a burst above the share queues; a flood waits, which
@@ -85,6 +95,8 @@ impl Default for Shares {
             memory_budget_mib: default_memory_budget_mib(),
             global_requests: cores().saturating_mul(4),
             tenant_requests: cores(),
+            tenant_rate: 0,
+            tenant_burst: 0,
             wait: Duration::from_secs(1),
         }
     }
@@ -175,6 +187,9 @@ impl Shares {
         if self.tenant_requests == 0 {
             return Err(("tenant_requests", "must be at least 1".into()));
         }
+        if self.tenant_burst > 0 && self.tenant_rate == 0 {
+            return Err(("tenant_burst", "has no effect without tenant_rate".into()));
+        }
         if self.tenant_instances == 0 {
             return Err(("tenant_instances", "must be at least 1".into()));
         }
@@ -250,6 +265,7 @@ impl Shares {
     pub fn global_lends(&self) -> Lends {
         Lends {
             requests: self.global_requests,
+            rate: None,
             instances: self.global_instances,
             memory_mib: self.global_memory_mib,
         }
@@ -259,6 +275,13 @@ impl Shares {
     pub fn tenant_lends(&self) -> Lends {
         Lends {
             requests: self.tenant_requests,
+            rate: (self.tenant_rate > 0).then_some(Rate {
+                per_s: self.tenant_rate,
+                burst: match self.tenant_burst {
+                    0 => self.tenant_rate,
+                    b => b,
+                },
+            }),
             instances: self.tenant_instances,
             memory_mib: self.tenant_memory_mib,
         }
@@ -282,11 +305,13 @@ pub struct Account {
     name: String,
     lends: Lends,
     requests: Arc<Semaphore>,
+    pace: Option<Pace>,
     instances: Arc<Semaphore>,
     memory: Arc<Semaphore>,
     wait: Duration,
     refused: AtomicU64,
     busy: AtomicU64,
+    over_rate: AtomicU64,
     turn: AccountTurn,
 }
 
@@ -295,27 +320,111 @@ pub struct Account {
 pub struct Lends {
     /// Requests in progress at once.
     pub requests: u32,
+    /// The rate requests may start at (`None`: any).
+    pub rate: Option<Rate>,
     /// Guard instances alive at once.
     pub instances: u32,
     /// Memory committed at once, MiB.
     pub memory_mib: u64,
 }
 
+/// A rate requests may start at: `per_s` a second, `burst` at once after
+/// a pause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Rate {
+    /// Requests a second.
+    pub per_s: u32,
+    /// Requests at once on top of the rate (at least 1).
+    pub burst: u32,
+}
+
 /// A request refused because its account had no place for it in time.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "`{account}` has {max} requests in progress and this one waited {waited_ms} ms for a place; \
-     retry later ([shares] {key})"
-)]
+#[error("`{account}` {why}; retry later")]
 pub struct Busy {
     /// `global`, or the tenant's name.
     pub account: String,
-    /// Its requests in progress at once.
-    pub max: u32,
-    /// How long the request waited.
-    pub waited_ms: u128,
-    /// The `[shares]` key that sets `max`.
-    pub key: &'static str,
+    /// Which of the account's limits refused it.
+    pub why: OverLimit,
+}
+
+/// The limit a [`Busy`] request ran into.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OverLimit {
+    /// Its requests in progress: none gave its place back in time.
+    #[error(
+        "has {max} requests in progress and this one waited {waited_ms} ms for a place \
+         ([shares] {key})"
+    )]
+    Requests {
+        /// Its requests in progress at once.
+        max: u32,
+        /// How long the request waited.
+        waited_ms: u128,
+        /// The `[shares]` key that sets `max`.
+        key: &'static str,
+    },
+    /// Its rate: the request's turn was further away than it may wait.
+    #[error(
+        "may start {} requests a second ({} at once): this one's turn was {turn_ms} ms away, \
+         more than the {waited_ms} ms it waited ([shares] tenant_rate)",
+        rate.per_s,
+        rate.burst
+    )]
+    Rate {
+        /// The account's rate.
+        rate: Rate,
+        /// How far away its turn was when it came.
+        turn_ms: u128,
+        /// How long the request waited before it was refused.
+        waited_ms: u128,
+    },
+}
+
+/// When an account's requests may start, for its [`Rate`]: the generic
+/// cell rate algorithm, as a queue of turns. Each request takes the next
+/// turn — `1 / per_s` after the one before, or now if that has passed —
+/// and may start up to `burst - 1` turns early.
+#[derive(Debug)]
+struct Pace {
+    /// The rate it keeps.
+    rate: Rate,
+    /// Between two turns.
+    interval: Duration,
+    /// How early a turn may be taken.
+    tolerance: Duration,
+    /// The next turn not yet taken (`None`: never taken, so now).
+    next: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Pace {
+    fn new(rate: Rate) -> Pace {
+        let interval = Duration::from_secs(1) / rate.per_s.max(1);
+        Pace {
+            rate,
+            interval,
+            tolerance: interval * rate.burst.max(1).saturating_sub(1),
+            next: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Takes the next turn for a request that came `now`, when it may
+    /// start; or, when that is more than `wait` away, takes nothing and
+    /// says how far away it was.
+    fn take(&self, now: Instant, wait: Duration) -> Result<Instant, Duration> {
+        let mut next = self
+            .next
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let turn = next.map_or(now, |t| t.max(now));
+        let start = turn.checked_sub(self.tolerance).map_or(now, |s| s.max(now));
+        let away = start - now;
+        if away > wait {
+            return Err(away);
+        }
+        *next = Some(turn + self.interval);
+        Ok(start)
+    }
 }
 
 /// A request's place in its account; given back when dropped.
@@ -341,8 +450,14 @@ pub struct Usage {
     pub requests: u32,
     /// The most requests it may have in progress.
     pub requests_max: u32,
-    /// Requests refused as busy since the account was made.
+    /// Requests refused since the account was made because none of its
+    /// places came free in time.
     pub busy: u64,
+    /// Requests it may start a second (0: any).
+    pub rate_per_s: u32,
+    /// Requests refused since the account was made because their turn at
+    /// its rate was too far away.
+    pub over_rate: u64,
 }
 
 /// Permits held by one admitted call; given back when dropped.
@@ -358,6 +473,7 @@ impl Account {
     pub fn new(name: &str, lends: Lends, wait: Duration) -> Account {
         let Lends {
             requests,
+            rate,
             instances,
             memory_mib,
         } = lends;
@@ -365,6 +481,7 @@ impl Account {
             name: name.into(),
             lends,
             requests: Arc::new(Semaphore::new(requests as usize)),
+            pace: rate.map(Pace::new),
             instances: Arc::new(Semaphore::new(instances as usize)),
             memory: Arc::new(Semaphore::new(
                 usize::try_from(memory_mib.min(u64::from(u32::MAX))).unwrap_or(usize::MAX),
@@ -372,6 +489,7 @@ impl Account {
             wait,
             refused: AtomicU64::new(0),
             busy: AtomicU64::new(0),
+            over_rate: AtomicU64::new(0),
             turn: AccountTurn::default(),
         }
     }
@@ -391,19 +509,37 @@ impl Account {
         self.lends == lends && self.wait == wait
     }
 
-    /// A place for one request, waiting at most the account's `wait` for
-    /// it, in order of arrival. `key` names the `[shares]` key of the
-    /// limit, for the error.
+    /// A place for one request: its turn at the account's rate, then a
+    /// place among its requests in progress, in order of arrival, waiting
+    /// at most the account's `wait` for both. `key` names the `[shares]`
+    /// key of the requests' limit, for the error.
     pub async fn enter(&self, key: &'static str) -> Result<Place, Busy> {
         let start = Instant::now();
+        if let Some(pace) = &self.pace {
+            match pace.take(start, self.wait) {
+                Ok(turn) if turn > start => tokio::time::sleep_until(turn.into()).await,
+                Ok(_) => {}
+                Err(away) => {
+                    // Refused only after the whole wait: a flooder that
+                    // retries at once would otherwise spin on refusals.
+                    tokio::time::sleep(self.wait).await;
+                    self.over_rate.fetch_add(1, Ordering::Relaxed);
+                    return Err(self.refusal(OverLimit::Rate {
+                        rate: pace.rate,
+                        turn_ms: away.as_millis(),
+                        waited_ms: start.elapsed().as_millis(),
+                    }));
+                }
+            }
+        }
         let permit = match Arc::clone(&self.requests).try_acquire_owned() {
             Ok(p) => Ok(p),
             Err(_) => {
-                let permit =
-                    tokio::time::timeout(self.wait, Arc::clone(&self.requests).acquire_owned())
-                        .await
-                        .map_err(drop)
-                        .and_then(|r| r.map_err(drop));
+                let wait = self.wait.saturating_sub(start.elapsed());
+                let permit = tokio::time::timeout(wait, Arc::clone(&self.requests).acquire_owned())
+                    .await
+                    .map_err(drop)
+                    .and_then(|r| r.map_err(drop));
                 // The request that gave the place back woke this one into
                 // its thread's next slot (tokio's LIFO slot): go to the
                 // back of the queue instead, or a tenant handing places
@@ -417,13 +553,19 @@ impl Account {
             Ok(p) => Ok(Place { _permit: p }),
             Err(()) => {
                 self.busy.fetch_add(1, Ordering::Relaxed);
-                Err(Busy {
-                    account: self.name.clone(),
+                Err(self.refusal(OverLimit::Requests {
                     max: self.lends.requests,
                     waited_ms: start.elapsed().as_millis(),
                     key,
-                })
+                }))
             }
+        }
+    }
+
+    fn refusal(&self, why: OverLimit) -> Busy {
+        Busy {
+            account: self.name.clone(),
+            why,
         }
     }
 
@@ -444,6 +586,8 @@ impl Account {
             requests: self.lends.requests.saturating_sub(free(&self.requests)),
             requests_max: self.lends.requests,
             busy: self.busy.load(Ordering::Relaxed),
+            rate_per_s: self.lends.rate.map_or(0, |r| r.per_s),
+            over_rate: self.over_rate.load(Ordering::Relaxed),
         }
     }
 
@@ -513,6 +657,7 @@ mod tests {
     fn lends(instances: u32, memory_mib: u64) -> Lends {
         Lends {
             requests: 4,
+            rate: None,
             instances,
             memory_mib,
         }
@@ -524,6 +669,7 @@ mod tests {
             "a",
             Lends {
                 requests: 1,
+                rate: None,
                 instances: 1,
                 memory_mib: 1,
             },
@@ -541,9 +687,54 @@ mod tests {
         let _held = account.enter("tenant_requests").await.expect("again");
         let busy = account.enter("tenant_requests").await.expect_err("full");
         assert_eq!(busy.account, "a");
-        assert!(busy.waited_ms >= 300, "{busy}");
+        let OverLimit::Requests { waited_ms, .. } = busy.why else {
+            panic!("{busy}")
+        };
+        assert!(waited_ms >= 300, "{busy}");
         assert!(busy.to_string().contains("tenant_requests"), "{busy}");
         assert_eq!(account.usage().busy, 1);
+    }
+
+    #[test]
+    fn turns_come_at_the_rate_after_a_burst_and_too_far_ones_are_not_taken() {
+        let pace = Pace::new(Rate {
+            per_s: 10,
+            burst: 3,
+        });
+        let (now, ms) = (Instant::now(), Duration::from_millis);
+        let wait = ms(150);
+        for _ in 0..3 {
+            assert_eq!(pace.take(now, wait), Ok(now), "the burst starts at once");
+        }
+        assert_eq!(pace.take(now, wait), Ok(now + ms(100)));
+        assert_eq!(pace.take(now, wait), Err(ms(200)), "past the wait");
+        assert_eq!(pace.take(now, wait), Err(ms(200)), "a refusal took no turn");
+        assert_eq!(pace.take(now + ms(50), wait), Ok(now + ms(200)));
+        // After a pause the whole burst is back, and no more.
+        let later = now + ms(2000);
+        for _ in 0..3 {
+            assert_eq!(pace.take(later, Duration::ZERO), Ok(later));
+        }
+        assert_eq!(pace.take(later, Duration::ZERO), Err(ms(100)));
+    }
+
+    #[test]
+    fn a_tenant_rate_is_off_by_default_and_its_burst_defaults_to_a_second() {
+        let mut shares = Shares::default();
+        assert_eq!(shares.tenant_lends().rate, None);
+        shares.tenant_rate = 50;
+        assert_eq!(
+            shares.tenant_lends().rate,
+            Some(Rate {
+                per_s: 50,
+                burst: 50
+            })
+        );
+        shares.tenant_burst = 5;
+        assert_eq!(shares.tenant_lends().rate.map(|r| r.burst), Some(5));
+        assert_eq!(shares.global_lends().rate, None);
+        shares.tenant_rate = 0;
+        assert_eq!(shares.check(1 << 20).map_err(|e| e.0), Err("tenant_burst"));
     }
 
     #[tokio::test]
@@ -583,6 +774,8 @@ mod tests {
             memory_budget_mib: 4096,
             global_requests: 8,
             tenant_requests: 2,
+            tenant_rate: 0,
+            tenant_burst: 0,
             wait: Duration::ZERO,
         };
         assert!(shares.plan(Some(32), 5, "e").is_ok());

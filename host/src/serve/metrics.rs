@@ -29,7 +29,9 @@
 //! | `share_refused` | gauge | account | calls refused (`share-exhausted`) since the account was made |
 //! | `share_requests` | gauge | account | requests the account has in progress now |
 //! | `share_requests_max` | gauge | account | the most it may have in progress |
-//! | `share_busy` | gauge | account | requests refused as busy (HTTP 429) since the account was made |
+//! | `share_busy` | gauge | account | requests refused (HTTP 429) since the account was made because no place came free in time |
+//! | `share_rate` | gauge | account | requests the account may start a second (0: any) |
+//! | `share_over_rate` | gauge | account | requests refused (HTTP 429) since the account was made because their turn at its rate was too far away |
 //! | `long_lane_running` | gauge | | long guard calls (past their first tick) holding a turn now |
 //! | `long_lane_waiting` | gauge | | long guard calls waiting for a turn now |
 //! | `long_lane_width` | gauge | | the most long guard calls that may run at once |
@@ -156,7 +158,7 @@ struct Reading<U> {
 }
 
 /// The per-account gauges.
-const SHARE_GAUGES: [Reading<Usage>; 8] = [
+const SHARE_GAUGES: [Reading<Usage>; 10] = [
     Reading {
         name: "share_instances",
         help: "Guard instances the account has alive now",
@@ -194,8 +196,18 @@ const SHARE_GAUGES: [Reading<Usage>; 8] = [
     },
     Reading {
         name: "share_busy",
-        help: "Requests refused as busy (HTTP 429) since the account was made",
+        help: "Requests refused (HTTP 429) for no place coming free in time",
         read: |u| i64::try_from(u.busy).unwrap_or(i64::MAX),
+    },
+    Reading {
+        name: "share_rate",
+        help: "Requests the account may start a second (0: any)",
+        read: |u| i64::from(u.rate_per_s),
+    },
+    Reading {
+        name: "share_over_rate",
+        help: "Requests refused (HTTP 429) for their turn at the account's rate being too far away",
+        read: |u| i64::try_from(u.over_rate).unwrap_or(i64::MAX),
     },
 ];
 

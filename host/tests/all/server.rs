@@ -1401,3 +1401,84 @@ async fn a_tenant_over_its_requests_in_progress_gets_429_and_no_one_else_does() 
     assert_eq!(answer["trace"][1]["fault"], "deadline", "{answer}");
     s.stop().await;
 }
+
+/// A tenant over `[shares] tenant_rate` waits for its turn, and a request
+/// whose turn is further away than `wait_ms` is refused with 429 after
+/// waiting `wait_ms` (a flooder that retries at once is slowed down too),
+/// counted in `share_over_rate`; another tenant at the same moment is
+/// answered, and the tenant's next turn comes at its rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
+    let s = Running::start_with(
+        &[
+            ("sql-guard.wasm", SQL_GUARD),
+            ("tenants/a/no-email.wasm", NO_EMAIL),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+        ],
+        &[(
+            "toolgate.toml",
+            "[shares]\ntenant_rate = 1\ntenant_burst = 2\ntenant_requests = 16\nwait_ms = 300\n\n\
+             [[plugin]]\npath = \"sql-guard.wasm\"\n",
+        )],
+        ServerConfig::default(),
+    )
+    .await;
+    let call = |tenant: &str| {
+        let mut call = steering("run_query", json!({"sql": "DELETE FROM users"}));
+        call["tenant"] = json!(tenant);
+        call
+    };
+    let start = Instant::now();
+    let flood = (0..10).map(|_| {
+        let (client, url, call) = (s.client.clone(), s.url("/v1/steering"), call("a"));
+        tokio::spawn(async move {
+            let response = client.post(url).json(&call).send().await.expect("request");
+            let status = response.status();
+            let body = response.json::<Value>().await.expect("JSON");
+            (status, body, start.elapsed())
+        })
+    });
+    let flood: Vec<_> = flood.collect();
+    // b's own burst, in the middle of a's flood.
+    for _ in 0..2 {
+        let (status, body) = s.post("/v1/steering", call("b")).await;
+        assert_eq!((status, &body), (StatusCode::OK, &steer_where()), "b");
+    }
+    let mut answered = 0;
+    for task in flood {
+        let (status, body, took) = task.await.expect("task");
+        if status == StatusCode::OK {
+            assert_eq!(body, steer_where());
+            answered += 1;
+            continue;
+        }
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+        let error = body["error"].as_str().expect("error text");
+        assert!(
+            error.contains("`a` may start 1 requests a second (2 at once)")
+                && error.contains("tenant_rate"),
+            "{error}"
+        );
+        assert!(took >= Duration::from_millis(300), "refused after {took:?}");
+    }
+    // The burst of 2 at once; the next turn is a second away, past the wait.
+    assert_eq!(answered, 2);
+    let (_, metrics) = s.get("/metrics").await;
+    for (series_name, value) in [
+        ("toolgate_share_over_rate{account=\"a\"}", 8.0),
+        ("toolgate_share_rate{account=\"a\"}", 1.0),
+        ("toolgate_share_over_rate{account=\"b\"}", 0.0),
+        ("toolgate_share_busy{account=\"a\"}", 0.0),
+    ] {
+        assert_eq!(series(&metrics, series_name), Some(value), "{series_name}");
+    }
+    // Refused requests took no turn: the next is a second after the burst.
+    tokio::time::sleep_until((start + Duration::from_millis(1100)).into()).await;
+    let (status, body) = s.post("/v1/steering", call("a")).await;
+    assert_eq!(
+        (status, &body),
+        (StatusCode::OK, &steer_where()),
+        "a's next turn"
+    );
+    s.stop().await;
+}

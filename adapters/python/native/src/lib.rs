@@ -63,8 +63,9 @@ pyo3::create_exception!(
     BusyError,
     ToolgateError,
     "A seam request refused because its tenant already had as many requests in progress as \
-     its share allows (`[shares] tenant_requests`) for the share's whole wait (what \
-     `toolgate serve` answers with 429). Nothing was decided; retrying later may succeed."
+     its share allows (`[shares] tenant_requests`) for the share's whole wait, or was over its \
+     rate (`[shares] tenant_rate`) by more than that wait (what `toolgate serve` answers with \
+     429). Nothing was decided; retrying later may succeed."
 );
 
 /// Why a seam request got no answer.

@@ -290,6 +290,14 @@ struct PolicyArgs {
     /// are refused with 429 (default: one per core).
     #[arg(long)]
     tenant_requests: Option<u32>,
+    /// Requests each tenant may start per second; more wait their turn,
+    /// then are refused with 429; 0: no limit (default 0).
+    #[arg(long)]
+    tenant_rate: Option<u32>,
+    /// Requests each tenant may start at once on top of its rate after a
+    /// pause; 0: a second's worth (default 0).
+    #[arg(long)]
+    tenant_burst: Option<u32>,
     /// How long a call waits for its share before faulting, ms (default 1000).
     #[arg(long)]
     share_wait_ms: Option<u64>,
@@ -338,6 +346,8 @@ impl PolicyArgs {
         s.memory_budget_mib = self.memory_budget_mib.unwrap_or(s.memory_budget_mib);
         s.global_requests = self.global_requests.unwrap_or(s.global_requests);
         s.tenant_requests = self.tenant_requests.unwrap_or(s.tenant_requests);
+        s.tenant_rate = self.tenant_rate.unwrap_or(s.tenant_rate);
+        s.tenant_burst = self.tenant_burst.unwrap_or(s.tenant_burst);
         if let Some(v) = self.share_wait_ms {
             s.wait = Duration::from_millis(v);
         }
