@@ -900,9 +900,14 @@ TIMEOUT_MS = 10_000
 MEMORY_MIB = 16
 
 
+#: The compiled code each case's guards may hold (one scripted guard's,
+#: shared by all of them: about 1 MiB).
+CODE_MIB = 8
+
 #: Each case is a tenant; the operator's policy makes room for a batch of
 #: them: the deadline above the default ceiling, a small share each (one
-#: instance, a few MiB) so a batch fits the engine's pool and memory budget.
+#: instance, a few MiB of memory and code) so a batch fits the engine's pool
+#: and memory budget.
 GLOBAL_MANIFEST = f"""[ceilings]
 timeout_ms = {TIMEOUT_MS}
 memory_mib = {MEMORY_MIB}
@@ -912,6 +917,7 @@ global_instances = 1
 global_memory_mib = {MEMORY_MIB}
 tenant_instances = 1
 tenant_memory_mib = {MEMORY_MIB}
+tenant_code_mib = {CODE_MIB}
 """
 
 

@@ -279,6 +279,20 @@ impl Plugin {
         &self.digest
     }
 
+    /// The bytes of compiled code its component holds in memory (plugins
+    /// of one component share them).
+    pub fn code_bytes(&self) -> usize {
+        self.code_image().1
+    }
+
+    /// Where its compiled code is in memory, and how long it is: the same
+    /// for plugins that share it.
+    pub(crate) fn code_image(&self) -> (usize, usize) {
+        let image = self.pre.component().image_range();
+        let start = image.start as usize;
+        (start, (image.end as usize).saturating_sub(start))
+    }
+
     /// Whether its component is a snapshot: made when the registry loaded
     /// it, made before (`toolgate snapshot`), or not (and why not, when a
     /// warm-up failed).

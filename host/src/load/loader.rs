@@ -398,6 +398,7 @@ impl Loader {
             policy: set_policy.clone(),
             ..ScopeState::default()
         };
+        let loaded_before = report.loaded.len();
         for entry in entries {
             // The previous plugin of this name (manifest) or file (no
             // manifest; the name is the file's stem): what keeps serving if
@@ -475,6 +476,28 @@ impl Loader {
                     state.plugins.extend(old.cloned());
                 }
             }
+        }
+        // Plugins of one component share its code: each image counts once.
+        let images: std::collections::HashSet<(usize, usize)> = state
+            .plugins
+            .iter()
+            .map(|p| p.plugin.code_image())
+            .collect();
+        let code: usize = images.iter().map(|(_, len)| len).sum();
+        let code_mib = (code as u64).div_ceil(1 << 20);
+        if tenant.is_some() && code_mib > shares.tenant_code_mib {
+            report.loaded.truncate(loaded_before);
+            return Some(keep_previous(LoadIssue::new(
+                IssueKind::Share,
+                &dir,
+                format!(
+                    "{}: its plugins compile to {code_mib} MiB of code; a tenant's may hold at \
+                     most {} MiB ([shares] tenant_code_mib): not loaded, its previous plugins \
+                     keep serving",
+                    dir.display(),
+                    shares.tenant_code_mib
+                ),
+            )));
         }
         for p in &previous.plugins {
             if !state
@@ -698,29 +721,30 @@ fn plan_scope(
         }
     };
     let manifest_path = dir.join(manifest::FILE_NAME);
-    let entries = match pdir.read_optional(Path::new(manifest::FILE_NAME), max_manifest_bytes) {
+    let (entries, set) = match pdir
+        .read_optional(Path::new(manifest::FILE_NAME), max_manifest_bytes)
+    {
         Err(e) => {
             let e = Error::from(manifest::ManifestError::unreadable(&manifest_path, &e));
             return Plan::Failed(LoadIssue::of(&manifest_path, &e));
         }
         Ok(Some(bytes)) => {
             match Manifest::parse_bytes(&manifest_path, &bytes, scope, max_memory_bytes, policy) {
-                Ok(m) => {
-                    let set = (scope == Scope::Global).then_some(m.policy);
-                    return Plan::Load {
-                        dir: Arc::new(pdir),
-                        entries: m.plugins,
-                        policy: set,
-                    };
-                }
+                Ok(m) => (m.plugins, (scope == Scope::Global).then_some(m.policy)),
                 Err(e) => {
                     let path = e.path.clone();
                     return Plan::Failed(LoadIssue::of(&path, &Error::from(e)));
                 }
             }
         }
-        Ok(None) => match pdir.wasm_names() {
-            Ok(names) => names
+        Ok(None) => {
+            let names = match pdir.wasm_names() {
+                Ok(names) => names,
+                Err(e) => {
+                    return Plan::Failed(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
+                }
+            };
+            let entries = names
                 .into_iter()
                 .map(|n| {
                     let mut spec = PluginSpec::new(dir.join(n));
@@ -732,16 +756,27 @@ fn plan_scope(
                         tenants: None,
                     }
                 })
-                .collect(),
-            Err(e) => {
-                return Plan::Failed(LoadIssue::new(IssueKind::Directory, dir, e.to_string()));
-            }
-        },
+                .collect();
+            (entries, None)
+        }
     };
+    let most = policy.shares.tenant_plugins;
+    if scope == Scope::Tenant && entries.len() > most as usize {
+        return Plan::Failed(LoadIssue::new(
+            IssueKind::Share,
+            dir,
+            format!(
+                "{}: {} plugins; a tenant may have at most {most} ([shares] tenant_plugins): \
+                 not loaded, its previous plugins keep serving",
+                dir.display(),
+                entries.len()
+            ),
+        ));
+    }
     Plan::Load {
         dir: Arc::new(pdir),
         entries,
-        policy: None,
+        policy: set,
     }
 }
 

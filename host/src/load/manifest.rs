@@ -154,6 +154,8 @@ struct RawShares {
     global_memory_mib: Option<Spanned<u64>>,
     tenant_instances: Option<Spanned<u32>>,
     tenant_memory_mib: Option<Spanned<u64>>,
+    tenant_plugins: Option<Spanned<u32>>,
+    tenant_code_mib: Option<Spanned<u64>>,
     memory_budget_mib: Option<Spanned<u64>>,
     global_requests: Option<Spanned<u32>>,
     tenant_requests: Option<Spanned<u32>>,
@@ -554,6 +556,12 @@ fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
     }
     if let Some(v) = &raw.tenant_memory_mib {
         s.tenant_memory_mib = range(v, key("tenant_memory_mib"), 1, 1 << 30, " MiB")?;
+    }
+    if let Some(v) = &raw.tenant_plugins {
+        s.tenant_plugins = range(v, key("tenant_plugins"), 1, 1 << 10, "")?;
+    }
+    if let Some(v) = &raw.tenant_code_mib {
+        s.tenant_code_mib = range(v, key("tenant_code_mib"), 1, 1 << 30, " MiB")?;
     }
     if let Some(v) = &raw.memory_budget_mib {
         s.memory_budget_mib = range(v, key("memory_budget_mib"), 1, 1 << 40, " MiB")?;

@@ -455,9 +455,14 @@ impl Registry {
         lock.loading.store(true, Ordering::SeqCst);
         let _loading = Flag(&lock.loading);
         let previous = self.plugin_set().scopes.get(key).cloned();
-        // The policy in force: the global manifest's (when a tenant loads,
-        // the global directory has loaded first), else the options'.
-        let policy = self.policy_in_force();
+        // The global manifest overrides the options' policy key by key (a
+        // key it no longer sets is back to the options'); a tenant loads
+        // under the policy in force: the global manifest's (the global
+        // directory has loaded first), else the options'.
+        let policy = match key {
+            ScopeKey::Global => self.policy.clone(),
+            ScopeKey::Tenant(_) => self.policy_in_force(),
+        };
         let (state, report) = self.loader.load(key, previous.as_ref(), &policy).await;
         let changed = !report.loaded.is_empty() || !report.removed.is_empty();
         self.publish(|scopes, listed| {

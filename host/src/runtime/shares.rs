@@ -53,10 +53,20 @@ pub struct Shares {
     /// Memory one tenant's instances may have committed at once, in MiB.
     /// Must be at least the tenant ceiling's `memory_mib`. Default: 512.
     pub tenant_memory_mib: u64,
+    /// Plugins one tenant may have: a tenant directory (or manifest) with
+    /// more is not loaded (its previous plugins keep serving), before any
+    /// of its components is read. Default: 16.
+    pub tenant_plugins: u32,
+    /// Compiled code one tenant's plugins may hold in memory together, in
+    /// MiB: a tenant whose plugins compile to more is not loaded (its
+    /// previous plugins keep serving). Counted in the memory budget.
+    /// Default: 256 (a componentize-py guard compiles to ~43 MiB, a Rust
+    /// one to ~1).
+    pub tenant_code_mib: u64,
     /// Host-wide memory budget, in MiB: the global share plus every
-    /// tenant's share must fit in it; a tenant that does not fit is not
-    /// loaded. Default: half the machine's physical memory (4096 if it
-    /// cannot be read).
+    /// tenant's share and compiled code must fit in it; a tenant that does
+    /// not fit is not loaded. Default: half the machine's physical memory
+    /// (4096 if it cannot be read).
     pub memory_budget_mib: u64,
     /// Requests the global account may have in progress at once (decided
     /// through [`DecideRequest`](crate::DecideRequest): the HTTP service,
@@ -92,6 +102,8 @@ impl Default for Shares {
             global_memory_mib: 2048,
             tenant_instances: 4,
             tenant_memory_mib: 512,
+            tenant_plugins: 16,
+            tenant_code_mib: 256,
             memory_budget_mib: default_memory_budget_mib(),
             global_requests: cores().saturating_mul(4),
             tenant_requests: cores(),
@@ -155,8 +167,9 @@ pub enum PlanError {
     /// The shares need more memory than the host-wide budget.
     #[error(
         "no capacity left for tenant `{tenant}`: the global share ({global} MiB) and {tenants} \
-         tenant share(s) of {each} MiB need {needed} MiB; the memory budget is {budget} MiB. \
-         Raise [shares] memory_budget_mib or lower tenant_memory_mib"
+         tenant share(s) of {each} MiB (memory and compiled code) need {needed} MiB; the memory \
+         budget is {budget} MiB. Raise [shares] memory_budget_mib or lower tenant_memory_mib or \
+         tenant_code_mib"
     )]
     Memory {
         /// The tenant that did not fit.
@@ -165,7 +178,7 @@ pub enum PlanError {
         global: u64,
         /// Tenants that would be loaded, this one included.
         tenants: u32,
-        /// MiB per tenant.
+        /// MiB per tenant: its memory share and its compiled code.
         each: u64,
         /// MiB needed.
         needed: u64,
@@ -192,6 +205,12 @@ impl Shares {
         }
         if self.tenant_instances == 0 {
             return Err(("tenant_instances", "must be at least 1".into()));
+        }
+        if self.tenant_plugins == 0 {
+            return Err(("tenant_plugins", "must be at least 1".into()));
+        }
+        if self.tenant_code_mib == 0 {
+            return Err(("tenant_code_mib", "must be at least 1".into()));
         }
         let cap_mib = (tenant_memory_cap as u64).div_ceil(MIB);
         if self.tenant_memory_mib < cap_mib {
@@ -247,13 +266,16 @@ impl Shares {
                 });
             }
         }
-        let needed = self.global_memory_mib + u64::from(tenants) * self.tenant_memory_mib;
+        let each = self.tenant_memory_mib.saturating_add(self.tenant_code_mib);
+        let needed = self
+            .global_memory_mib
+            .saturating_add(u64::from(tenants).saturating_mul(each));
         if needed > self.memory_budget_mib {
             return Err(PlanError::Memory {
                 tenant: tenant.into(),
                 global: self.global_memory_mib,
                 tenants,
-                each: self.tenant_memory_mib,
+                each,
                 needed,
                 budget: self.memory_budget_mib,
             });
@@ -771,7 +793,9 @@ mod tests {
             global_memory_mib: 1024,
             tenant_instances: 4,
             tenant_memory_mib: 512,
-            memory_budget_mib: 4096,
+            tenant_plugins: 16,
+            tenant_code_mib: 256,
+            memory_budget_mib: 1024 + 6 * (512 + 256),
             global_requests: 8,
             tenant_requests: 2,
             tenant_rate: 0,

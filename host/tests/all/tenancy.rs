@@ -309,7 +309,8 @@ async fn tenants_beyond_the_pool_or_the_memory_budget_are_refused_at_load() {
     let manifest = dir.path().join("toolgate.toml");
     write(
         &manifest,
-        "[shares]\nglobal_memory_mib = 512\ntenant_memory_mib = 256\nmemory_budget_mib = 1024\n",
+        "[shares]\nglobal_memory_mib = 512\ntenant_memory_mib = 256\ntenant_code_mib = 64\n\
+         memory_budget_mib = 1152\n",
     );
     let reg = open(dir.path()).await;
     let set = reg.plugin_set();
@@ -326,7 +327,13 @@ async fn tenants_beyond_the_pool_or_the_memory_budget_are_refused_at_load() {
         "{:?}",
         set.errors
     );
-    assert!(set.errors[0].message.contains("memory budget is 1024 MiB"));
+    assert!(
+        set.errors[0]
+            .message
+            .contains("tenant share(s) of 320 MiB (memory and compiled code) need 1472 MiB; the memory budget is 1152 MiB"),
+        "{:?}",
+        set.errors
+    );
     // The engine has 32 slots: 16 global + 2 × 8 + 1 probe slot do not fit.
     write(
         &manifest,
@@ -350,6 +357,118 @@ async fn tenants_beyond_the_pool_or_the_memory_budget_are_refused_at_load() {
         report.errors
     );
 }
+
+/// A tenant with more plugins than `[shares] tenant_plugins` is not
+/// loaded, and none of its files is read; one whose plugins compile to
+/// more than `tenant_code_mib` is not loaded either. Either way its
+/// previous plugins keep serving and the other tenants load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_over_its_plugins_or_its_code_keeps_its_previous_plugins() {
+    use toolgate::registry::IssueKind;
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("tenants/a/no-email.wasm", NO_EMAIL),
+            ("tenants/a/sql-guard.wasm", SQL_GUARD),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+        ],
+    );
+    let manifest = dir.path().join("toolgate.toml");
+    write(&manifest, "[shares]\ntenant_plugins = 2\n");
+    let reg = open(dir.path()).await;
+    let names = |reg: &Registry| -> Vec<String> {
+        reg.plugin_set().tenants["a"]
+            .plugins()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect()
+    };
+    let before = ["a/no-email", "a/sql-guard"];
+    assert_eq!(names(&reg), before, "{:?}", reg.plugin_set().errors);
+
+    // A third file, not even a component: not read, so not reported.
+    let junk = dir.path().join("tenants/a/junk.wasm");
+    std::fs::write(&junk, b"not a component").expect("write");
+    let report = reg.reload().await.expect("reload");
+    let over = report
+        .errors
+        .iter()
+        .find(|e| e.message.contains("tenant_plugins"))
+        .unwrap_or_else(|| panic!("reported: {:?}", report.errors));
+    assert!(
+        over.message
+            .contains("3 plugins; a tenant may have at most 2"),
+        "{over:?}"
+    );
+    assert_eq!(
+        (over.kind, over.path.as_path()),
+        (IssueKind::Share, dir.path().join("tenants/a").as_path())
+    );
+    assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+    assert_eq!(names(&reg), before);
+    assert!(reg.plugin_set().tenants.contains_key("b"));
+    assert_eq!(
+        steer_as(
+            &reg,
+            Some("a"),
+            "run_query",
+            json!({"sql": "DELETE FROM t"})
+        )
+        .await
+        .result
+        .map(|s| s.content),
+        Some(WHERE.to_string()),
+        "a's previous plugins serve"
+    );
+
+    // In place of the junk, a guard with 1 MiB of code or more: over a
+    // code share of a's previous code rounded up, a's load is refused.
+    std::fs::write(&junk, crate::tenant_files::compile_bomb(CODE_LINES)).expect("write");
+    let code = |reg: &Registry| -> usize {
+        let set = reg.plugin_set();
+        set.tenants["a"]
+            .plugins()
+            .iter()
+            .map(|p| p.code_bytes())
+            .sum()
+    };
+    let previous_mib = code(&reg).div_ceil(1 << 20);
+    write(
+        &manifest,
+        &format!("[shares]\ntenant_plugins = 3\ntenant_code_mib = {previous_mib}\n"),
+    );
+    let report = reg.reload().await.expect("reload");
+    let over = report
+        .errors
+        .iter()
+        .find(|e| e.message.contains("tenant_code_mib"))
+        .unwrap_or_else(|| panic!("reported: {:?}", report.errors));
+    assert!(
+        over.message
+            .contains(&format!("a tenant's may hold at most {previous_mib} MiB")),
+        "{over:?}"
+    );
+    assert_eq!(over.kind, IssueKind::Share);
+    assert_eq!(names(&reg), before);
+    assert!(report.loaded.is_empty(), "{:?}", report.loaded);
+
+    // With the key gone from the global manifest the default is back (not
+    // the value it last set), and there is room for it: it loads.
+    write(&manifest, "[shares]\ntenant_plugins = 3\n");
+    let report = reg.reload().await.expect("reload");
+    assert_eq!(
+        names(&reg),
+        ["a/junk", "a/no-email", "a/sql-guard"],
+        "{:?}",
+        report.errors
+    );
+    assert!(code(&reg) >= 1 << 20, "{} bytes of code", code(&reg));
+}
+
+/// Lines of [`crate::tenant_files::compile_bomb`] that compile to more
+/// than 1 MiB of code.
+const CODE_LINES: usize = 8_000;
 
 /// A guard that faults 3 times in the window is quarantined: its on_error
 /// (deny) applies without running it, visibly in /v1/plugins and

@@ -266,7 +266,7 @@ async fn oversized_manifest_and_component_are_refused_unread() {
 /// A steering guard (it always proceeds) whose core module also holds one
 /// function of `lines` straight-line arithmetic on many live locals: cheap
 /// to write, costly to compile.
-fn compile_bomb(lines: usize) -> Vec<u8> {
+pub(crate) fn compile_bomb(lines: usize) -> Vec<u8> {
     let mut body = String::with_capacity(lines * 64);
     for i in 0..lines {
         let (a, b, c) = (i % 61, (i * 7 + 3) % 61, (i * 13 + 5) % 61);

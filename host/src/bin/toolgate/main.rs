@@ -279,6 +279,14 @@ struct PolicyArgs {
     /// Memory each tenant may commit at once, MiB (default 512).
     #[arg(long)]
     tenant_memory_mib: Option<u64>,
+    /// Plugins each tenant may have; a tenant with more is not loaded
+    /// (default 16).
+    #[arg(long)]
+    tenant_plugins: Option<u32>,
+    /// Compiled code each tenant's plugins may hold together, MiB; counted
+    /// in the memory budget (default 256).
+    #[arg(long)]
+    tenant_code_mib: Option<u64>,
     /// Host-wide memory budget for all shares, MiB (default: half the RAM).
     #[arg(long)]
     memory_budget_mib: Option<u64>,
@@ -343,6 +351,8 @@ impl PolicyArgs {
         s.global_memory_mib = self.global_memory_mib.unwrap_or(s.global_memory_mib);
         s.tenant_instances = self.tenant_instances.unwrap_or(s.tenant_instances);
         s.tenant_memory_mib = self.tenant_memory_mib.unwrap_or(s.tenant_memory_mib);
+        s.tenant_plugins = self.tenant_plugins.unwrap_or(s.tenant_plugins);
+        s.tenant_code_mib = self.tenant_code_mib.unwrap_or(s.tenant_code_mib);
         s.memory_budget_mib = self.memory_budget_mib.unwrap_or(s.memory_budget_mib);
         s.global_requests = self.global_requests.unwrap_or(s.global_requests);
         s.tenant_requests = self.tenant_requests.unwrap_or(s.tenant_requests);
