@@ -17,7 +17,7 @@ use crate::error::Error;
 use crate::event::Seam;
 use crate::guard_call::arm_deadline;
 use crate::limits::Limits;
-use crate::prepared::{self, Depth, Prepared};
+use crate::prepared::{self, Depth, Prepared, PreparedShare};
 use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
@@ -137,19 +137,21 @@ impl Plugin {
         component: Component,
         digest: String,
     ) -> Result<Plugin, Error> {
-        Plugin::from_component_probed(engine, spec, component, digest, None).await
+        Plugin::from_component_probed(engine, spec, component, digest, None, None).await
     }
 
     /// Like [`Plugin::from_component`], with the load probe's deadline
     /// capped at `probe_timeout` (when given): a start function that spins
     /// costs a reload at most that long, whatever the plugin's own
-    /// `timeout` says.
-    pub async fn from_component_probed(
+    /// `timeout` says. Its prepared instances count against
+    /// `prepared_share` too, when given (its directory's).
+    pub(crate) async fn from_component_probed(
         engine: &Engine,
         spec: PluginSpec,
         component: Component,
         digest: String,
         probe_timeout: Option<Duration>,
+        prepared_share: Option<Arc<PreparedShare>>,
     ) -> Result<Plugin, Error> {
         let path = spec.path;
         if spec.limits.memory_bytes > engine.config().max_memory_bytes {
@@ -182,7 +184,7 @@ impl Plugin {
             exports,
             account: None,
             quarantine: Arc::new(Quarantine::new(QuarantinePolicy::off())),
-            prepared: Arc::new(Prepared::new(0, Arc::clone(engine.prepared_slots()))),
+            prepared: Arc::new(Prepared::new(0, Arc::clone(engine.prepared_slots()), None)),
             snapshot: SnapshotStatus::Plain,
         };
         if plugin.seams().is_empty() {
@@ -208,6 +210,7 @@ impl Plugin {
         plugin.prepared = Arc::new(Prepared::new(
             usize::try_from(depth).unwrap_or(0),
             Arc::clone(engine.prepared_slots()),
+            prepared_share,
         ));
         plugin.refill();
         Ok(plugin)

@@ -24,6 +24,7 @@ use crate::files::{Opened, PluginDir, Symlinks};
 use crate::manifest::{self, Manifest, Scope};
 use crate::plugin::{Plugin, PluginSpec};
 use crate::policy::Policy;
+use crate::prepared::PreparedShare;
 use crate::snapshot::{AutoSnapshots, SnapshotStatus};
 use crate::tenant::TenantName;
 
@@ -221,6 +222,8 @@ pub(crate) struct Loader {
     compiled: std::sync::Mutex<HashMap<String, Component>>,
     /// Snapshots made at load: failed warm-ups, and a count.
     snapshots: AutoSnapshots,
+    /// Each directory's share of the prepared instances.
+    prepared: std::sync::Mutex<HashMap<ScopeKey, Arc<PreparedShare>>>,
 }
 
 /// What a directory's manifest (or listing) says to load.
@@ -265,6 +268,7 @@ impl Loader {
             limits,
             compiled: Default::default(),
             snapshots: AutoSnapshots::default(),
+            prepared: std::sync::Mutex::default(),
         }
     }
 
@@ -399,6 +403,13 @@ impl Loader {
             ..ScopeState::default()
         };
         let loaded_before = report.loaded.len();
+        let share = Arc::clone(
+            self.prepared
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .entry(key.clone())
+                .or_default(),
+        );
         for entry in entries {
             // The previous plugin of this name (manifest) or file (no
             // manifest; the name is the file's stem): what keeps serving if
@@ -455,7 +466,7 @@ impl Loader {
                 continue;
             }
             match self
-                .load_plugin(entry.spec.clone(), bytes, digest, report)
+                .load_plugin(entry.spec.clone(), bytes, digest, &share, report)
                 .await
             {
                 Ok(plugin) => {
@@ -523,11 +534,15 @@ impl Loader {
         spec: PluginSpec,
         bytes: Vec<u8>,
         digest: String,
+        share: &Arc<PreparedShare>,
         report: &mut ScopeReport,
     ) -> Result<Plugin, Error> {
         let status = match crate::snapshot::plan(spec.snapshot, &bytes) {
             Some(status) => status,
-            None => match self.load_snapshot(&spec, &bytes, &digest, report).await {
+            None => match self
+                .load_snapshot(&spec, &bytes, &digest, share, report)
+                .await
+            {
                 Ok(plugin) => return Ok(plugin),
                 Err(reason) => SnapshotStatus::Failed { reason },
             },
@@ -559,6 +574,7 @@ impl Loader {
             component,
             digest,
             Some(self.limits.probe_timeout),
+            Some(Arc::clone(share)),
         )
         .await?;
         plugin.snapshot = status;
@@ -807,6 +823,7 @@ impl Loader {
         spec: &PluginSpec,
         bytes: &[u8],
         digest: &str,
+        share: &Arc<PreparedShare>,
         report: &mut ScopeReport,
     ) -> Result<Plugin, String> {
         let memo = AutoSnapshots::memo(spec, digest);
@@ -832,6 +849,7 @@ impl Loader {
                 component,
                 digest.to_string(),
                 Some(self.limits.probe_timeout),
+                Some(Arc::clone(share)),
             )
             .await
             .map_err(|e| e.to_string())?;

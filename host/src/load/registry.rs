@@ -515,10 +515,12 @@ impl Registry {
                 .shares
                 .reserved(u32::try_from(set.accounts.tenants.len()).unwrap_or(u32::MAX));
             let room = u64::from(pool).saturating_sub(reserved);
+            // Split evenly between the global directory and each tenant's.
+            let parts = u32::try_from(set.accounts.tenants.len() + 1).unwrap_or(u32::MAX);
             if self
                 .engine()
                 .prepared_slots()
-                .set_room(u32::try_from(room).unwrap_or(u32::MAX))
+                .set_room(u32::try_from(room).unwrap_or(u32::MAX), parts)
             {
                 let global = set.global_plugins.iter().map(|p| &p.plugin);
                 for p in global.chain(set.tenants.values().flat_map(|c| c.plugins())) {

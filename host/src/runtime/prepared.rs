@@ -28,7 +28,9 @@
 //! call that is within its share; and all prepared instances together hold
 //! at most [`MAX_PREPARED_BYTES`] of linear memory — an instance whose
 //! start-up took more is dropped, and its plugin prepares no more until it
-//! is reloaded.
+//! is reloaded. A registry splits both evenly between its directories (the
+//! global one and each tenant's, [`PreparedShare`]): one tenant's plugins
+//! never take the prepared instances everyone else's would have.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -88,6 +90,8 @@ pub const IDLE: Duration = Duration::from_millis(1);
 #[derive(Debug)]
 pub struct PreparedSlots {
     room: AtomicU32,
+    /// The directories the room and the memory are split between.
+    parts: AtomicU32,
     live: AtomicU32,
     bytes: AtomicU64,
     made: AtomicU64,
@@ -98,17 +102,30 @@ impl PreparedSlots {
     pub(crate) fn new(room: u32) -> Arc<PreparedSlots> {
         Arc::new(PreparedSlots {
             room: AtomicU32::new(room),
+            parts: AtomicU32::new(1),
             live: AtomicU32::new(0),
             bytes: AtomicU64::new(0),
             made: AtomicU64::new(0),
         })
     }
 
-    /// Sets the room; returns whether more instances are prepared now
-    /// than it allows (the caller then discards them).
-    pub(crate) fn set_room(&self, room: u32) -> bool {
+    /// Sets the room, split between `parts` directories (each
+    /// [`PreparedShare`] may hold its part of it and of
+    /// [`MAX_PREPARED_BYTES`]); returns whether the instances prepared now
+    /// are to be discarded: more than the room allows, or split otherwise.
+    pub(crate) fn set_room(&self, room: u32, parts: u32) -> bool {
         self.room.store(room, Ordering::Relaxed);
-        self.live.load(Ordering::Relaxed) > room
+        let was = self.parts.swap(parts.max(1), Ordering::Relaxed);
+        self.live.load(Ordering::Relaxed) > room || was != parts.max(1)
+    }
+
+    /// What one directory may hold: instances, bytes.
+    fn part(&self) -> (u32, u64) {
+        let parts = self.parts.load(Ordering::Relaxed).max(1);
+        (
+            (self.room.load(Ordering::Relaxed) / parts).max(1),
+            MAX_PREPARED_BYTES / u64::from(parts),
+        )
     }
 
     /// Prepared instances alive now (waiting, or serving their one call).
@@ -126,18 +143,56 @@ impl PreparedSlots {
         self.room.load(Ordering::Relaxed)
     }
 
-    fn reserve(self: &Arc<Self>) -> Option<Slot> {
+    fn reserve(self: &Arc<Self>, share: Option<&Arc<PreparedShare>>) -> Option<Slot> {
         let room = self.room.load(Ordering::Relaxed);
         self.live
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
                 (n < room).then_some(n + 1)
             })
-            .ok()
-            .map(|_| Slot {
-                slots: Arc::clone(self),
-                bytes: 0,
-            })
+            .ok()?;
+        let mut slot = Slot {
+            slots: Arc::clone(self),
+            share: None,
+            bytes: 0,
+        };
+        if let Some(share) = share {
+            let (most, _) = self.part();
+            // On failure `slot` drops and gives the engine's count back.
+            share
+                .live
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+                    (n < most).then_some(n + 1)
+                })
+                .ok()?;
+            slot.share = Some(Arc::clone(share));
+        }
+        Some(slot)
     }
+}
+
+/// The prepared instances of one plugin directory (the global one or a
+/// tenant's), counted together against its part of the engine's room and
+/// of [`MAX_PREPARED_BYTES`] (see [`PreparedSlots::set_room`]).
+#[derive(Debug, Default)]
+pub struct PreparedShare {
+    live: AtomicU32,
+    bytes: AtomicU64,
+}
+
+impl PreparedShare {
+    /// Prepared instances its plugins hold now.
+    pub fn live(&self) -> u32 {
+        self.live.load(Ordering::Relaxed)
+    }
+}
+
+/// Adds `bytes` to `total` unless that passes `most`.
+fn add_within(total: &AtomicU64, bytes: u64, most: u64) -> bool {
+    total
+        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
+            n.checked_add(bytes).filter(|&t| t <= most)
+        })
+        .is_ok()
 }
 
 /// One prepared instance's claim on a pool slot and on the memory its
@@ -145,25 +200,28 @@ impl PreparedSlots {
 #[derive(Debug)]
 pub(crate) struct Slot {
     slots: Arc<PreparedSlots>,
+    /// The directory's share it counts against too, once counted.
+    share: Option<Arc<PreparedShare>>,
     bytes: u64,
 }
 
 impl Slot {
     /// Claims `bytes` of the prepared instances' memory; false (nothing
-    /// claimed) when that would pass [`MAX_PREPARED_BYTES`].
+    /// claimed) when that would pass [`MAX_PREPARED_BYTES`] or its
+    /// directory's part of it.
     pub(crate) fn hold(&mut self, bytes: u64) -> bool {
-        let ok = self
-            .slots
-            .bytes
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| {
-                n.checked_add(bytes).filter(|&t| t <= MAX_PREPARED_BYTES)
-            })
-            .is_ok();
-        if ok {
-            self.bytes = bytes;
-            self.slots.made.fetch_add(1, Ordering::Relaxed);
+        if !add_within(&self.slots.bytes, bytes, MAX_PREPARED_BYTES) {
+            return false;
         }
-        ok
+        if let Some(share) = &self.share
+            && !add_within(&share.bytes, bytes, self.slots.part().1)
+        {
+            self.slots.bytes.fetch_sub(bytes, Ordering::AcqRel);
+            return false;
+        }
+        self.bytes = bytes;
+        self.slots.made.fetch_add(1, Ordering::Relaxed);
+        true
     }
 }
 
@@ -171,6 +229,10 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.slots.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
         self.slots.live.fetch_sub(1, Ordering::AcqRel);
+        if let Some(share) = &self.share {
+            share.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
+            share.live.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -186,17 +248,24 @@ pub(crate) struct Ready {
 pub(crate) struct Prepared {
     depth: usize,
     slots: Arc<PreparedSlots>,
+    /// Its directory's share, when a registry loaded it.
+    share: Option<Arc<PreparedShare>>,
     ready: Mutex<Vec<Ready>>,
     refilling: AtomicBool,
     calls: AtomicU64,
 }
 
 impl Prepared {
-    /// Up to `depth` instances, in `slots`.
-    pub(crate) fn new(depth: usize, slots: Arc<PreparedSlots>) -> Prepared {
+    /// Up to `depth` instances, in `slots` (and in `share`, if given).
+    pub(crate) fn new(
+        depth: usize,
+        slots: Arc<PreparedSlots>,
+        share: Option<Arc<PreparedShare>>,
+    ) -> Prepared {
         Prepared {
             depth,
             slots,
+            share,
             ready: Mutex::new(Vec::with_capacity(depth)),
             refilling: AtomicBool::new(false),
             calls: AtomicU64::new(0),
@@ -235,7 +304,7 @@ impl Prepared {
     /// the engine has room.
     pub(crate) fn slot(&self) -> Option<Slot> {
         (self.lock().len() < self.depth)
-            .then(|| self.slots.reserve())
+            .then(|| self.slots.reserve(self.share.as_ref()))
             .flatten()
     }
 
@@ -257,5 +326,36 @@ impl Prepared {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Ready>> {
         self.ready.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_holds_its_part_of_the_room_and_of_the_memory() {
+        let slots = PreparedSlots::new(8);
+        assert!(slots.set_room(8, 2), "split otherwise: discard");
+        assert!(!slots.set_room(8, 2), "unchanged");
+        let (a, b) = (
+            Arc::new(PreparedShare::default()),
+            Arc::new(PreparedShare::default()),
+        );
+        let mut held: Vec<Slot> = (0..4)
+            .map(|_| slots.reserve(Some(&a)).expect("within a's part"))
+            .collect();
+        assert!(slots.reserve(Some(&a)).is_none(), "past a's part");
+        assert_eq!((a.live(), slots.live()), (4, 4), "the refusal took nothing");
+        let mut theirs = slots.reserve(Some(&b)).expect("b's part is untouched");
+        assert!(held[0].hold(MAX_PREPARED_BYTES / 2));
+        assert!(!held[1].hold(1), "a's part of the memory is full");
+        assert!(theirs.hold(MAX_PREPARED_BYTES / 2), "b's is not");
+        held.clear();
+        assert_eq!((a.live(), b.live(), slots.live()), (0, 1, 1));
+        drop(theirs);
+        assert_eq!(slots.live(), 0);
+        assert_eq!(slots.bytes.load(Ordering::Relaxed), 0);
+        assert_eq!(b.bytes.load(Ordering::Relaxed), 0);
     }
 }

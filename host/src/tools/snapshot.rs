@@ -596,6 +596,7 @@ pub(crate) async fn warm_up_at_load(
                 instrumented,
                 digest,
                 Some(bounds.deadline),
+                None,
             )
             .await
             .map_err(reason)?;

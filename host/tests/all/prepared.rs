@@ -96,3 +96,57 @@ async fn none_are_made_under_sustained_load_or_with_depth_zero() {
     tokio::time::sleep(Duration::from_millis(30)).await;
     assert_eq!(engine.prepared_slots().live(), 1);
 }
+
+/// A registry splits the room for prepared instances evenly between its
+/// directories: a tenant whose plugins want far more than the engine has
+/// room for holds its part and no more, and another tenant's plugin still
+/// gets all it keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_directory_holds_its_part_of_the_prepared_instances() {
+    use toolgate::cache::CompiledCache;
+    use toolgate::{Registry, RegistryOptions};
+    // 40 slots: 16 global + 2 tenants × 4 + 1 probe slot leave 15 for
+    // prepared instances, 5 for each of the 3 directories.
+    let engine = Engine::new(EngineConfig {
+        max_instances: 40,
+        long_lane_priority: TEST_LANE,
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("tenants/a");
+    let b = dir.path().join("tenants/b");
+    std::fs::create_dir_all(&a).expect("mkdir");
+    std::fs::create_dir_all(&b).expect("mkdir");
+    let mut manifest = String::new();
+    for n in 1..=3 {
+        std::fs::copy(SQL_GUARD, a.join(format!("g{n}.wasm"))).expect("copy");
+        manifest.push_str(&format!(
+            "[[plugin]]\npath = \"g{n}.wasm\"\nprepared = 8\nsnapshot = false\n\n"
+        ));
+    }
+    std::fs::write(a.join("toolgate.toml"), manifest).expect("write");
+    std::fs::copy(SQL_GUARD, b.join("g.wasm")).expect("copy");
+    std::fs::write(
+        b.join("toolgate.toml"),
+        "[[plugin]]\npath = \"g.wasm\"\nprepared = 2\nsnapshot = false\n",
+    )
+    .expect("write");
+    let options = RegistryOptions {
+        cache: CompiledCache::disabled(),
+        ..RegistryOptions::default()
+    };
+    let reg = Registry::open_with(engine.clone(), dir.path(), options)
+        .await
+        .expect("registry opens");
+    assert!(
+        reg.plugin_set().errors.is_empty(),
+        "{:?}",
+        reg.plugin_set().errors
+    );
+    // a's 5 of the 24 it wants, b's 2; and it stays there.
+    live_becomes(&engine, 7).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(engine.prepared_slots().live(), 7);
+    assert_eq!(engine.prepared_slots().room(), 15);
+}
