@@ -357,10 +357,11 @@ impl Plugin {
         u32::try_from(self.prepared.depth()).unwrap_or(u32::MAX)
     }
 
-    /// Drops the instances made ahead of need (they are made again as
-    /// calls take them).
+    /// Drops the instances made ahead of need and starts making them
+    /// again (within the room there is now) once the plugin is idle.
     pub fn discard_prepared(&self) {
         self.prepared.discard();
+        self.refill();
     }
 }
 
