@@ -364,7 +364,6 @@ async fn tenants_beyond_the_pool_or_the_memory_budget_are_refused_at_load() {
 /// previous plugins keep serving and the other tenants load.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_over_its_plugins_or_its_code_keeps_its_previous_plugins() {
-    use toolgate::registry::IssueKind;
     let dir = tempfile::tempdir().expect("tempdir");
     put(
         dir.path(),
@@ -391,20 +390,11 @@ async fn a_tenant_over_its_plugins_or_its_code_keeps_its_previous_plugins() {
     let junk = dir.path().join("tenants/a/junk.wasm");
     std::fs::write(&junk, b"not a component").expect("write");
     let report = reg.reload().await.expect("reload");
-    let over = report
-        .errors
-        .iter()
-        .find(|e| e.message.contains("tenant_plugins"))
-        .unwrap_or_else(|| panic!("reported: {:?}", report.errors));
-    assert!(
-        over.message
-            .contains("3 plugins; a tenant may have at most 2"),
-        "{over:?}"
+    let over = share_issue(
+        &report.errors,
+        "3 plugins; a tenant may have at most 2 ([shares] tenant_plugins)",
     );
-    assert_eq!(
-        (over.kind, over.path.as_path()),
-        (IssueKind::Share, dir.path().join("tenants/a").as_path())
-    );
+    assert_eq!(over.path, dir.path().join("tenants/a"));
     assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
     assert_eq!(names(&reg), before);
     assert!(reg.plugin_set().tenants.contains_key("b"));
@@ -439,17 +429,11 @@ async fn a_tenant_over_its_plugins_or_its_code_keeps_its_previous_plugins() {
         &format!("[shares]\ntenant_plugins = 3\ntenant_code_mib = {previous_mib}\n"),
     );
     let report = reg.reload().await.expect("reload");
-    let over = report
-        .errors
-        .iter()
-        .find(|e| e.message.contains("tenant_code_mib"))
-        .unwrap_or_else(|| panic!("reported: {:?}", report.errors));
-    assert!(
-        over.message
-            .contains(&format!("a tenant's may hold at most {previous_mib} MiB")),
-        "{over:?}"
+    let over = share_issue(
+        &report.errors,
+        &format!("a tenant's may hold at most {previous_mib} MiB ([shares] tenant_code_mib)"),
     );
-    assert_eq!(over.kind, IssueKind::Share);
+    assert_eq!(over.path, dir.path().join("tenants/a"));
     assert_eq!(names(&reg), before);
     assert!(report.loaded.is_empty(), "{:?}", report.loaded);
 
@@ -464,6 +448,23 @@ async fn a_tenant_over_its_plugins_or_its_code_keeps_its_previous_plugins() {
         report.errors
     );
     assert!(code(&reg) >= 1 << 20, "{} bytes of code", code(&reg));
+}
+
+/// The one `share` issue whose message says `what`.
+fn share_issue<'a>(
+    errors: &'a [toolgate::registry::LoadIssue],
+    what: &str,
+) -> &'a toolgate::registry::LoadIssue {
+    let issue = errors
+        .iter()
+        .find(|e| e.message.contains(what))
+        .unwrap_or_else(|| panic!("`{what}` reported: {errors:?}"));
+    assert_eq!(
+        issue.kind,
+        toolgate::registry::IssueKind::Share,
+        "{issue:?}"
+    );
+    issue
 }
 
 /// Lines of [`crate::tenant_files::compile_bomb`] that compile to more
