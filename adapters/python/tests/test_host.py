@@ -318,3 +318,26 @@ def test_a_tenant_over_its_requests_in_progress_raises_busy_error(tmp_path: Path
     assert other is not None and other["content"] == WHERE_MESSAGE
     assert issubclass(BusyError, ToolgateError)
     assert "toolgate_share_busy{account=\"a\"} 1" in host.metrics()
+
+
+def test_a_tenant_over_its_rate_raises_busy_error_and_another_is_answered(tmp_path: Path) -> None:
+    root = plugin_dir(
+        tmp_path / "plugins",
+        {"tenants/a/sql-guard.wasm": rust_plugin("sql-guard"), "tenants/b/sql-guard.wasm": rust_plugin("sql-guard")},
+    )
+    (root / "toolgate.toml").write_text("[shares]\ntenant_rate = 1\ntenant_burst = 2\nwait_ms = 100\n")
+    host = Host(root, watch=False, max_instances=32)
+    delete = steering_event("DELETE FROM users")
+
+    async def go() -> list[Any]:
+        # a's burst of 2 at once; its next turn is a second away, past the wait.
+        answers = [await host.steering(delete, tenant="a") for _ in range(2)]
+        with pytest.raises(BusyError, match=r"`a` may start 1 requests a second \(2 at once\)"):
+            await host.steering(delete, tenant="a")
+        answers.append(await host.steering(delete, tenant="b"))
+        return answers
+
+    answers = asyncio.run(go())
+    assert [a["content"] for a in answers] == [WHERE_MESSAGE] * 3
+    assert "toolgate_share_over_rate{account=\"a\"} 1" in host.metrics()
+    assert "toolgate_share_over_rate{account=\"b\"} 0" in host.metrics()
