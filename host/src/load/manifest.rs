@@ -32,7 +32,7 @@
 //! [`Manifest::parse`] is the entry point; `docs/plugins.md` is the
 //! reference.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
@@ -161,7 +161,16 @@ struct RawShares {
     tenant_requests: Option<Spanned<u32>>,
     tenant_rate: Option<Spanned<u32>>,
     tenant_burst: Option<Spanned<u32>>,
+    tenants: Option<BTreeMap<String, Spanned<RawTenantShares>>>,
     wait_ms: Option<Spanned<u64>>,
+}
+
+/// `[shares.tenants.<name>]`: one tenant's own rate.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTenantShares {
+    rate: Option<Spanned<u32>>,
+    burst: Option<Spanned<u32>>,
 }
 
 /// `[quarantine]`: see [`crate::quarantine::QuarantinePolicy`].
@@ -577,6 +586,34 @@ fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
     }
     if let Some(v) = &raw.tenant_burst {
         s.tenant_burst = range(v, key("tenant_burst"), 0, 1_000_000, "")?;
+    }
+    for (name, own) in raw.tenants.iter().flatten() {
+        let table = format!("shares.tenants.{name}");
+        TenantName::try_from(name.clone())
+            .map_err(|e| (own.span(), table.clone(), e.to_string()))?;
+        let key = |k: &str| format!("{table}.{k}");
+        let RawTenantShares { rate, burst } = own.get_ref();
+        let Some(rate) = rate else {
+            return Err((
+                own.span(),
+                key("rate"),
+                "missing: the tenant's requests a second (0: no limit)".into(),
+            ));
+        };
+        let rate = range(rate, key("rate"), 0, 1_000_000, " requests/s")?;
+        let burst = match burst {
+            Some(v) if rate == 0 => {
+                return Err((
+                    v.span(),
+                    key("burst"),
+                    "has no effect without a rate".into(),
+                ));
+            }
+            Some(v) => range(v, key("burst"), 0, 1_000_000, "")?,
+            None => 0,
+        };
+        s.tenant_rates
+            .insert(name.clone(), crate::shares::Rate::new(rate, burst));
     }
     if let Some(v) = &raw.wait_ms {
         s.wait = Duration::from_millis(range(v, key("wait_ms"), 0, 60_000, " ms")?);

@@ -550,7 +550,7 @@ impl Accounts {
         let tenants = tenants
             .map(|name| {
                 let account = match old.tenants.get(name) {
-                    Some(a) if a.matches(s.tenant_lends(), s.wait) => Arc::clone(a),
+                    Some(a) if a.matches(s.tenant_lends(name), s.wait) => Arc::clone(a),
                     _ => Arc::new(s.tenant_account(name)),
                 };
                 (name.clone(), account)

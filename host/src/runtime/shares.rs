@@ -87,6 +87,10 @@ pub struct Shares {
     /// pause (the depth of its bucket); 0: a second's worth
     /// (`tenant_rate`). Default: 0.
     pub tenant_burst: u32,
+    /// Tenants with a rate of their own instead of `tenant_rate` and
+    /// `tenant_burst` (`None`: no limit), by name (`[shares.tenants.<name>]`
+    /// in the global manifest). Default: none.
+    pub tenant_rates: std::collections::BTreeMap<String, Option<Rate>>,
     /// How long a call waits for its share (and a request for its place)
     /// before faulting with `share-exhausted` (being refused as busy).
     /// Default: 1 s (a burst above the share queues; a flood waits, which
@@ -109,6 +113,7 @@ impl Default for Shares {
             tenant_requests: cores(),
             tenant_rate: 0,
             tenant_burst: 0,
+            tenant_rates: Default::default(),
             wait: Duration::from_secs(1),
         }
     }
@@ -293,17 +298,16 @@ impl Shares {
         }
     }
 
-    /// What each tenant's account lends.
-    pub fn tenant_lends(&self) -> Lends {
+    /// What `tenant`'s account lends: every tenant's share, at its own
+    /// rate if it has one.
+    pub fn tenant_lends(&self, tenant: &str) -> Lends {
+        let rate = match self.tenant_rates.get(tenant) {
+            Some(own) => *own,
+            None => Rate::new(self.tenant_rate, self.tenant_burst),
+        };
         Lends {
             requests: self.tenant_requests,
-            rate: (self.tenant_rate > 0).then_some(Rate {
-                per_s: self.tenant_rate,
-                burst: match self.tenant_burst {
-                    0 => self.tenant_rate,
-                    b => b,
-                },
-            }),
+            rate,
             instances: self.tenant_instances,
             memory_mib: self.tenant_memory_mib,
         }
@@ -316,7 +320,7 @@ impl Shares {
 
     /// The account of `tenant` these settings describe.
     pub fn tenant_account(&self, tenant: &str) -> Account {
-        Account::new(tenant, self.tenant_lends(), self.wait)
+        Account::new(tenant, self.tenant_lends(tenant), self.wait)
     }
 }
 
@@ -360,6 +364,17 @@ pub struct Rate {
     pub burst: u32,
 }
 
+impl Rate {
+    /// `per_s` a second (0: no limit, `None`) with a burst of `burst`
+    /// (0: a second's worth).
+    pub fn new(per_s: u32, burst: u32) -> Option<Rate> {
+        (per_s > 0).then_some(Rate {
+            per_s,
+            burst: if burst == 0 { per_s } else { burst },
+        })
+    }
+}
+
 /// A request refused because its account had no place for it in time.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{account}` {why}; retry later")]
@@ -389,7 +404,8 @@ pub enum OverLimit {
     /// Its rate: the request's turn was further away than it may wait.
     #[error(
         "may start {} requests a second ({} at once): this one's turn was {turn_ms} ms away, \
-         more than the {waited_ms} ms it waited ([shares] tenant_rate)",
+         more than the {waited_ms} ms it waited ([shares] tenant_rate, or its own in \
+         [shares.tenants])",
         rate.per_s,
         rate.burst
     )]
@@ -743,17 +759,23 @@ mod tests {
     #[test]
     fn a_tenant_rate_is_off_by_default_and_its_burst_defaults_to_a_second() {
         let mut shares = Shares::default();
-        assert_eq!(shares.tenant_lends().rate, None);
+        assert_eq!(shares.tenant_lends("a").rate, None);
         shares.tenant_rate = 50;
         assert_eq!(
-            shares.tenant_lends().rate,
+            shares.tenant_lends("a").rate,
             Some(Rate {
                 per_s: 50,
                 burst: 50
             })
         );
         shares.tenant_burst = 5;
-        assert_eq!(shares.tenant_lends().rate.map(|r| r.burst), Some(5));
+        assert_eq!(shares.tenant_lends("a").rate.map(|r| r.burst), Some(5));
+        // A tenant's own rate, or none at all, in place of everyone's.
+        shares.tenant_rates.insert("b".into(), Rate::new(1000, 0));
+        shares.tenant_rates.insert("c".into(), None);
+        assert_eq!(shares.tenant_lends("b").rate, Rate::new(1000, 1000));
+        assert_eq!(shares.tenant_lends("c").rate, None);
+        assert_eq!(shares.tenant_lends("a").rate, Rate::new(50, 5));
         assert_eq!(shares.global_lends().rate, None);
         shares.tenant_rate = 0;
         assert_eq!(shares.check(1 << 20).map_err(|e| e.0), Err("tenant_burst"));
@@ -800,6 +822,7 @@ mod tests {
             tenant_requests: 2,
             tenant_rate: 0,
             tenant_burst: 0,
+            tenant_rates: Default::default(),
             wait: Duration::ZERO,
         };
         assert!(shares.plan(Some(32), 5, "e").is_ok());

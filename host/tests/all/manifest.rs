@@ -512,3 +512,50 @@ fn bad_snapshot_values_are_rejected() {
         "not a value of type integer",
     );
 }
+
+/// `[shares.tenants.<name>]` gives one tenant a rate of its own in place
+/// of `tenant_rate` (0: none at all); a bad tenant name, a missing rate, a
+/// burst without a rate and an unknown key are refused, each with its key.
+#[test]
+fn a_tenant_may_have_a_rate_of_its_own() {
+    use toolgate::shares::Rate;
+    let m = parse(
+        "[shares]\ntenant_rate = 10\n\n[shares.tenants.acme]\nrate = 1000\nburst = 50\n\n\
+         [shares.tenants.trusted]\nrate = 0\n",
+        Scope::Global,
+    )
+    .expect("parses");
+    let s = &m.policy.shares;
+    assert_eq!(s.tenant_lends("acme").rate, Rate::new(1000, 50));
+    assert_eq!(s.tenant_lends("trusted").rate, None);
+    assert_eq!(s.tenant_lends("other").rate, Rate::new(10, 10));
+
+    rejects(
+        "[shares.tenants.\"../b\"]\nrate = 1\n",
+        Scope::Global,
+        1,
+        "shares.tenants.../b",
+        "tenant",
+    );
+    rejects(
+        "[shares.tenants.acme]\nburst = 5\n",
+        Scope::Global,
+        1,
+        "shares.tenants.acme.rate",
+        "missing",
+    );
+    rejects(
+        "[shares.tenants.acme]\nrate = 0\nburst = 5\n",
+        Scope::Global,
+        3,
+        "shares.tenants.acme.burst",
+        "no effect without a rate",
+    );
+    rejects(
+        "[shares.tenants.acme]\nrate = 2000000\n",
+        Scope::Global,
+        2,
+        "shares.tenants.acme.rate",
+        "out of range",
+    );
+}

@@ -1405,8 +1405,9 @@ async fn a_tenant_over_its_requests_in_progress_gets_429_and_no_one_else_does() 
 /// A tenant over `[shares] tenant_rate` waits for its turn, and a request
 /// whose turn is further away than `wait_ms` is refused with 429 after
 /// waiting `wait_ms` (a flooder that retries at once is slowed down too),
-/// counted in `share_over_rate`; another tenant at the same moment is
-/// answered, and the tenant's next turn comes at its rate.
+/// counted in `share_over_rate`; another tenant, whose own rate
+/// (`[shares.tenants.b]`) is none, is answered at the same moment, and the
+/// tenant's next turn comes at its rate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
     let s = Running::start_with(
@@ -1418,7 +1419,7 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
         &[(
             "toolgate.toml",
             "[shares]\ntenant_rate = 1\ntenant_burst = 2\ntenant_requests = 16\nwait_ms = 300\n\n\
-             [[plugin]]\npath = \"sql-guard.wasm\"\n",
+             [shares.tenants.b]\nrate = 0\n\n[[plugin]]\npath = \"sql-guard.wasm\"\n",
         )],
         ServerConfig::default(),
     )
@@ -1439,8 +1440,8 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
         })
     });
     let flood: Vec<_> = flood.collect();
-    // b's own burst, in the middle of a's flood.
-    for _ in 0..2 {
+    // b, whose own rate is none, in the middle of a's flood.
+    for _ in 0..5 {
         let (status, body) = s.post("/v1/steering", call("b")).await;
         assert_eq!((status, &body), (StatusCode::OK, &steer_where()), "b");
     }
@@ -1468,6 +1469,7 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
         ("toolgate_share_over_rate{account=\"a\"}", 8.0),
         ("toolgate_share_rate{account=\"a\"}", 1.0),
         ("toolgate_share_over_rate{account=\"b\"}", 0.0),
+        ("toolgate_share_rate{account=\"b\"}", 0.0),
         ("toolgate_share_busy{account=\"a\"}", 0.0),
     ] {
         assert_eq!(series(&metrics, series_name), Some(value), "{series_name}");
