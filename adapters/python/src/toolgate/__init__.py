@@ -181,7 +181,8 @@ class Host:
                 name); the message names the field.
             BusyError: The tenant already had as many requests in progress
                 as its share allows (``[shares] tenant_requests``) for the
-                share's whole wait; nothing was decided.
+                share's whole wait, or was over its rate (``[shares]
+                tenant_rate``) by more than that wait; nothing was decided.
             ValueError: ``seam`` is not one of :data:`SEAMS`, or a value is
                 not JSON (a non-finite float).
         """

@@ -9,7 +9,8 @@ class RequestError(ToolgateError):
     """A seam request refused as invalid; the message names the field."""
 
 class BusyError(ToolgateError):
-    """The tenant already had its share of requests in progress (HTTP 429)."""
+    """The tenant already had its share of requests in progress, or was over
+    its rate (HTTP 429)."""
 
 def dumps(value: object) -> str | None:
     """JSON text of a value made of plain JSON types only, else None."""
