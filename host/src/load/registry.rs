@@ -308,18 +308,27 @@ impl Registry {
         Arc::new(move || {
             let registry = Arc::clone(&self);
             Box::pin(async move {
-                match registry.reload().await {
-                    Ok(report) => tracing::info!(
-                        generation = report.generation,
-                        loaded = report.loaded.len(),
-                        removed = report.removed.len(),
-                        errors = report.errors.len(),
-                        "reloaded {why}"
-                    ),
-                    Err(e) => tracing::error!("reload {why} failed: {e}"),
-                }
+                let _ = registry.reload_logged(why).await;
             })
         })
+    }
+
+    /// [`Registry::reload`], its outcome logged (`info` with the report's
+    /// counts, `error` when it failed); `why` says what asked for it, e.g.
+    /// `on SIGHUP`.
+    pub async fn reload_logged(&self, why: &str) -> Result<ReloadReport, Error> {
+        let outcome = self.reload().await;
+        match &outcome {
+            Ok(report) => tracing::info!(
+                generation = report.generation,
+                loaded = report.loaded.len(),
+                removed = report.removed.len(),
+                errors = report.errors.len(),
+                "reloaded {why}"
+            ),
+            Err(e) => tracing::error!("reload {why} failed: {e}"),
+        }
+        outcome
     }
 
     /// The plugin set serving now, as taken at this moment. Hold it for the

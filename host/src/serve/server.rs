@@ -498,20 +498,9 @@ async fn plugins(State(app): State<Shared>) -> Response {
 
 async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {
     let registry = Arc::clone(&app.registry);
-    let mut outcome = app.reloads.request(move || async move {
-        let outcome = registry.reload().await;
-        match &outcome {
-            Ok(report) => tracing::info!(
-                generation = report.generation,
-                loaded = report.loaded.len(),
-                removed = report.removed.len(),
-                errors = report.errors.len(),
-                "reloaded on POST /v1/reload"
-            ),
-            Err(e) => tracing::warn!("reload failed: {e}"),
-        }
-        outcome
-    });
+    let mut outcome = app
+        .reloads
+        .request(move || async move { registry.reload_logged("on POST /v1/reload").await });
     let waited = tokio::time::timeout(app.reload_wait, async {
         outcome
             .wait_for(Option::is_some)
