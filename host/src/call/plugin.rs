@@ -18,7 +18,7 @@ use crate::event::Seam;
 use crate::guard_call::arm_deadline;
 use crate::limits::Limits;
 use crate::prepared::{self, Depth, Prepared, PreparedShare};
-use crate::quarantine::{Health, Quarantine, QuarantinePolicy};
+use crate::quarantine::{Health, Quarantine, QuarantinePolicy, Quarantines};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
 use crate::snapshot::{SnapshotMode, SnapshotStatus};
@@ -100,8 +100,10 @@ pub struct Plugin {
     pub(crate) exports: Exports,
     /// The share each call is charged to; `None`: only the engine's pool.
     pub(crate) account: Option<Arc<Account>>,
-    /// Shared by every copy of this plugin.
+    /// The quarantine of the account its calls are charged to.
     pub(crate) quarantine: Arc<Quarantine>,
+    /// Every account's quarantine; shared by every copy of this plugin.
+    quarantines: Arc<Quarantines>,
     /// Instances made ahead of need; shared by every copy of this plugin.
     pub(crate) prepared: Arc<Prepared>,
     /// Whether its component is a snapshot, made at load or before.
@@ -172,6 +174,7 @@ impl Plugin {
                 message: format!("{e:#}"),
             })?;
         let exports = Exports::new(&pre);
+        let quarantines = Arc::new(Quarantines::new(QuarantinePolicy::off()));
         let mut plugin = Plugin {
             name: spec.name.into(),
             path,
@@ -183,7 +186,8 @@ impl Plugin {
             pre,
             exports,
             account: None,
-            quarantine: Arc::new(Quarantine::new(QuarantinePolicy::off())),
+            quarantine: quarantines.of(None),
+            quarantines,
             prepared: Arc::new(Prepared::new(0, Arc::clone(engine.prepared_slots()), None)),
             snapshot: SnapshotStatus::Plain,
         };
@@ -313,15 +317,22 @@ impl Plugin {
         self.on_error
     }
 
-    /// Whether it is quarantined, and its recent faults.
+    /// Whether it is quarantined for the account its calls are charged
+    /// to, and its recent faults there.
     pub fn health(&self) -> Health {
         self.quarantine.health()
     }
 
-    /// Sets when this plugin (and every copy of it) is quarantined. A
-    /// plugin loaded on its own has quarantine off.
+    /// Its health for every account it has run for, summed up, with the
+    /// accounts where it is not clear listed (see [`Health::accounts`]).
+    pub fn health_of_every_account(&self) -> Health {
+        self.quarantines.health()
+    }
+
+    /// Sets when this plugin (and every copy of it) is quarantined, for
+    /// every account. A plugin loaded on its own has quarantine off.
     pub fn set_quarantine(&self, policy: QuarantinePolicy) {
-        self.quarantine.set_policy(policy);
+        self.quarantines.set_policy(policy);
     }
 
     /// The account its calls are charged to, if any.
@@ -329,10 +340,13 @@ impl Plugin {
         self.account.as_ref()
     }
 
-    /// A copy of this plugin whose calls are charged to `account`; it
-    /// shares this plugin's quarantine.
+    /// A copy of this plugin whose calls are charged to `account`. It is
+    /// quarantined for that account alone, so a tenant whose calls make a
+    /// global guard fault quarantines it for its own calls only; every copy
+    /// charged to the same account shares that quarantine.
     pub fn charged_to(&self, account: Arc<Account>) -> Plugin {
         Plugin {
+            quarantine: self.quarantines.of(account.tenant()),
             account: Some(account),
             ..self.clone()
         }

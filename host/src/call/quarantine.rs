@@ -11,9 +11,14 @@
 //!
 //! Faults the guard is not to blame for do not count: `capacity`,
 //! `share-exhausted` and `quarantined` itself.
+//!
+//! A guard is quarantined for one account at a time ([`Quarantines`]): a
+//! tenant whose calls make a global guard fault quarantines that guard for
+//! its own calls, while every other tenant's calls (and calls with no
+//! tenant) still run it.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -56,11 +61,12 @@ impl QuarantinePolicy {
     }
 }
 
-/// Whether a guard is being run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// Whether a guard is being run (ordered from best to worst).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum HealthState {
     /// Run on every call.
+    #[default]
     Ok,
     /// Not run until its cool-down ends.
     Quarantined,
@@ -70,7 +76,7 @@ pub enum HealthState {
 
 /// A guard's quarantine state, as `toolgate list`, `/v1/plugins` and
 /// `/metrics` show it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Health {
     /// Run, quarantined or probing.
     pub state: HealthState,
@@ -81,6 +87,19 @@ pub struct Health {
     pub probe_in_ms: Option<u64>,
     /// Times it was quarantined since it was loaded.
     pub quarantines: u64,
+    /// A guard that runs for several accounts (a global guard, for each
+    /// tenant), the health it has for each account, by tenant (`global`:
+    /// calls with no tenant) — only those with recent faults, or not
+    /// running; the fields above then sum them up (the worst state, every
+    /// fault and quarantine, the next probe).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub accounts: BTreeMap<String, Health>,
+}
+
+impl Health {
+    fn is_clear(&self) -> bool {
+        self.state == HealthState::Ok && self.recent_faults == 0
+    }
 }
 
 #[derive(Debug)]
@@ -92,11 +111,84 @@ struct State {
     quarantines: u64,
 }
 
-/// One guard's fault history and quarantine; shared by every copy of the
-/// plugin (a tenant's view of a global guard included).
+/// One guard's fault history and quarantine for one account; shared by
+/// every copy of the plugin charged to that account.
 #[derive(Debug)]
 pub(crate) struct Quarantine {
+    /// The tenant, for the log; `None`: calls with no tenant.
+    tenant: Option<Arc<str>>,
     state: Mutex<State>,
+}
+
+/// One guard's quarantines, one per account its calls are charged to
+/// (keyed by tenant; `None`: the global account, or no account); shared by
+/// every copy of the plugin.
+#[derive(Debug)]
+pub(crate) struct Quarantines {
+    policy: Mutex<QuarantinePolicy>,
+    by_tenant: Mutex<BTreeMap<Option<Arc<str>>, Arc<Quarantine>>>,
+}
+
+impl Quarantines {
+    pub(crate) fn new(policy: QuarantinePolicy) -> Self {
+        Quarantines {
+            policy: Mutex::new(policy),
+            by_tenant: Mutex::default(),
+        }
+    }
+
+    /// The quarantine of calls made for `tenant` (`None`: no tenant), made
+    /// under the policy in force when first asked for.
+    pub(crate) fn of(&self, tenant: Option<&str>) -> Arc<Quarantine> {
+        let mut by_tenant = lock(&self.by_tenant);
+        if let Some(q) = by_tenant.get(&tenant.map(Arc::from)) {
+            return Arc::clone(q);
+        }
+        let tenant: Option<Arc<str>> = tenant.map(Arc::from);
+        let policy = lock(&self.policy).clone();
+        let q = Arc::new(Quarantine::new(tenant.clone(), policy));
+        by_tenant.insert(tenant, Arc::clone(&q));
+        q
+    }
+
+    /// Replaces the policy of every account's quarantine (see
+    /// [`Quarantine::set_policy`]).
+    pub(crate) fn set_policy(&self, policy: QuarantinePolicy) {
+        for q in lock(&self.by_tenant).values() {
+            q.set_policy(policy.clone());
+        }
+        *lock(&self.policy) = policy;
+    }
+
+    /// The guard's health: one account's as is, several summed up with the
+    /// accounts that are not clear listed.
+    pub(crate) fn health(&self) -> Health {
+        let each: Vec<(String, Health)> = lock(&self.by_tenant)
+            .iter()
+            .map(|(t, q)| (t.as_deref().unwrap_or("global").to_owned(), q.health()))
+            .collect();
+        if each.len() == 1 {
+            return each.into_iter().map(|(_, h)| h).next().unwrap_or_default();
+        }
+        let mut sum = Health::default();
+        for (name, h) in each {
+            sum.state = sum.state.max(h.state);
+            sum.recent_faults = sum.recent_faults.saturating_add(h.recent_faults);
+            sum.quarantines = sum.quarantines.saturating_add(h.quarantines);
+            sum.probe_in_ms = match (sum.probe_in_ms, h.probe_in_ms) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if !h.is_clear() {
+                sum.accounts.insert(name, h);
+            }
+        }
+        sum
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Permission to run one call. A probe's ticket dropped without
@@ -125,8 +217,9 @@ fn counts(fault: Fault) -> bool {
 }
 
 impl Quarantine {
-    pub(crate) fn new(policy: QuarantinePolicy) -> Self {
+    fn new(tenant: Option<Arc<str>>, policy: QuarantinePolicy) -> Self {
         Quarantine {
+            tenant,
             state: Mutex::new(State {
                 policy,
                 recent: VecDeque::new(),
@@ -193,6 +286,7 @@ impl Quarantine {
                 s.quarantines += 1;
                 tracing::warn!(
                     plugin,
+                    tenant = self.tenant.as_deref(),
                     fault = ?fault,
                     cooldown_ms = cooldown.as_millis() as u64,
                     "quarantined guard faulted again on its probe; quarantined for another cool-down"
@@ -200,7 +294,11 @@ impl Quarantine {
             } else {
                 s.until = None;
                 s.recent.clear();
-                tracing::info!(plugin, "quarantined guard passed its probe; running again");
+                tracing::info!(
+                    plugin,
+                    tenant = self.tenant.as_deref(),
+                    "quarantined guard passed its probe; running again"
+                );
             }
             return;
         }
@@ -223,6 +321,7 @@ impl Quarantine {
             s.quarantines += 1;
             tracing::warn!(
                 plugin,
+                tenant = self.tenant.as_deref(),
                 faults,
                 window_ms = window.as_millis() as u64,
                 cooldown_ms = cooldown.as_millis() as u64,
@@ -235,12 +334,7 @@ impl Quarantine {
     /// The state now.
     pub(crate) fn health(&self) -> Health {
         let Ok(s) = self.state.lock() else {
-            return Health {
-                state: HealthState::Ok,
-                recent_faults: 0,
-                probe_in_ms: None,
-                quarantines: 0,
-            };
+            return Health::default();
         };
         let now = Instant::now();
         let window = s.policy.window;
@@ -262,6 +356,7 @@ impl Quarantine {
             recent_faults: u32::try_from(recent).unwrap_or(u32::MAX),
             probe_in_ms,
             quarantines: s.quarantines,
+            accounts: BTreeMap::new(),
         }
     }
 }
@@ -285,7 +380,7 @@ mod tests {
 
     #[test]
     fn n_faults_quarantine_then_a_probe_restores() {
-        let q = Quarantine::new(policy(30));
+        let q = Quarantine::new(None, policy(30));
         fault(&q, Fault::Deadline);
         fault(&q, Fault::Trap);
         assert_eq!(q.health().recent_faults, 2);
@@ -302,7 +397,7 @@ mod tests {
 
     #[test]
     fn a_faulting_probe_quarantines_again_and_a_dropped_one_frees_the_probe() {
-        let q = Quarantine::new(policy(20));
+        let q = Quarantine::new(None, policy(20));
         for _ in 0..3 {
             fault(&q, Fault::Trap);
         }
@@ -316,16 +411,45 @@ mod tests {
 
     #[test]
     fn share_and_capacity_faults_do_not_count() {
-        let q = Quarantine::new(policy(20));
+        let q = Quarantine::new(None, policy(20));
         for _ in 0..10 {
             fault(&q, Fault::ShareExhausted);
             fault(&q, Fault::Capacity);
         }
         assert_eq!(q.health().state, HealthState::Ok);
-        let off = Quarantine::new(QuarantinePolicy::off());
+        let off = Quarantine::new(None, QuarantinePolicy::off());
         for _ in 0..10 {
             fault(&off, Fault::Trap);
         }
         assert_eq!(off.health().state, HealthState::Ok);
+    }
+
+    #[test]
+    fn each_account_has_its_own_quarantine_and_the_sum_names_the_tripped_one() {
+        let all = Quarantines::new(policy(60_000));
+        let (none, a, b) = (all.of(None), all.of(Some("a")), all.of(Some("b")));
+        assert!(Arc::ptr_eq(&a, &all.of(Some("a"))), "one per account");
+        for _ in 0..3 {
+            fault(&a, Fault::Trap);
+        }
+        fault(&b, Fault::Trap);
+        assert!(a.admit().is_err(), "a's calls are not run");
+        assert!(
+            b.admit().is_ok() && none.admit().is_ok(),
+            "others still are"
+        );
+        let h = all.health();
+        assert_eq!(h.state, HealthState::Quarantined);
+        assert_eq!((h.quarantines, h.recent_faults), (1, 1));
+        assert!(h.probe_in_ms.is_some());
+        let listed: Vec<_> = h.accounts.keys().map(String::as_str).collect();
+        assert_eq!(listed, ["a", "b"], "the clear global account is not listed");
+        assert_eq!(h.accounts["a"].state, HealthState::Quarantined);
+        all.set_policy(QuarantinePolicy::off());
+        assert!(
+            a.admit().is_ok(),
+            "turning quarantine off ends it everywhere"
+        );
+        assert_eq!(all.of(Some("c")).health(), Health::default());
     }
 }

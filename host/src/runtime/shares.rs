@@ -315,7 +315,10 @@ impl Shares {
 
     /// The global account these settings describe.
     pub fn global_account(&self) -> Account {
-        Account::new("global", self.global_lends(), self.wait)
+        Account {
+            global: true,
+            ..Account::new("global", self.global_lends(), self.wait)
+        }
     }
 
     /// The account of `tenant` these settings describe.
@@ -329,6 +332,7 @@ impl Shares {
 #[derive(Debug)]
 pub struct Account {
     name: String,
+    global: bool,
     lends: Lends,
     requests: Arc<Semaphore>,
     pace: Option<Pace>,
@@ -517,6 +521,7 @@ impl Account {
         } = lends;
         Account {
             name: name.into(),
+            global: false,
             lends,
             requests: Arc::new(Semaphore::new(requests as usize)),
             pace: rate.map(Pace::new),
@@ -540,6 +545,12 @@ impl Account {
     /// `global`, or the tenant's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The tenant whose account it is; `None` for the global account (a
+    /// tenant may be named `global` too).
+    pub fn tenant(&self) -> Option<&str> {
+        (!self.global).then_some(self.name.as_str())
     }
 
     /// Whether this account lends `lends` and waits `wait`.

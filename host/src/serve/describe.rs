@@ -87,7 +87,8 @@ pub struct Description<'a> {
     /// The plugin set generation.
     pub generation: u64,
     /// Every global plugin in order, those restricted to some tenants
-    /// included (with their `tenants`).
+    /// included (with their `tenants`); each one's `health` sums up its
+    /// health for every account it runs for.
     pub global: Vec<PluginInfo<'a>>,
     /// Each tenant's own chain (without the global plugins), by tenant.
     pub tenants: BTreeMap<&'a str, Vec<PluginInfo<'a>>>,
@@ -114,7 +115,10 @@ impl PluginSet {
             global: self
                 .global_plugins
                 .iter()
-                .map(|p| PluginInfo::of(&p.plugin, p.tenants.as_deref()))
+                .map(|p| PluginInfo {
+                    health: p.plugin.health_of_every_account(),
+                    ..PluginInfo::of(&p.plugin, p.tenants.as_deref())
+                })
                 .collect(),
             tenants: self
                 .tenants

@@ -20,7 +20,7 @@
 //! | `plugins_loaded` | gauge | chain | global plugins (those restricted to some tenants too) and each tenant's own |
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
 //! | `plugins_generation` | gauge | | the plugin set generation serving |
-//! | `plugin_quarantined` | gauge | plugin | 1 while the plugin is quarantined (or being probed), else 0 |
+//! | `plugin_quarantined` | gauge | plugin | 1 while the plugin is quarantined (or being probed) for any account, else 0 |
 //! | `plugin_quarantines` | gauge | plugin | times the plugin was quarantined since it was loaded |
 //! | `share_instances` | gauge | account | instances the account (`global` or a tenant) has alive now |
 //! | `share_instances_max` | gauge | account | the most it may have |

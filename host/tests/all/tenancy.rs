@@ -711,3 +711,48 @@ async fn spinning_guards_take_turns_tenant_by_tenant() {
     });
     assert!(turns_back.await.is_ok(), "{:?}", engine.long_lane().usage());
 }
+
+/// A tenant whose calls make a global guard fault quarantines that guard
+/// for its own calls only: another tenant's calls, and calls with no
+/// tenant, still run it. `/v1/plugins` names the account it is
+/// quarantined for.
+#[tokio::test]
+async fn a_tenant_that_trips_a_global_guard_quarantines_it_for_itself_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("hostile.wasm", HOSTILE),
+            ("tenants/a/no-email.wasm", NO_EMAIL),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+        ],
+    );
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[quarantine]\nfaults = 3\nwindow_ms = 60000\ncooldown_ms = 60000\n\n\
+         [[plugin]]\npath = \"hostile.wasm\"\non_error = \"deny\"\n",
+    );
+    let reg = open(dir.path()).await;
+    for _ in 0..3 {
+        let d = steer_as(&reg, Some("a"), "trap", json!({})).await;
+        assert_eq!(d.trace[0].fault, Some(Fault::Unreachable), "{:?}", d.trace);
+    }
+    let d = steer_as(&reg, Some("a"), "ok", json!({})).await;
+    assert_eq!(d.trace[0].fault, Some(Fault::Quarantined), "{:?}", d.trace);
+    assert!(d.result.is_some(), "a's own calls are denied");
+    for tenant in [Some("b"), None] {
+        let d = steer_as(&reg, tenant, "ok", json!({})).await;
+        assert_eq!(d.trace[0].fault, None, "{tenant:?}: {:?}", d.trace);
+        assert_eq!(d.result, None, "{tenant:?} proceeds");
+    }
+    let set = reg.plugin_set();
+    let listed = serde_json::to_value(set.describe()).expect("JSON");
+    let health = &listed["global"][0]["health"];
+    assert_eq!(health["state"], "quarantined", "{health}");
+    assert_eq!(health["accounts"]["a"]["state"], "quarantined", "{health}");
+    assert!(health["accounts"].get("b").is_none(), "{health}");
+    // Reloading keeps a's quarantine.
+    reg.reload().await.expect("reloads");
+    let d = steer_as(&reg, Some("a"), "ok", json!({})).await;
+    assert_eq!(d.trace[0].fault, Some(Fault::Quarantined), "{:?}", d.trace);
+}
