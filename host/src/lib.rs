@@ -76,13 +76,11 @@ mod sandbox;
 mod wit;
 
 // runtime/: what every call shares (the engine and its pool, the tenants'
-// shares, turns for long calls, prepared instances, the reaper).
+// shares, turns for long calls and big teardowns, prepared instances).
 #[path = "runtime/engine.rs"]
 pub mod engine;
 #[path = "runtime/prepared.rs"]
 pub mod prepared;
-#[path = "runtime/reaper.rs"]
-mod reaper;
 #[path = "runtime/shares.rs"]
 pub mod shares;
 #[path = "runtime/turns.rs"]

@@ -226,7 +226,12 @@ impl Plugin {
             };
             (store, held, called.map_err(|e| (e, true)))
         }));
-        let ran = self.engine.long_lane().run(&progress, call).await;
+        let ran = self
+            .engine
+            .long_lane()
+            .run(&progress, self.habit.expects_long(), call)
+            .await;
+        self.habit.record(progress.ran_long());
         let micros = elapsed();
         let (result, fuel_used) = match ran {
             Ok((store, (slot, admission), called)) => {
@@ -242,10 +247,10 @@ impl Plugin {
                 store.data().flush_output();
                 // Dropped in this order: the pool slot is free before the
                 // share is given back.
-                let big = store.data().limiter.memory_used() > crate::reaper::BIG;
+                let big = store.data().limiter.memory_used() > crate::turns::BIG;
                 let remains = (store, slot, admission);
                 if big {
-                    crate::reaper::drop_later(remains);
+                    self.engine.long_lane().drop_later(remains);
                 } else {
                     drop(remains);
                 }

@@ -22,6 +22,7 @@ use crate::quarantine::{Health, Quarantine, QuarantinePolicy, Quarantines};
 use crate::sandbox::Sandbox;
 use crate::shares::Account;
 use crate::snapshot::{SnapshotMode, SnapshotStatus};
+use crate::turns::Habit;
 use crate::wit::Exports;
 
 /// What a fault in this plugin means for the call.
@@ -104,6 +105,8 @@ pub struct Plugin {
     pub(crate) quarantine: Arc<Quarantine>,
     /// Every account's quarantine; shared by every copy of this plugin.
     quarantines: Arc<Quarantines>,
+    /// Whether its calls have lately run long; this copy's own.
+    pub(crate) habit: Arc<Habit>,
     /// Instances made ahead of need; shared by every copy of this plugin.
     pub(crate) prepared: Arc<Prepared>,
     /// Whether its component is a snapshot, made at load or before.
@@ -188,6 +191,7 @@ impl Plugin {
             account: None,
             quarantine: quarantines.of(None),
             quarantines,
+            habit: Arc::default(),
             prepared: Arc::new(Prepared::new(0, Arc::clone(engine.prepared_slots()), None)),
             snapshot: SnapshotStatus::Plain,
         };
@@ -343,10 +347,14 @@ impl Plugin {
     /// A copy of this plugin whose calls are charged to `account`. It is
     /// quarantined for that account alone, so a tenant whose calls make a
     /// global guard fault quarantines it for its own calls only; every copy
-    /// charged to the same account shares that quarantine.
+    /// charged to the same account shares that quarantine. Whether its
+    /// calls have lately run long is its own too (see
+    /// [`crate::turns::Habit`]): another tenant's calls never make this
+    /// account's start on the long lane.
     pub fn charged_to(&self, account: Arc<Account>) -> Plugin {
         Plugin {
             quarantine: self.quarantines.of(account.tenant()),
+            habit: Arc::default(),
             account: Some(account),
             ..self.clone()
         }

@@ -34,6 +34,22 @@
 //! are all busy with quick calls, long calls get next to no CPU and run
 //! into their deadlines — which is the order of precedence wanted.
 //!
+//! A plugin whose calls have lately run long (for one account: see
+//! [`Habit`]) has its next calls start on the lane's threads at once,
+//! taking turns from their first tick: a guard that spins on every call
+//! does not hold a serving thread for the millisecond or more each of its
+//! calls takes to turn long.
+//!
+//! Big teardowns go there too ([`LongLane::drop_later`]): dropping an
+//! instance whose memories grew past [`BIG`] gives them back to the kernel
+//! (`madvise`), milliseconds of kernel time a serving thread would
+//! otherwise spend, and a thread at `nice` 10 holds its core through them
+//! (measured: a serving thread kept waiting 5.9 ms behind two such
+//! teardowns, see BENCHMARKS.md). On the lane's thread, at the lane's
+//! priority, a teardown runs only on a core nothing else wants; until then
+//! the instance and its memory stay charged to its account, so a tenant
+//! whose teardowns lag behind waits on its own share.
+//!
 //! What this buys: calls that finish within a tick (nearly every guard)
 //! never wait for a turn, and however many guests spin, they hold at most
 //! `long_lane` of the executor's threads; the rest serve everyone else.
@@ -82,6 +98,11 @@ fn thread_cpu_time() -> Duration {
         u32::try_from(t.tv_nsec).unwrap_or(0),
     )
 }
+
+/// Memory an instance's memories must hold for its teardown to go to the
+/// lane's thread; smaller ones are dropped in place (a hop to another
+/// thread costs more than their decommit).
+pub(crate) const BIG: usize = 32 << 20;
 
 /// How long past a long call's deadline its caller still waits for it on
 /// the lane: enough for a call that gets the CPU to trap at its own next
@@ -172,6 +193,7 @@ struct Threads(Option<tokio::runtime::Runtime>);
 
 impl Threads {
     fn start(width: u32, priority: LanePriority) -> Threads {
+        // The one blocking thread is the teardown thread (`drop_later`).
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(width as usize)
             .max_blocking_threads(1)
@@ -238,51 +260,71 @@ impl LongLane {
     /// Runs `call` on this thread until it turns long — by its fuel (as
     /// its [`Ticks`] tell `progress`) or by the time spent in its polls
     /// (counted here) — then on the lane's threads, waiting for it there
-    /// until [`OVERDUE`] past its deadline. Dropping the returned future
-    /// stops the call wherever it runs; so does giving up on it.
+    /// until [`OVERDUE`] past its deadline. A call `expected_long` (its
+    /// plugin's calls have lately run long: see [`Habit`]) starts on the
+    /// lane's threads, taking turns from its first tick. Dropping the
+    /// returned future stops the call wherever it runs; so does giving up
+    /// on it. Either way `progress` tells afterwards whether it
+    /// [ran long](Progress::ran_long).
     pub(crate) async fn run<T: Send + 'static>(
         &self,
-        progress: &Progress,
+        progress: &Arc<Progress>,
+        expected_long: bool,
         mut call: Pin<Box<dyn Future<Output = T> + Send>>,
     ) -> Result<T, Unfinished> {
-        let long = &progress.long;
-        let mut busy = Duration::ZERO;
-        // Ready with the lane's runtime once the call is long and can move.
-        let here = std::future::poll_fn(|cx| {
-            let cpu = (busy >= WALL_CLOCKED).then(thread_cpu_time);
-            let start = Instant::now();
-            let polled = call.as_mut().poll(cx);
-            busy += match cpu {
-                Some(cpu) => thread_cpu_time().saturating_sub(cpu),
-                None => start.elapsed().min(WALL_CLOCKED),
-            };
-            if busy >= LONG_BUSY {
-                long.store(true, Ordering::Relaxed);
+        let mut clock = PollClock::default();
+        let lane = match &self.threads.0 {
+            Some(lane) if expected_long => {
+                progress.long.store(true, Ordering::Relaxed);
+                lane
             }
-            match (polled, &self.threads.0) {
-                (Poll::Ready(done), _) => Poll::Ready(Ok(done)),
-                (Poll::Pending, Some(lane)) if long.load(Ordering::Relaxed) => {
-                    Poll::Ready(Err(lane))
+            threads => {
+                // Ready with the lane's runtime once the call is long and
+                // can move.
+                let here = std::future::poll_fn(|cx| {
+                    let polled = clock.poll(progress, || call.as_mut().poll(cx));
+                    match (polled, threads) {
+                        (Poll::Ready(done), _) => Poll::Ready(Ok(done)),
+                        (Poll::Pending, Some(lane)) if progress.long.load(Ordering::Relaxed) => {
+                            Poll::Ready(Err(lane))
+                        }
+                        (Poll::Pending, _) => Poll::Pending,
+                    }
+                })
+                .await;
+                match here {
+                    Ok(done) => return Ok(done),
+                    Err(lane) => lane,
                 }
-                (Poll::Pending, _) => Poll::Pending,
             }
-        })
-        .await;
-        let lane = match here {
-            Ok(done) => return Ok(done),
-            Err(lane) => lane,
         };
         // Spawning polls it once at once there, with a waker of the new
-        // task: whatever it waits for wakes it on the lane.
-        let on_lane = AbortOnDrop(lane.spawn(call));
+        // task: whatever it waits for wakes it on the lane. Its polls go on
+        // being clocked there.
+        let on_lane_progress = Arc::clone(progress);
+        let clocked = std::future::poll_fn(move |cx| {
+            clock.poll(&on_lane_progress, || call.as_mut().poll(cx))
+        });
+        let on_lane = AbortOnDrop(lane.spawn(clocked));
         match progress.deadline.and_then(|d| d.checked_add(OVERDUE)) {
             Some(due) => tokio::time::timeout_at(due.into(), on_lane)
                 .await
                 .unwrap_or_else(|_| {
                     self.overdue.fetch_add(1, Ordering::Relaxed);
+                    progress.ran_long.store(true, Ordering::Relaxed);
                     Err(Unfinished::Overdue)
                 }),
             None => on_lane.await,
+        }
+    }
+
+    /// Drops `remains` (a big instance's store, with the pool slot and the
+    /// share it holds) on the lane's teardown thread, at the lane's
+    /// priority, in the order given; here if the lane has no threads.
+    pub(crate) fn drop_later(&self, remains: impl Send + 'static) {
+        match &self.threads.0 {
+            Some(lane) => drop(lane.spawn_blocking(move || drop(remains))),
+            None => drop(remains),
         }
     }
 
@@ -308,16 +350,51 @@ pub(crate) enum Unfinished {
     ShutDown,
 }
 
-/// What a call shares with its caller: when it is due, whether it is long,
-/// and the fuel it had burnt at its last tick.
+/// The time a call spends inside its own polls, wherever it runs: by the
+/// wall clock for its first [`WALL_CLOCKED`], then by its thread's CPU
+/// clock.
+#[derive(Debug, Default)]
+struct PollClock(Duration);
+
+impl PollClock {
+    /// Runs one `poll` of the call of `progress`, clocked; a call past
+    /// [`LONG_BUSY`] is long from then on.
+    fn poll<T>(&mut self, progress: &Progress, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
+        let cpu = (self.0 >= WALL_CLOCKED).then(thread_cpu_time);
+        let start = Instant::now();
+        let polled = poll();
+        self.0 += match cpu {
+            Some(cpu) => thread_cpu_time().saturating_sub(cpu),
+            None => start.elapsed().min(WALL_CLOCKED),
+        };
+        if self.0 >= LONG_BUSY {
+            progress.long.store(true, Ordering::Relaxed);
+            progress.ran_long.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+/// What a call shares with its caller: when it is due, whether it is long
+/// (takes turns), whether it really ran long, and the fuel it had burnt at
+/// its last tick.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
     deadline: Option<Instant>,
     long: AtomicBool,
+    ran_long: AtomicBool,
     burnt: AtomicU64,
 }
 
 impl Progress {
+    /// Whether the call ran long: past [`LONG_FUEL`] at a tick, past
+    /// [`LONG_BUSY`] in its polls, or given up on the lane. A call that
+    /// started on the lane because its plugin's calls were expected to run
+    /// long, and then did not, did not run long.
+    pub(crate) fn ran_long(&self) -> bool {
+        self.ran_long.load(Ordering::Relaxed)
+    }
+
     /// The fuel the call had burnt at its last tick (its store has the
     /// exact count; this is for a call given up on).
     pub(crate) fn fuel_burnt(&self) -> u64 {
@@ -354,6 +431,38 @@ pub struct AccountTurn(Arc<Semaphore>);
 impl Default for AccountTurn {
     fn default() -> Self {
         AccountTurn(Arc::new(Semaphore::new(1)))
+    }
+}
+
+/// Whether one plugin's calls, for one account, have lately run long.
+/// After a call that ran long, its plugin's next [`REMEMBERED`] calls start
+/// on the lane's threads instead of a serving thread — a guard that spins
+/// on every call then never holds a serving thread for the millisecond or
+/// so each call took to turn long — and each call that does not run long
+/// counts one off. A guard that ran long once pays for it with a few calls
+/// at the lane's priority; a guard that keeps running long is not run on
+/// a serving thread at all.
+#[derive(Debug, Default)]
+pub(crate) struct Habit(AtomicU32);
+
+/// How many calls start on the lane after one that ran long.
+pub(crate) const REMEMBERED: u32 = 8;
+
+impl Habit {
+    /// Whether the next call is expected to run long.
+    pub(crate) fn expects_long(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 0
+    }
+
+    /// Records whether a call ran long.
+    pub(crate) fn record(&self, ran_long: bool) {
+        if ran_long {
+            self.0.store(REMEMBERED, Ordering::Relaxed);
+        } else if self.expects_long() {
+            let _ = self
+                .0
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+        }
     }
 }
 
@@ -411,7 +520,9 @@ impl Ticks {
         let Some((lane, account)) = &self.lane else {
             return UpdateDeadline::Yield(1);
         };
-        if burnt < LONG_FUEL && !progress.long.load(Ordering::Relaxed) {
+        if burnt >= LONG_FUEL {
+            progress.ran_long.store(true, Ordering::Relaxed);
+        } else if !progress.long.load(Ordering::Relaxed) {
             return UpdateDeadline::Yield(1);
         }
         progress.long.store(true, Ordering::Relaxed);
@@ -499,7 +610,9 @@ mod tests {
             let nice = rustix::process::getpriority_process(None).ok();
             (quick, thread_name(), class, nice)
         });
-        lane.run(&progress, call).await.expect("the call ends")
+        lane.run(&progress, false, call)
+            .await
+            .expect("the call ends")
     }
 
     #[tokio::test]
@@ -546,10 +659,10 @@ mod tests {
     #[tokio::test]
     async fn dropping_the_caller_stops_a_long_call_on_the_lane() {
         let lane = LongLane::new(1, LanePriority::default());
-        let long = Progress {
+        let long = Arc::new(Progress {
             long: AtomicBool::new(true),
             ..Progress::default()
-        };
+        });
         let spins = Arc::new(AtomicU64::new(0));
         let counted = Arc::clone(&spins);
         let on_lane = Arc::new(AtomicBool::new(false));
@@ -563,8 +676,10 @@ mod tests {
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             }
         });
-        let running =
-            tokio::time::timeout(std::time::Duration::from_millis(50), lane.run(&long, call));
+        let running = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            lane.run(&long, false, call),
+        );
         assert!(running.await.is_err(), "the spinner never ends by itself");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         let after_drop = spins.load(Ordering::Relaxed);
@@ -604,18 +719,19 @@ mod tests {
             let _ = busy_until_freed.recv_timeout(Duration::from_secs(20));
         });
         let deadline = Instant::now() + Duration::from_millis(50);
-        let progress = Progress {
+        let progress = Arc::new(Progress {
             deadline: Some(deadline),
             long: AtomicBool::new(true),
-            burnt: AtomicU64::new(0),
-        };
+            ..Progress::default()
+        });
         let dropped = Arc::new(AtomicBool::new(false));
         let holds = Dropped(Arc::clone(&dropped));
         let call = Box::pin(async move {
             let _holds = holds;
             std::future::pending::<()>().await;
         });
-        let answer = tokio::time::timeout(Duration::from_secs(10), lane.run(&progress, call)).await;
+        let answer =
+            tokio::time::timeout(Duration::from_secs(10), lane.run(&progress, false, call)).await;
         assert_eq!(answer, Ok(Err(Unfinished::Overdue)));
         assert_eq!(lane.usage().overdue, 1, "counted");
         assert!(
@@ -656,11 +772,14 @@ mod tests {
     #[tokio::test]
     async fn a_call_kept_off_the_cpu_in_its_polls_does_not_turn_long() {
         let lane = LongLane::new(1, LanePriority::Nice(0));
-        let progress = Progress::default();
+        let progress = Arc::new(Progress::default());
         // 24 ms inside its polls by the wall clock, as a call preempted on
         // a busy host spends them; next to no CPU time.
         let call = polled_call(8, || std::thread::sleep(Duration::from_millis(3)));
-        let ended_on = lane.run(&progress, call).await.expect("the call ends");
+        let ended_on = lane
+            .run(&progress, false, call)
+            .await
+            .expect("the call ends");
         assert_ne!(ended_on.as_deref(), Some("toolgate-long"));
         assert!(!progress.long.load(Ordering::Relaxed));
     }
@@ -668,15 +787,95 @@ mod tests {
     #[tokio::test]
     async fn a_call_busy_on_the_cpu_in_its_polls_turns_long() {
         let lane = LongLane::new(1, LanePriority::Nice(0));
-        let progress = Progress::default();
+        let progress = Arc::new(Progress::default());
         let spin = || {
             let start = thread_cpu_time();
             while thread_cpu_time().saturating_sub(start) < Duration::from_millis(2) {}
         };
         let ended_on = lane
-            .run(&progress, polled_call(8, spin))
+            .run(&progress, false, polled_call(8, spin))
             .await
             .expect("the call ends");
         assert_eq!(ended_on.as_deref(), Some("toolgate-long"));
+    }
+
+    #[tokio::test]
+    async fn a_call_expected_long_starts_on_the_lane_and_a_quick_one_did_not_run_long() {
+        let lane = LongLane::new(1, LanePriority::Nice(0));
+        let progress = Arc::new(Progress::default());
+        let ended_on = lane
+            .run(&progress, true, polled_call(1, || {}))
+            .await
+            .expect("the call ends");
+        assert_eq!(ended_on.as_deref(), Some("toolgate-long"), "its only poll");
+        assert!(progress.long.load(Ordering::Relaxed), "it takes turns");
+        assert!(!progress.ran_long(), "it did not run long");
+        // Its polls are clocked on the lane too.
+        let progress = Arc::new(Progress::default());
+        let spin = || {
+            let start = thread_cpu_time();
+            while thread_cpu_time().saturating_sub(start) < Duration::from_millis(2) {}
+        };
+        lane.run(&progress, true, polled_call(8, spin))
+            .await
+            .expect("the call ends");
+        assert!(progress.ran_long(), "16 ms of CPU in its polls");
+    }
+
+    #[test]
+    fn a_habit_expects_long_calls_for_a_while_after_one() {
+        let habit = Habit::default();
+        assert!(!habit.expects_long());
+        habit.record(false);
+        assert!(!habit.expects_long(), "quick calls alone: never");
+        habit.record(true);
+        for _ in 0..REMEMBERED {
+            assert!(habit.expects_long());
+            habit.record(false);
+        }
+        assert!(!habit.expects_long(), "{REMEMBERED} quick calls later");
+        habit.record(true);
+        for _ in 1..REMEMBERED {
+            habit.record(false);
+        }
+        habit.record(true);
+        for _ in 1..REMEMBERED {
+            habit.record(false);
+        }
+        assert!(
+            habit.expects_long(),
+            "every long call starts the count again"
+        );
+    }
+
+    /// Tells where it was dropped: the thread's name and scheduling class.
+    struct TellsWhere(std::sync::mpsc::Sender<(Option<String>, i32)>);
+
+    impl Drop for TellsWhere {
+        fn drop(&mut self) {
+            // SAFETY: no arguments but the calling thread's pid 0.
+            let class = unsafe { libc::sched_getscheduler(0) };
+            let _ = self.0.send((thread_name(), class));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_big_teardown_is_dropped_on_the_lane_thread_at_its_priority() {
+        let lane = LongLane::new(1, LanePriority::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        lane.drop_later(TellsWhere(tx));
+        let (name, class) =
+            tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(20)))
+                .await
+                .expect("joins")
+                .expect("dropped");
+        assert_eq!(name.as_deref(), Some("toolgate-long"));
+        if cfg!(target_os = "linux") {
+            assert_eq!(
+                class,
+                libc::SCHED_IDLE,
+                "teardown thread's scheduling class"
+            );
+        }
     }
 }
