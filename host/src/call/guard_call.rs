@@ -184,7 +184,7 @@ impl Plugin {
         };
         let taken = self.prepared.take();
         self.refill();
-        let (store, progress, instance, slot) = match taken {
+        let (mut store, progress, instance, slot) = match taken {
             Some(Ready {
                 mut store,
                 instance,
@@ -204,6 +204,7 @@ impl Plugin {
                 }
             },
         };
+        store.data_mut().charge_log_to(self.account.clone());
         // Instantiating and calling, as one future that owns the store and
         // what it holds (its pool slot, its share): it moves to the long
         // lane's threads if it runs long (turns.rs), taking the guard

@@ -12,6 +12,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::{host, types};
 use crate::limits::{Limiter, Limits};
+use crate::shares::Account;
 
 /// The error a host import raises when a guard exceeds its per-call budget
 /// of host calls or log bytes. It traps the call (fault `host-budget`).
@@ -45,6 +46,9 @@ pub(crate) struct Sandbox {
     log_bytes_left: usize,
     stdout: Capture,
     stderr: Capture,
+    /// The account whose log budget the guest's lines spend (`None`: no
+    /// budget but the call's own).
+    log_account: Option<Arc<Account>>,
 }
 
 impl Sandbox {
@@ -71,14 +75,29 @@ impl Sandbox {
             log_bytes_left: limits.log_bytes,
             stdout,
             stderr,
+            log_account: None,
         }
+    }
+
+    /// Charges the guest's log lines to `account`'s log budget.
+    pub(crate) fn charge_log_to(&mut self, account: Option<Arc<Account>>) {
+        self.log_account = account;
+    }
+
+    /// Whether `bytes` more of log may be written now (the account's log
+    /// budget; a line that may not is dropped).
+    fn may_log(&self, bytes: usize) -> bool {
+        self.log_account.as_ref().is_none_or(|a| a.may_log(bytes))
     }
 
     /// Sends whatever the guest wrote to stdout/stderr to the log.
     pub(crate) fn flush_output(&self) {
         for (stream, capture) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let (text, dropped) = capture.take();
-            if !text.is_empty() {
+            if !text.is_empty()
+                && tracing::enabled!(tracing::Level::INFO)
+                && self.may_log(text.len())
+            {
                 tracing::info!(plugin = %self.plugin, stream, dropped, "{}", text.trim_end());
             }
         }
@@ -119,6 +138,17 @@ impl host::Host for Sandbox {
             .log_bytes_left
             .checked_sub(message.len())
             .ok_or(HostBudgetExceeded("too many log bytes"))?;
+        // Only lines the log keeps spend the account's log budget.
+        let kept = match level {
+            host::Level::Trace => tracing::enabled!(tracing::Level::TRACE),
+            host::Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
+            host::Level::Info => tracing::enabled!(tracing::Level::INFO),
+            host::Level::Warn => tracing::enabled!(tracing::Level::WARN),
+            host::Level::Error => tracing::enabled!(tracing::Level::ERROR),
+        };
+        if !kept || !self.may_log(message.len()) {
+            return Ok(());
+        }
         let plugin = &*self.plugin;
         match level {
             host::Level::Trace => tracing::trace!(plugin, "{message}"),

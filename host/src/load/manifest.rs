@@ -162,6 +162,7 @@ struct RawShares {
     tenant_rate: Option<Spanned<u32>>,
     tenant_burst: Option<Spanned<u32>>,
     tenants: Option<BTreeMap<String, Spanned<RawTenantShares>>>,
+    tenant_log_kib_per_s: Option<Spanned<u32>>,
     wait_ms: Option<Spanned<u64>>,
 }
 
@@ -571,6 +572,9 @@ fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
     }
     if let Some(v) = &raw.tenant_code_mib {
         s.tenant_code_mib = range(v, key("tenant_code_mib"), 1, 1 << 30, " MiB")?;
+    }
+    if let Some(v) = &raw.tenant_log_kib_per_s {
+        s.tenant_log_kib_per_s = range(v, key("tenant_log_kib_per_s"), 0, 1 << 22, " KiB/s")?;
     }
     if let Some(v) = &raw.memory_budget_mib {
         s.memory_budget_mib = range(v, key("memory_budget_mib"), 1, 1 << 40, " MiB")?;

@@ -91,6 +91,12 @@ pub struct Shares {
     /// `tenant_burst` (`None`: no limit), by name (`[shares.tenants.<name>]`
     /// in the global manifest). Default: none.
     pub tenant_rates: std::collections::BTreeMap<String, Option<Rate>>,
+    /// Guest log one tenant's guard calls may write a second, in KiB (its
+    /// guards' `log` lines and captured stdout/stderr, the global guards
+    /// it runs included), a second's worth at once; lines beyond it are
+    /// dropped (the guest is not told) and counted; 0: no limit. The
+    /// global account has no limit. Default: 256.
+    pub tenant_log_kib_per_s: u32,
     /// How long a call waits for its share (and a request for its place)
     /// before faulting with `share-exhausted` (being refused as busy).
     /// Default: 1 s (a burst above the share queues; a flood waits, which
@@ -114,6 +120,7 @@ impl Default for Shares {
             tenant_rate: 0,
             tenant_burst: 0,
             tenant_rates: Default::default(),
+            tenant_log_kib_per_s: 256,
             wait: Duration::from_secs(1),
         }
     }
@@ -295,6 +302,7 @@ impl Shares {
             rate: None,
             instances: self.global_instances,
             memory_mib: self.global_memory_mib,
+            log_kib_per_s: 0,
         }
     }
 
@@ -310,6 +318,7 @@ impl Shares {
             rate,
             instances: self.tenant_instances,
             memory_mib: self.tenant_memory_mib,
+            log_kib_per_s: self.tenant_log_kib_per_s,
         }
     }
 
@@ -342,6 +351,7 @@ pub struct Account {
     refused: AtomicU64,
     busy: AtomicU64,
     over_rate: AtomicU64,
+    log: Option<LogBudget>,
     turn: AccountTurn,
 }
 
@@ -356,6 +366,8 @@ pub struct Lends {
     pub instances: u32,
     /// Memory committed at once, MiB.
     pub memory_mib: u64,
+    /// Guest log written a second, KiB (0: any).
+    pub log_kib_per_s: u32,
 }
 
 /// A rate requests may start at: `per_s` a second, `burst` at once after
@@ -469,6 +481,84 @@ impl Pace {
     }
 }
 
+/// How much guest log an account's calls may write: a bucket of `per_s`
+/// bytes, refilled at `per_s` a second. A line that does not fit is
+/// dropped whole and counted.
+#[derive(Debug)]
+struct LogBudget {
+    per_s: u64,
+    state: std::sync::Mutex<LogState>,
+    dropped: AtomicU64,
+}
+
+#[derive(Debug)]
+struct LogState {
+    /// Bytes that may be written now, as of `at`.
+    left: u64,
+    at: Option<Instant>,
+    /// When a dropped line was last logged.
+    warned: Option<Instant>,
+}
+
+/// How often the log says an account's guest lines are being dropped.
+const LOG_DROPS_WARNED_EVERY: Duration = Duration::from_secs(10);
+
+impl LogBudget {
+    fn new(per_s: u64) -> LogBudget {
+        LogBudget {
+            per_s,
+            state: std::sync::Mutex::new(LogState {
+                left: per_s,
+                at: None,
+                warned: None,
+            }),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes `bytes` from the bucket at `now`, or counts them dropped.
+    fn spend(&self, account: &str, bytes: usize, now: Instant) -> bool {
+        let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
+        let warn = {
+            let mut s = self
+                .state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(at) = s.at {
+                let earned = now.saturating_duration_since(at).as_nanos() * u128::from(self.per_s)
+                    / 1_000_000_000;
+                s.left = u64::try_from(earned)
+                    .unwrap_or(u64::MAX)
+                    .saturating_add(s.left)
+                    .min(self.per_s);
+            }
+            s.at = Some(now);
+            if let Some(left) = s.left.checked_sub(bytes) {
+                s.left = left;
+                return true;
+            }
+            let due = s
+                .warned
+                .is_none_or(|w| now.saturating_duration_since(w) >= LOG_DROPS_WARNED_EVERY);
+            if due {
+                s.warned = Some(now);
+            }
+            due
+        };
+        let dropped = self.dropped.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if warn {
+            tracing::warn!(
+                account,
+                dropped_bytes = dropped,
+                "`{account}`'s guards write more than {} KiB of log a second ([shares] \
+                 tenant_log_kib_per_s): lines beyond it are dropped ({dropped} bytes so far)",
+                self.per_s >> 10
+            );
+        }
+        false
+    }
+}
+
 /// A request's place in its account; given back when dropped.
 #[derive(Debug)]
 pub struct Place {
@@ -500,6 +590,11 @@ pub struct Usage {
     /// Requests refused since the account was made because their turn at
     /// its rate was too far away.
     pub over_rate: u64,
+    /// Guest log its calls may write a second, KiB (0: any).
+    pub log_kib_per_s: u32,
+    /// Guest log dropped since the account was made, over that budget,
+    /// bytes.
+    pub log_dropped_bytes: u64,
 }
 
 /// Permits held by one admitted call; given back when dropped.
@@ -518,6 +613,7 @@ impl Account {
             rate,
             instances,
             memory_mib,
+            log_kib_per_s,
         } = lends;
         Account {
             name: name.into(),
@@ -533,6 +629,7 @@ impl Account {
             refused: AtomicU64::new(0),
             busy: AtomicU64::new(0),
             over_rate: AtomicU64::new(0),
+            log: (log_kib_per_s > 0).then(|| LogBudget::new(u64::from(log_kib_per_s) << 10)),
             turn: AccountTurn::default(),
         }
     }
@@ -618,6 +715,15 @@ impl Account {
         }
     }
 
+    /// Whether a guest may write `bytes` more of log now, within the
+    /// account's log budget; a line that may not is counted as dropped (and
+    /// the first in a while logged, naming the account).
+    pub(crate) fn may_log(&self, bytes: usize) -> bool {
+        self.log
+            .as_ref()
+            .is_none_or(|budget| budget.spend(&self.name, bytes, Instant::now()))
+    }
+
     /// This account's place in the long-call lane.
     pub fn turn(&self) -> &AccountTurn {
         &self.turn
@@ -637,6 +743,11 @@ impl Account {
             busy: self.busy.load(Ordering::Relaxed),
             rate_per_s: self.lends.rate.map_or(0, |r| r.per_s),
             over_rate: self.over_rate.load(Ordering::Relaxed),
+            log_kib_per_s: self.lends.log_kib_per_s,
+            log_dropped_bytes: self
+                .log
+                .as_ref()
+                .map_or(0, |b| b.dropped.load(Ordering::Relaxed)),
         }
     }
 
@@ -709,6 +820,7 @@ mod tests {
             rate: None,
             instances,
             memory_mib,
+            log_kib_per_s: 0,
         }
     }
 
@@ -721,6 +833,7 @@ mod tests {
                 rate: None,
                 instances: 1,
                 memory_mib: 1,
+                log_kib_per_s: 0,
             },
             Duration::from_millis(300),
         ));
@@ -834,6 +947,7 @@ mod tests {
             tenant_rate: 0,
             tenant_burst: 0,
             tenant_rates: Default::default(),
+            tenant_log_kib_per_s: 0,
             wait: Duration::ZERO,
         };
         assert!(shares.plan(Some(32), 5, "e").is_ok());
@@ -846,5 +960,31 @@ mod tests {
             shares.plan(None, 7, "g"),
             Err(PlanError::Memory { .. })
         ));
+    }
+
+    #[test]
+    fn a_log_budget_lets_a_second_s_worth_through_then_refills_at_its_rate() {
+        let budget = LogBudget::new(1000);
+        let t0 = Instant::now();
+        assert!(budget.spend("a", 600, t0));
+        assert!(budget.spend("a", 400, t0), "a second's worth at once");
+        assert!(!budget.spend("a", 1, t0), "then nothing");
+        assert!(
+            !budget.spend("a", 300, t0 + Duration::from_millis(200)),
+            "200 bytes earned"
+        );
+        assert!(budget.spend("a", 200, t0 + Duration::from_millis(200)));
+        assert!(
+            !budget.spend("a", 1001, t0 + Duration::from_secs(60)),
+            "never more than the bucket"
+        );
+        assert!(
+            budget.spend("a", 1000, t0 + Duration::from_secs(60)),
+            "a full bucket, not 60 s of it"
+        );
+        assert_eq!(budget.dropped.load(Ordering::Relaxed), 1 + 300 + 1001);
+        let unlimited = Account::new("a", lends(1, 1), Duration::ZERO);
+        assert!(unlimited.may_log(usize::MAX), "0: no limit");
+        assert_eq!(unlimited.usage().log_dropped_bytes, 0);
     }
 }

@@ -32,6 +32,8 @@
 //! | `share_busy` | gauge | account | requests refused (HTTP 429) since the account was made because no place came free in time |
 //! | `share_rate` | gauge | account | requests the account may start a second (0: any) |
 //! | `share_over_rate` | gauge | account | requests refused (HTTP 429) since the account was made because their turn at its rate was too far away |
+//! | `share_log_kib_per_s` | gauge | account | guest log the account's calls may write a second, KiB (0: any) |
+//! | `share_log_dropped_bytes` | gauge | account | guest log lines dropped over that budget since the account was made, bytes |
 //! | `long_lane_running` | gauge | | long guard calls (past their first tick) holding a turn now |
 //! | `long_lane_waiting` | gauge | | long guard calls waiting for a turn now |
 //! | `long_lane_width` | gauge | | the most long guard calls that may run at once |
@@ -158,7 +160,7 @@ struct Reading<U> {
 }
 
 /// The per-account gauges.
-const SHARE_GAUGES: [Reading<Usage>; 10] = [
+const SHARE_GAUGES: [Reading<Usage>; 12] = [
     Reading {
         name: "share_instances",
         help: "Guard instances the account has alive now",
@@ -208,6 +210,16 @@ const SHARE_GAUGES: [Reading<Usage>; 10] = [
         name: "share_over_rate",
         help: "Requests refused (HTTP 429) for their turn at the account's rate being too far away",
         read: |u| i64::try_from(u.over_rate).unwrap_or(i64::MAX),
+    },
+    Reading {
+        name: "share_log_kib_per_s",
+        help: "Guest log the account's calls may write a second, KiB (0: any)",
+        read: |u| i64::from(u.log_kib_per_s),
+    },
+    Reading {
+        name: "share_log_dropped_bytes",
+        help: "Guest log dropped over the account's log budget since the account was made, bytes",
+        read: |u| i64::try_from(u.log_dropped_bytes).unwrap_or(i64::MAX),
     },
 ];
 

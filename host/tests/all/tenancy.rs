@@ -756,3 +756,87 @@ async fn a_tenant_that_trips_a_global_guard_quarantines_it_for_itself_only() {
     let d = steer_as(&reg, Some("a"), "ok", json!({})).await;
     assert_eq!(d.trace[0].fault, Some(Fault::Quarantined), "{:?}", d.trace);
 }
+
+/// A writer the test's log goes to, kept for reading.
+#[derive(Clone, Default)]
+struct Kept(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Kept {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A tenant's guards write at most its log budget a second: lines beyond
+/// it are dropped and counted while its calls go on, the log says so, and
+/// another tenant's lines are not touched.
+#[tokio::test]
+async fn a_tenant_s_guard_log_is_held_to_its_budget_and_no_one_else_s() {
+    let kept = Kept::default();
+    let writer = kept.clone();
+    let _log = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("tenants/a/hostile.wasm", HOSTILE),
+            ("tenants/b/hostile.wasm", HOSTILE),
+        ],
+    );
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[shares]\ntenant_log_kib_per_s = 100\n",
+    );
+    let reg = open(dir.path()).await;
+    // 10 calls of 60 lines of 1000 bytes: 600,000 bytes against a bucket
+    // of 102,400 refilled at 102,400 a second.
+    let started = Instant::now();
+    for _ in 0..10 {
+        let d = steer_as(&reg, Some("a"), "log-warn", json!({})).await;
+        assert_eq!(d.trace[0].fault, None, "the calls go on: {:?}", d.trace);
+    }
+    let earned = 102_400 + started.elapsed().as_millis() * 103;
+    let d = steer_as(&reg, Some("b"), "log-warn", json!({})).await;
+    assert_eq!(d.trace[0].fault, None, "{:?}", d.trace);
+    let text = String::from_utf8(kept.0.lock().expect("log").clone()).expect("UTF-8");
+    let lines_of = |plugin: &str| {
+        text.lines()
+            .filter(|l| l.contains(&format!("plugin=\"{plugin}\"")))
+            .filter(|l| l.contains(&"w".repeat(1000)))
+            .count()
+    };
+    let (a, b) = (lines_of("a/hostile"), lines_of("b/hostile"));
+    assert!(a >= 102, "a's first second's worth is written: {a} lines");
+    assert!(
+        (a as u128) * 1000 <= earned,
+        "{a} lines of a's written, more than the {earned} bytes it earned"
+    );
+    assert_eq!(b, 60, "b's lines are all written");
+    let set = reg.plugin_set();
+    let shares = set.describe().shares;
+    assert_eq!(
+        shares.tenants["a"].log_dropped_bytes,
+        (600 - a as u64) * 1000
+    );
+    assert_eq!(shares.tenants["b"].log_dropped_bytes, 0);
+    assert_eq!(shares.tenants["a"].log_kib_per_s, 100);
+    let warned = text
+        .lines()
+        .filter(|l| l.contains("tenant_log_kib_per_s") && l.contains("`a`"))
+        .count();
+    assert_eq!(warned, 1, "said once, naming the tenant:\n{text}");
+}

@@ -287,6 +287,10 @@ struct PolicyArgs {
     /// in the memory budget (default 256).
     #[arg(long)]
     tenant_code_mib: Option<u64>,
+    /// Guest log each tenant's guard calls may write a second, KiB; lines
+    /// beyond it are dropped and counted; 0: no limit (default 256).
+    #[arg(long)]
+    tenant_log_kib_per_s: Option<u32>,
     /// Host-wide memory budget for all shares, MiB (default: half the RAM).
     #[arg(long)]
     memory_budget_mib: Option<u64>,
@@ -353,6 +357,7 @@ impl PolicyArgs {
         s.tenant_memory_mib = self.tenant_memory_mib.unwrap_or(s.tenant_memory_mib);
         s.tenant_plugins = self.tenant_plugins.unwrap_or(s.tenant_plugins);
         s.tenant_code_mib = self.tenant_code_mib.unwrap_or(s.tenant_code_mib);
+        s.tenant_log_kib_per_s = self.tenant_log_kib_per_s.unwrap_or(s.tenant_log_kib_per_s);
         s.memory_budget_mib = self.memory_budget_mib.unwrap_or(s.memory_budget_mib);
         s.global_requests = self.global_requests.unwrap_or(s.global_requests);
         s.tenant_requests = self.tenant_requests.unwrap_or(s.tenant_requests);

@@ -20,6 +20,7 @@
 //! | `log-flood` | calls the host's `log` 10 million times, then proceeds |
 //! | `log-huge` | logs one 16 MiB message (`args.mib` MiB when given), then proceeds |
 //! | `stdout-flood` | writes 100 MiB to stdout and to stderr, then proceeds |
+//! | `log-warn` | logs 60 lines of 1000 bytes at `warn` (within the default per-call budgets), then proceeds |
 //! | `file` | reads `/etc/passwd`, lists `/`; steers with each outcome |
 //! | `env` | steers with `env: <number of environment variables>` |
 //! | `socket` | connects to `127.0.0.1:<args.port or 9>`; steers with the outcome |
@@ -75,6 +76,13 @@ fn attack(name: &str, args: Option<&Value>) -> Verdict {
         }
         "log-huge" => {
             log::write(log::Level::Info, &"x".repeat(mib(args, 16) << 20));
+            Verdict::proceed()
+        }
+        "log-warn" => {
+            let line = "w".repeat(1000);
+            for _ in 0..60 {
+                log::write(log::Level::Warn, black_box(&line));
+            }
             Verdict::proceed()
         }
         "stdout-flood" => {
