@@ -49,6 +49,8 @@ pub mod metrics;
 pub mod request;
 #[path = "serve/server.rs"]
 pub mod server;
+#[path = "serve/tokens.rs"]
+pub mod tokens;
 
 // seams/: what the four seams carry, and their chain rules.
 #[path = "seams/chain.rs"]

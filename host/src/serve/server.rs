@@ -19,7 +19,8 @@
 //! Errors are JSON `{"error": "..."}`: 400 for a body that is not JSON, an
 //! unknown or mistyped field (the message names it), a state that is not
 //! an object or an invalid tenant name; 401 without the bearer token when
-//! one is configured; 404 for an unknown seam or path; 405 for a wrong
+//! one is configured; 403 for a tenant's token ([`ServerConfig::tenant_tokens`])
+//! on anything but the seams, or calling as another tenant; 404 for an unknown seam or path; 405 for a wrong
 //! method; 413 for a body over the limit; 415 for a POST that is not
 //! `application/json`; 503 when a request overruns the request timeout
 //! (counted in `http_request_timeouts_total`); 500 if a handler panicked
@@ -59,7 +60,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Path, RawQuery, Request, State};
@@ -67,8 +67,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -77,13 +77,19 @@ use crate::event::Seam;
 use crate::metrics::{self, Metrics};
 use crate::registry::{Registry, ReloadReport};
 use crate::request::{self, DecideRequest};
+use crate::tokens::{Caller, TenantTokens, same_digest, sha256};
 
 /// How the service answers. Every field documents its default.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    /// The bearer token every endpoint but `/healthz` requires
-    /// (`Authorization: Bearer <token>`). Default: none (no auth).
+    /// The operator's bearer token, which every endpoint but `/healthz`
+    /// requires (`Authorization: Bearer <token>`). Default: none (no auth).
     pub token: Option<String>,
+    /// Each tenant's own bearer token: a request with one calls the seams
+    /// only, always as its tenant (see [`crate::tokens`]). With tenant
+    /// tokens every request but `/healthz` needs a token, and the plugin
+    /// list, reloads and metrics need the operator's. Default: none.
+    pub tenant_tokens: TenantTokens,
     /// Largest request body accepted, in bytes; a larger one gets 413.
     /// Default: 1 MiB.
     pub max_body_bytes: usize,
@@ -115,6 +121,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             token: None,
+            tenant_tokens: TenantTokens::default(),
             max_body_bytes: 1 << 20,
             request_timeout: Duration::from_secs(30),
             max_connections: 1024,
@@ -129,6 +136,7 @@ struct App {
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     token_digest: Option<[u8; 32]>,
+    tenant_tokens: TenantTokens,
     request_timeout: Duration,
     reload_wait: Duration,
     reloads: Arc<Reloads>,
@@ -176,14 +184,18 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         registry,
         metrics,
         token_digest: config.token.as_deref().map(sha256),
+        tenant_tokens: config.tenant_tokens,
         request_timeout: config.request_timeout,
         reload_wait: config.reload_wait,
         reloads: Arc::default(),
     });
-    Router::new()
+    let operator_only = Router::new()
         .route("/v1/plugins", get(plugins))
         .route("/v1/reload", post(reload))
         .route("/metrics", get(metrics_text))
+        .route_layer(middleware::from_fn(operator_only));
+    Router::new()
+        .merge(operator_only)
         .route("/v1/{seam}", post(decide))
         .route_layer(middleware::from_fn(require_json))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
@@ -282,38 +294,50 @@ pub fn exposure_warning(addr: &SocketAddr, has_token: bool) -> Option<String> {
 
 // ---- middleware -------------------------------------------------------
 
-fn sha256(bytes: impl AsRef<[u8]>) -> [u8; 32] {
-    Sha256::digest(bytes.as_ref()).into()
-}
-
-/// Compares the digests of the expected and offered tokens in constant
-/// time (digests, so the token's length does not leak either).
-fn token_matches(expected: &[u8; 32], offered: &str) -> bool {
-    let offered = sha256(offered);
-    expected
-        .iter()
-        .zip(offered.iter())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
-}
-
-async fn authorize(State(app): State<Shared>, request: Request, next: Next) -> Response {
-    let Some(expected) = &app.token_digest else {
-        return next.run(request).await;
+/// Finds who the request comes from by its bearer token ([`Caller`], put
+/// in the request's extensions): the operator's token, a tenant's, or no
+/// token where none is configured; anything else is 401.
+async fn authorize(State(app): State<Shared>, mut request: Request, next: Next) -> Response {
+    let caller = if app.token_digest.is_none() && app.tenant_tokens.is_empty() {
+        Caller::Operator
+    } else {
+        let offered = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim);
+        let Some(offered) = offered else {
+            return unauthorized("missing bearer token (Authorization: Bearer <token>)");
+        };
+        let digest = sha256(offered);
+        match (&app.token_digest, app.tenant_tokens.tenant(&digest)) {
+            (Some(expected), _) if same_digest(expected, &digest) => Caller::Operator,
+            (_, Some(tenant)) => Caller::Tenant(tenant.clone()),
+            _ => return unauthorized("invalid bearer token"),
+        }
     };
-    let offered = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    match offered {
-        Some(token) if token_matches(expected, token) => next.run(request).await,
-        Some(_) => unauthorized("invalid bearer token"),
-        None => unauthorized("missing bearer token (Authorization: Bearer <token>)"),
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// Refuses a tenant's token (403) on the operator's endpoints.
+async fn operator_only(request: Request, next: Next) -> Response {
+    match request.extensions().get::<Caller>() {
+        Some(Caller::Tenant(tenant)) => ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "tenant `{tenant}`'s token may call the seams only (POST /v1/{{seam}}); {} {} \
+                 needs the operator's token",
+                request.method(),
+                request.uri().path()
+            ),
+        )
+        .into_response(),
+        _ => next.run(request).await,
     }
 }
 
@@ -440,6 +464,7 @@ async fn method_not_allowed(request: Request) -> ApiError {
 
 async fn decide(
     State(app): State<Shared>,
+    caller: Option<Extension<Caller>>,
     Path(seam): Path<String>,
     RawQuery(query): RawQuery,
     body: Result<Bytes, BytesRejection>,
@@ -457,7 +482,18 @@ async fn decide(
         };
         ApiError::new(status, message)
     })?;
-    let request = DecideRequest::parse(seam, &body).map_err(ApiError::bad_request)?;
+    let mut request = DecideRequest::parse(seam, &body).map_err(ApiError::bad_request)?;
+    if let Some(Extension(Caller::Tenant(own))) = caller {
+        match &request.tenant {
+            Some(named) if *named != own => {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    format!("tenant `{own}`'s token cannot call as tenant `{named}`"),
+                ));
+            }
+            _ => request.tenant = Some(own),
+        }
+    }
     let decision = request
         .decide(&app.registry.plugin_set())
         .await
@@ -630,10 +666,11 @@ mod tests {
     #[test]
     fn token_comparison() {
         let expected = sha256("s3cret");
-        assert!(token_matches(&expected, "s3cret"));
-        assert!(!token_matches(&expected, "s3cre"));
-        assert!(!token_matches(&expected, "s3cret "));
-        assert!(!token_matches(&expected, ""));
+        let matches = |offered: &str| same_digest(&expected, &sha256(offered));
+        assert!(matches("s3cret"));
+        assert!(!matches("s3cre"));
+        assert!(!matches("s3cret "));
+        assert!(!matches(""));
     }
 
     #[test]

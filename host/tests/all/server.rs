@@ -13,6 +13,7 @@ use toolgate::cache::CompiledCache;
 use toolgate::metrics::Metrics;
 use toolgate::registry::LoadLimits;
 use toolgate::server::{self, ServerConfig};
+use toolgate::tokens::TenantTokens;
 use toolgate::{Policy, Registry, RegistryOptions};
 use toolgate_tests::{HIDE_ADMIN_TOOLS, HOSTILE, NO_EMAIL, QUERY_LIMIT, RESULT_AUDIT, SQL_GUARD};
 
@@ -783,6 +784,103 @@ async fn a_token_guards_every_endpoint_but_healthz() {
         "{text}"
     );
     s.stop().await;
+}
+
+/// A tenant's own token calls the seams as that tenant and nothing else:
+/// not as another tenant, not the operator's endpoints. The operator's
+/// token still calls as anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_token_calls_the_seams_as_its_tenant_only() {
+    // `printf %s a-secret | sha256sum`, `printf %s b-secret | sha256sum`
+    let tokens = TenantTokens::parse(&format!(
+        "a = \"sha256:{}\"\nb = \"sha256:{}\"\n",
+        hex(b"a-secret"),
+        hex(b"b-secret")
+    ))
+    .expect("tokens parse");
+    let s = Running::start(
+        &[
+            ("10-sql-guard.wasm", SQL_GUARD),
+            ("tenants/a/no-email.wasm", NO_EMAIL),
+        ],
+        ServerConfig {
+            token: Some("operator".into()),
+            tenant_tokens: tokens,
+            ..ServerConfig::default()
+        },
+    )
+    .await;
+    let call = |token: &'static str, path: &'static str, body: Value| {
+        let request = s.client.post(s.url(path)).bearer_auth(token).json(&body);
+        async move {
+            let r = request.send().await.expect("request");
+            let status = r.status();
+            (status, r.json::<Value>().await.expect("JSON"))
+        }
+    };
+    let email = json!({"event": {"run_id": "r", "tool_name": "send", "call_id": "c",
+        "args": {"to": "x@example.com"}}});
+    // No tenant named: the token's tenant's chain runs (a's no-email).
+    let (status, body) = call("a-secret", "/v1/steering?trace=1", email.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["trace"][1]["plugin"], "a/no-email", "{body}");
+    let mut as_a = email.clone();
+    as_a["tenant"] = json!("a");
+    let (status, _) = call("a-secret", "/v1/steering", as_a.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    // b's token cannot call as a, nor a's as anyone else.
+    let (status, body) = call("b-secret", "/v1/steering", as_a.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["error"],
+        "tenant `b`'s token cannot call as tenant `a`"
+    );
+    // b's own calls run b's chain: the global one only.
+    let (status, body) = call("b-secret", "/v1/steering?trace=1", email.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["trace"].as_array().map(Vec::len), Some(1), "{body}");
+    // The operator's endpoints are the operator's.
+    let (status, body) = call("a-secret", "/v1/reload", json!({})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("error")
+            .contains("operator's token"),
+        "{body}"
+    );
+    for path in ["/v1/plugins", "/metrics"] {
+        let r = s
+            .client
+            .get(s.url(path))
+            .bearer_auth("a-secret")
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{path}");
+        let r = s
+            .client
+            .get(s.url(path))
+            .bearer_auth("operator")
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+    }
+    let (status, _) = call("operator", "/v1/steering", as_a).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call("c-secret", "/v1/steering", email).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}
+
+/// Lower-case hex of the SHA-256 of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

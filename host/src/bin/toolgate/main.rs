@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
+use toolgate::tokens::TenantTokens;
 use toolgate::{DecideRequest, Decision, Engine, EngineConfig, Event, Seam, Verdict};
 
 #[derive(Parser)]
@@ -197,6 +198,11 @@ struct ServeArgs {
     /// A file holding the bearer token every endpoint but /healthz requires.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// A file of tenants' own tokens (TOML: `tenant = "sha256:<hex>"`, the
+    /// SHA-256 of each token): a request with one calls the seams only, as
+    /// its tenant. Needs --token-file (the operator's).
+    #[arg(long)]
+    tenant_tokens_file: Option<PathBuf>,
     /// Largest request body accepted, in KiB (larger: 413).
     #[arg(long, default_value_t = 1024)]
     max_body_kib: usize,
@@ -871,6 +877,30 @@ async fn serve(args: ServeArgs) -> Result<()> {
         }
         None => None,
     };
+    let tenant_tokens = match &args.tenant_tokens_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
+            let tokens = TenantTokens::parse(&text)
+                .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
+            match &token {
+                None => {
+                    return Err(bad(
+                        "--tenant-tokens-file needs --token-file: the plugin list, reloads and \
+                         metrics are the operator's",
+                    ));
+                }
+                Some(t) if tokens.holds(t) => {
+                    return Err(bad(format!(
+                        "tenant tokens file {}: a tenant has the operator's token",
+                        path.display()
+                    )));
+                }
+                Some(_) => tokens,
+            }
+        }
+        None => TenantTokens::default(),
+    };
     if args.max_body_kib == 0 {
         return Err(bad("--max-body-kib must be at least 1"));
     }
@@ -888,6 +918,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         max_body_bytes: args.max_body_kib.saturating_mul(1024),
         request_timeout: millis(args.request_timeout_ms),
         token,
+        tenant_tokens,
         max_connections: args.max_connections,
         header_read_timeout: millis(args.header_timeout_ms),
         idle_timeout: millis(args.idle_timeout_ms),
