@@ -1,7 +1,8 @@
 //! Property-based tests of everything a client or a tenant can hand the
-//! host as text: manifests, events, request bodies, tenant names. For
-//! arbitrary input: never a panic, and every error names what and where.
-//! For valid input: it is accepted and round-trips.
+//! host as text: manifests, events, request bodies, tenant names, the
+//! tenants' tokens file. For arbitrary input: never a panic, and every
+//! error names what and where. For valid input: it is accepted and
+//! round-trips.
 //!
 //! Each property runs `PROPTEST_CASES` cases (256 unless set); `scripts/fuzz`
 //! runs them with a million or more.
@@ -459,6 +460,48 @@ fn fuzz_tenant_names_are_checked_exactly() {
             }
         }
     });
+}
+
+// ---- tenants' tokens files ---------------------------------------------
+
+#[test]
+fn fuzz_tenant_tokens_files_never_panic_and_valid_ones_give_each_its_token() {
+    use toolgate::tokens::TenantTokens;
+    let line = prop_oneof![
+        "[a-z0-9_.-]{1,8} = \"sha256:[0-9a-f]{64}\"",
+        "[a-z0-9 =\"\\[\\]:#-]{0,40}",
+        any::<String>(),
+    ];
+    proptest!(config(), |(lines in prop::collection::vec(line, 0..6))| {
+        let text = lines.join("\n");
+        if let Err(e) = TenantTokens::parse(&text) {
+            prop_assert!(e.starts_with("line ") || e.starts_with("key `"), "{}", e);
+        }
+    });
+    let tenant = "[a-z][a-z0-9_-]{0,7}";
+    let secret = "[ -~]{1,24}";
+    proptest!(config(), |(pairs in prop::collection::btree_map(tenant, secret, 0..6))| {
+        let mut secrets = std::collections::BTreeSet::new();
+        prop_assume!(pairs.values().all(|s| secrets.insert(s.clone())));
+        let text: String = pairs
+            .iter()
+            .map(|(t, s)| format!("{t} = \"sha256:{}\"\n", sha256_hex(s)))
+            .collect();
+        let tokens = TenantTokens::parse(&text).map_err(TestCaseError::fail)?;
+        for secret in pairs.values() {
+            prop_assert!(tokens.holds(secret), "{:?}", secret);
+        }
+        let stranger = "a secret longer than any of theirs";
+        prop_assert!(!tokens.holds(stranger));
+    });
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 // ---- HTTP request bodies ------------------------------------------------
