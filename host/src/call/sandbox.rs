@@ -138,24 +138,24 @@ impl host::Host for Sandbox {
             .log_bytes_left
             .checked_sub(message.len())
             .ok_or(HostBudgetExceeded("too many log bytes"))?;
-        // Only lines the log keeps spend the account's log budget.
-        let kept = match level {
-            host::Level::Trace => tracing::enabled!(tracing::Level::TRACE),
-            host::Level::Debug => tracing::enabled!(tracing::Level::DEBUG),
-            host::Level::Info => tracing::enabled!(tracing::Level::INFO),
-            host::Level::Warn => tracing::enabled!(tracing::Level::WARN),
-            host::Level::Error => tracing::enabled!(tracing::Level::ERROR),
-        };
-        if !kept || !self.may_log(message.len()) {
-            return Ok(());
-        }
+        use tracing::{Level, enabled};
+        // A line the log keeps is written if the account's log budget
+        // allows it; one the log filters out costs nothing.
+        let kept = |enabled: bool| enabled && self.may_log(message.len());
         let plugin = &*self.plugin;
         match level {
-            host::Level::Trace => tracing::trace!(plugin, "{message}"),
-            host::Level::Debug => tracing::debug!(plugin, "{message}"),
-            host::Level::Info => tracing::info!(plugin, "{message}"),
-            host::Level::Warn => tracing::warn!(plugin, "{message}"),
-            host::Level::Error => tracing::error!(plugin, "{message}"),
+            host::Level::Trace if kept(enabled!(Level::TRACE)) => {
+                tracing::trace!(plugin, "{message}")
+            }
+            host::Level::Debug if kept(enabled!(Level::DEBUG)) => {
+                tracing::debug!(plugin, "{message}")
+            }
+            host::Level::Info if kept(enabled!(Level::INFO)) => tracing::info!(plugin, "{message}"),
+            host::Level::Warn if kept(enabled!(Level::WARN)) => tracing::warn!(plugin, "{message}"),
+            host::Level::Error if kept(enabled!(Level::ERROR)) => {
+                tracing::error!(plugin, "{message}")
+            }
+            _ => {}
         }
         Ok(())
     }

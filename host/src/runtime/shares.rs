@@ -493,9 +493,9 @@ struct LogBudget {
 
 #[derive(Debug)]
 struct LogState {
-    /// Bytes that may be written now, as of `at`.
+    /// Bytes that may be written as of `at`.
     left: u64,
-    at: Option<Instant>,
+    at: Instant,
     /// When a dropped line was last logged.
     warned: Option<Instant>,
 }
@@ -509,7 +509,7 @@ impl LogBudget {
             per_s,
             state: std::sync::Mutex::new(LogState {
                 left: per_s,
-                at: None,
+                at: Instant::now(),
                 warned: None,
             }),
             dropped: AtomicU64::new(0),
@@ -524,15 +524,15 @@ impl LogBudget {
                 .state
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(at) = s.at {
-                let earned = now.saturating_duration_since(at).as_nanos() * u128::from(self.per_s)
-                    / 1_000_000_000;
-                s.left = u64::try_from(earned)
-                    .unwrap_or(u64::MAX)
-                    .saturating_add(s.left)
-                    .min(self.per_s);
-            }
-            s.at = Some(now);
+            // Times taken on other threads may come in out of order: a
+            // moment already counted is not earned twice.
+            let earned = now.saturating_duration_since(s.at).as_nanos() * u128::from(self.per_s)
+                / 1_000_000_000;
+            s.left = u64::try_from(earned)
+                .unwrap_or(u64::MAX)
+                .saturating_add(s.left)
+                .min(self.per_s);
+            s.at = s.at.max(now);
             if let Some(left) = s.left.checked_sub(bytes) {
                 s.left = left;
                 return true;
