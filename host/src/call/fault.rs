@@ -6,15 +6,27 @@ use wasmtime::Trap;
 use crate::limits::MemoryLimitExceeded;
 use crate::sandbox::HostBudgetExceeded;
 
-/// Why a guard call was abandoned. A fault is data: the chain logs it,
-/// counts it and goes on as if the guard had returned nothing (or, for a
-/// fail-closed plugin, steers with a fixed message).
+/// Why a guard call was abandoned.
+///
+/// A fault is either the guard's own doing ([`Fault::is_guards`]: it
+/// trapped, ran out of fuel, memory or stack, ran past its deadline while
+/// it had the CPU, returned garbage, or is quarantined for doing so) or the
+/// host's (it could not run the guard in time: no instance slot, its
+/// account's share taken, starved of CPU, shutting down). A guard's own
+/// fault is data: the chain logs it, counts it toward quarantine and goes
+/// on as if the guard had returned nothing (or, for a fail-closed plugin,
+/// steers with a fixed message). A host's fault is never the guard's: it
+/// is not counted toward quarantine and never decides anything — the
+/// request is answered as not decided (backpressure: HTTP 503 with
+/// `Retry-After`, `toolgate.BusyError`), see docs/failures.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
     /// The call burnt its fuel budget.
     OutOfFuel,
-    /// The call overran its wall-clock deadline.
+    /// The guest ran past its `timeout`: its own run time — the CPU time
+    /// its instance spent running (start-up, guest code, its host calls) —
+    /// not time it waited for a core.
     Deadline,
     /// The guest grew memory (or a table) past its cap.
     Memory,
@@ -39,12 +51,19 @@ pub enum Fault {
     /// The guest could not be instantiated for this call (its start-up
     /// failed in a way that is not one of the traps above).
     Instantiate,
-    /// No instance slot was free (the engine's `max_instances`).
+    /// No instance slot was free (the engine's `max_instances`). The
+    /// host's doing.
     Capacity,
     /// The account the call is charged to (its tenant's, or the global
     /// one) had no instance or memory left within its wait: the caller's
-    /// own share is exhausted. See [`crate::shares`].
+    /// own share is exhausted. See [`crate::shares`]. The host's doing.
     ShareExhausted,
+    /// The host could not give the call the CPU to finish in time: it had
+    /// used less than its `timeout` of run time when its wall-clock bound
+    /// (see [`crate::limits::Limits::wall_bound`]) passed — the cores were
+    /// busy with other work — or the host was shutting down. The host's
+    /// doing.
+    Overloaded,
     /// The guard is quarantined after faulting repeatedly, and was not run.
     /// See [`crate::quarantine`].
     Quarantined,
@@ -66,8 +85,20 @@ impl Fault {
             Fault::Instantiate => "instantiate",
             Fault::Capacity => "capacity",
             Fault::ShareExhausted => "share-exhausted",
+            Fault::Overloaded => "overloaded",
             Fault::Quarantined => "quarantined",
         }
+    }
+
+    /// Whether the fault is the guard's own doing (counted toward its
+    /// quarantine; its `on_error` decides), rather than the host's
+    /// (`capacity`, `share-exhausted`, `overloaded`: the request is not
+    /// decided).
+    pub fn is_guards(self) -> bool {
+        !matches!(
+            self,
+            Fault::Capacity | Fault::ShareExhausted | Fault::Overloaded
+        )
     }
 
     /// Classifies an error raised while instantiating (`calling == false`)

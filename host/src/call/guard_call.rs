@@ -233,10 +233,12 @@ impl Plugin {
             .run(&progress, self.habit.expects_long(), call)
             .await;
         self.habit.record(progress.ran_long());
+        self.engine.long_lane().record(&progress);
         let micros = elapsed();
         let (result, fuel_used) = match ran {
             Ok((store, (slot, admission), called)) => {
                 let result = match called {
+                    Err(_) if progress.starved() => Err(self.starved(&progress)),
                     Err((e, false)) => Err((Fault::classify(&e, false), root_cause(&e))),
                     Err((e, true)) => Err(self.classify_call(&e)),
                     Ok(returned) => self.check_size::<H>(returned),
@@ -257,17 +259,10 @@ impl Plugin {
                 }
                 (result, fuel_used)
             }
-            Err(Unfinished::Overdue) => {
-                let why = format!(
-                    "still running {} ms past its deadline: the host's cores were busy with \
-                     other work (long calls run at low priority); stopped",
-                    crate::turns::OVERDUE.as_millis()
-                );
-                (Err((Fault::Deadline, why)), progress.fuel_burnt())
-            }
+            Err(Unfinished::Overdue) => (Err(self.starved(&progress)), progress.fuel_burnt()),
             Err(Unfinished::ShutDown) => {
                 return Called {
-                    result: Err((Fault::Deadline, "the host is shutting down".into())),
+                    result: Err((Fault::Overloaded, "the host is shutting down".into())),
                     fuel_used: progress.fuel_burnt(),
                     micros,
                 };
@@ -280,6 +275,21 @@ impl Plugin {
             fuel_used,
             micros,
         }
+    }
+
+    /// The fault of a call the host stopped at its wall-clock bound having
+    /// run less than its `timeout`: the host's doing.
+    fn starved(&self, progress: &Progress) -> (Fault, String) {
+        (
+            Fault::Overloaded,
+            format!(
+                "not finished within its wall-clock bound of {} ms, having run {} ms of its \
+                 {} ms timeout: the host's cores were busy with other work; stopped",
+                self.limits.wall_bound().as_millis(),
+                progress.run_time().as_millis(),
+                self.limits.timeout.as_millis()
+            ),
+        )
     }
 
     /// A guest call's fault, classified by type, with its detail.
@@ -487,13 +497,15 @@ impl Plugin {
 /// the executor) bounds that error to one slice.
 const FUEL_FLUSH_INTERVAL: u64 = 1_000_000;
 
-/// Gives a call `timeout` of wall-clock time from now.
+/// Gives a call `timeout` of run time, and its wall-clock bound from now
+/// (see [`crate::limits::Limits::wall_bound`]).
 ///
 /// At every epoch tick the guest is still running, it yields to the async
 /// executor (so a busy guest never holds a tokio worker for its whole
 /// deadline and other calls on the same thread make progress) and, once
-/// the deadline has passed, traps with `Trap::Interrupt` (a `deadline`
-/// fault). The deadline is checked on a tick, so it overshoots by at most
+/// its run time has passed `timeout` — or its wall-clock bound has passed
+/// first — traps with `Trap::Interrupt` (a `deadline` fault, or
+/// `overloaded`). Both are checked on a tick, so they overshoot by about
 /// one tick. With a `lane`, a long call takes turns in it (see
 /// [`crate::turns`]). Call it after the store's fuel is set.
 pub(crate) fn arm_deadline(
@@ -503,7 +515,8 @@ pub(crate) fn arm_deadline(
 ) -> Arc<Progress> {
     // A timeout too large to add to now never expires.
     let fuel = store.get_fuel().unwrap_or(0);
-    let mut ticks = Ticks::new(Instant::now().checked_add(timeout), fuel, lane);
+    let bound = Instant::now().checked_add(crate::limits::wall_bound(timeout));
+    let mut ticks = Ticks::new(timeout, bound, fuel, lane);
     let progress = ticks.progress();
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |store| Ok(ticks.tick(store.get_fuel().unwrap_or(0))));

@@ -25,11 +25,16 @@ pub struct Limits {
     /// share (see [`crate::shares`]). Default: 128 MiB. Must not exceed the
     /// engine's [`max_memory_bytes`](crate::EngineConfig::max_memory_bytes).
     pub memory_bytes: usize,
-    /// Wall-clock deadline for one call, enforced by epoch interruption.
-    /// Default: 200 ms. Checked at every epoch tick
-    /// (1 ms), when a running guest also yields to the executor; overshoots
-    /// by at most one tick. Serialised as `timeout_ms` (milliseconds), the
-    /// manifest's key.
+    /// Run time one call may take: the CPU time its instance spends
+    /// running — start-up, guest code, its host calls — not the time it
+    /// waits for a core on a busy host. Past it the call faults with
+    /// `deadline` (the guard's doing). Default: 200 ms. Checked at every
+    /// epoch tick (1 ms), when a running guest also yields to the executor;
+    /// overshoots by about a tick. A call that has not finished within its
+    /// [`wall_bound`](Limits::wall_bound) of wall-clock time, having run
+    /// less than this, was starved by the host: it is stopped and faults
+    /// with `overloaded` (the host's doing). Serialised as `timeout_ms`
+    /// (milliseconds), the manifest's key.
     #[serde(rename = "timeout_ms", with = "millis")]
     pub timeout: Duration,
     /// Largest string (content, tool name, args JSON, tool name in a list)
@@ -47,6 +52,16 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The wall-clock time one call may take in all, waiting for a core
+    /// included: four times its `timeout`, and at least `timeout` plus a
+    /// second. Past it, a call that has not run its `timeout` is stopped as
+    /// `overloaded` — the host did not give it the CPU — and its request is
+    /// answered as not decided (backpressure), never as if the guard had
+    /// said nothing.
+    pub fn wall_bound(&self) -> Duration {
+        wall_bound(self.timeout)
+    }
+
     /// Each limit lowered to `ceiling`'s where it is above: what a tenant
     /// plugin gets for a limit it does not set.
     pub fn clamped_to(&self, ceiling: &Limits) -> Limits {
@@ -89,6 +104,18 @@ impl Limits {
         .into_iter()
         .find(|(_, v, c)| v > c)
     }
+}
+
+/// The least room for waiting a call's wall-clock bound leaves beyond its
+/// `timeout`.
+const WALL_ROOM: Duration = Duration::from_secs(1);
+
+/// The wall-clock bound of a call that may run for `timeout` (see
+/// [`Limits::wall_bound`]).
+pub(crate) fn wall_bound(timeout: Duration) -> Duration {
+    timeout
+        .saturating_mul(4)
+        .max(timeout.saturating_add(WALL_ROOM))
 }
 
 impl Default for Limits {

@@ -321,6 +321,17 @@ impl Plugin {
         self.on_error
     }
 
+    /// Whether the host may write a line of about `bytes` about this
+    /// plugin's call now: within its account's log budget (a tenant's
+    /// `[shares] tenant_log_kib_per_s` covers the host's lines about its
+    /// calls too — its faults, its malformed replies — so a tenant whose
+    /// guard faults on every call cannot flood the log); lines beyond it
+    /// are counted as dropped. Always, for a call of no account or of the
+    /// global one.
+    pub(crate) fn may_log_about(&self, bytes: usize) -> bool {
+        self.account.as_ref().is_none_or(|a| a.may_log(bytes))
+    }
+
     /// Whether it is quarantined for the account its calls are charged
     /// to, and its recent faults there.
     pub fn health(&self) -> Health {

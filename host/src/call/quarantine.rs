@@ -209,11 +209,10 @@ impl Drop for Ticket<'_> {
     }
 }
 
+/// Whether a fault counts toward quarantine: the guard's own doing, and
+/// not a call refused because it is quarantined already.
 fn counts(fault: Fault) -> bool {
-    !matches!(
-        fault,
-        Fault::Capacity | Fault::ShareExhausted | Fault::Quarantined
-    )
+    fault.is_guards() && fault != Fault::Quarantined
 }
 
 impl Quarantine {
@@ -415,6 +414,7 @@ mod tests {
         for _ in 0..10 {
             fault(&q, Fault::ShareExhausted);
             fault(&q, Fault::Capacity);
+            fault(&q, Fault::Overloaded);
         }
         assert_eq!(q.health().state, HealthState::Ok);
         let off = Quarantine::new(None, QuarantinePolicy::off());

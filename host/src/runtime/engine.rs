@@ -34,13 +34,17 @@ pub struct EngineConfig {
     /// only where reserving large virtual address ranges is not allowed.
     /// Default: true.
     pub pooling: bool,
-    /// How many *long calls* (see [`crate::turns`]) may run at once,
-    /// host-wide, and how many low-priority threads they run on; the others
+    /// How many *long calls* (see [`crate::turns`]) may run at once on
+    /// each of the lane's two sets of threads (the low ones, for accounts
+    /// over their part of the CPU, and the fair ones, at the normal
+    /// priority), host-wide, and how many threads each set has; the others
     /// wait their turn, one account after another. Default: half the
     /// machine's cores, at least 1.
     pub long_lane: u32,
-    /// The CPU priority of the long lane's threads. Default:
-    /// [`LanePriority::Idle`] (they run only on a core nothing else wants).
+    /// The CPU priority of the long lane's low threads: those that run the
+    /// long calls of accounts using more than their part of the guards' CPU
+    /// time. Default: [`LanePriority::Idle`] (they run only on a core
+    /// nothing else wants).
     pub long_lane_priority: LanePriority,
 }
 

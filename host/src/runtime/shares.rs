@@ -550,8 +550,9 @@ impl LogBudget {
             tracing::warn!(
                 account,
                 dropped_bytes = dropped,
-                "`{account}`'s guards write more than {} KiB of log a second ([shares] \
-                 tenant_log_kib_per_s): lines beyond it are dropped ({dropped} bytes so far)",
+                "`{account}`'s guards write (or the host writes about their calls) more than \
+                 {} KiB of log a second ([shares] tenant_log_kib_per_s): lines beyond it are \
+                 dropped ({dropped} bytes so far)",
                 self.per_s >> 10
             );
         }

@@ -1,38 +1,47 @@
-//! Turns on the CPU for guard calls that run long.
+//! Turns on the CPU for guard calls that run long, and how a call's time
+//! is measured.
 //!
-//! A running guest is interrupted at every epoch tick (1 ms by default) by
-//! its store's deadline callback. A call that has burnt [`LONG_FUEL`], or
-//! has spent [`LONG_BUSY`] inside its own polls — far past a well-behaved
-//! guard's whole budget — is a *long call*, and from then on it runs only
-//! while it holds a turn in the host-wide [`LongLane`]: at most
-//! [`EngineConfig::long_lane`] long calls run at once, whoever they belong
-//! to. At every tick a long call gives its turn back and queues for the
-//! next one, so long calls take turns slice by slice.
+//! **Run time, not waiting time.** A call's `timeout` bounds its *run
+//! time*: the time spent inside its own polls, by its thread's CPU clock
+//! (see [`RunClock`]) — its guest code, start-up, page faults, host calls —
+//! never the time it waited for a core, queued or preempted. Past it the
+//! call traps as `deadline`: the guard's doing. A call also has a
+//! wall-clock *bound* ([`Limits::wall_bound`]: four times its timeout, at
+//! least its timeout plus a second); a call still unfinished then, having
+//! run less than its timeout, was starved by the host and is stopped as
+//! `overloaded`: the host's doing, never counted toward quarantine, and
+//! its request is answered as not decided (see docs/failures.md).
 //!
-//! Both measures count only what the call itself did: fuel is its guest
-//! code, and poll time is the CPU time its guest (with its page faults,
-//! bulk memory copies and host calls) took on its thread, not the time it
-//! waited in a queue or, preempted, for the CPU. A quick call merely kept
-//! waiting by a busy host never turns long.
+//! **Long calls.** A running guest is interrupted at every epoch tick
+//! (1 ms by default) by its store's deadline callback. A call that has
+//! burnt [`LONG_FUEL`], or has run for [`LONG_BUSY`] — far past a
+//! well-behaved guard's whole budget — is a *long call*, and from then on
+//! it runs only while it holds a turn in the host-wide [`LongLane`]: at
+//! most [`EngineConfig::long_lane`] long calls run at once on each of the
+//! lane's two sets of threads, whoever they belong to. At every tick a long
+//! call gives its turn back and queues for the next one, so long calls take
+//! turns slice by slice. Turns are fair between accounts, not between
+//! calls: before queueing for the lane a long call takes its account's own
+//! turn (one per account), so a tenant with many spinning guards gets no
+//! more of the lane than a tenant with one.
 //!
-//! Turns are fair between accounts, not between calls: before queueing for
-//! the lane a long call takes its account's own turn (one per account), so
-//! each account has at most one call in the lane's queue and a tenant with
-//! many spinning guards gets no more of the lane than a tenant with one.
-//!
-//! Long calls also run on threads of their own. A call starts on the
-//! thread that asked for it; once it is long it moves (between two polls:
-//! its fiber goes with it) to the lane's threads, which run at the lowest
-//! CPU priority there is ([`LanePriority::Idle`], Linux's `SCHED_IDLE`,
-//! by default). The operating system then gives any serving thread, and
-//! the clients and proxies beside the host, the core first: a spinning
-//! guest takes the CPU only when it is free, and no one's request waits
-//! out a spinner's scheduler slice. (Measured under a tenant's flood of
-//! spinning and memory-bombing guards, another tenant's p99 at a fixed
-//! rate: 1.8–2.5 ms with the lane at `nice` 10, 1.6–1.9 ms at `SCHED_IDLE`,
-//! from 0.8 ms alone; see BENCHMARKS.md.) The cost: on a host whose cores
-//! are all busy with quick calls, long calls get next to no CPU and run
-//! into their deadlines — which is the order of precedence wanted.
+//! **Two sets of threads, by account.** Long calls run on threads of their
+//! own: a call starts on the thread that asked for it; once it is long it
+//! moves (between two polls: its fiber goes with it) to the lane's
+//! threads. Which ones depends on its account's recent use of the CPU
+//! (see [`CpuMeter`]): an account that has used more than an equal part of
+//! the guards' recent run time (among the accounts that ran anything) runs
+//! its long calls on the *low* threads, at [`EngineConfig::long_lane_priority`]
+//! (Linux's `SCHED_IDLE` by default), which get a core only when nothing
+//! else wants it — a tenant flooding spinning guards then costs the
+//! others' quick calls next to nothing (measured: another tenant's p99 at a
+//! fixed rate 1.6–1.9 ms beside such a flood, from 0.8 ms alone; see
+//! BENCHMARKS.md). An account within its part runs them on the *fair*
+//! threads, at the normal priority: a guard that legitimately needs a few
+//! milliseconds for a big event still gets the CPU while another tenant
+//! keeps every core busy with plain calls — at `SCHED_IDLE` it would get
+//! none, run into its deadline and, faulting, into quarantine: policy
+//! silently off for that tenant by another's ordinary load.
 //!
 //! A plugin whose calls have lately run long (for one account: see
 //! [`Habit`]) has its next calls start on the lane's threads at once,
@@ -40,27 +49,25 @@
 //! does not hold a serving thread for the millisecond or more each of its
 //! calls takes to turn long.
 //!
-//! Big teardowns go there too ([`LongLane::drop_later`]): dropping an
-//! instance whose memories grew past [`BIG`] gives them back to the kernel
-//! (`madvise`), milliseconds of kernel time a serving thread would
-//! otherwise spend, and a thread at `nice` 10 holds its core through them
-//! (measured: a serving thread kept waiting 5.9 ms behind two such
-//! teardowns, see BENCHMARKS.md). On the lane's thread, at the lane's
-//! priority, a teardown runs only on a core nothing else wants; until then
-//! the instance and its memory stay charged to its account, so a tenant
-//! whose teardowns lag behind waits on its own share.
+//! Big teardowns go to the low threads too ([`LongLane::drop_later`]):
+//! dropping an instance whose memories grew past [`BIG`] gives them back
+//! to the kernel (`madvise`), milliseconds of kernel time a serving thread
+//! would otherwise spend. There, at the low priority, a teardown runs only
+//! on a core nothing else wants; until then the instance and its memory
+//! stay charged to its account, so a tenant whose teardowns lag behind
+//! waits on its own share.
 //!
 //! What this buys: calls that finish within a tick (nearly every guard)
 //! never wait for a turn, and however many guests spin, they hold at most
-//! `long_lane` of the executor's threads; the rest serve everyone else.
-//! A long call waiting for its turn is still on its wall-clock deadline —
-//! under contention it gets less CPU before it, which is the point. And
-//! since a call starved of CPU cannot even notice its deadline, its caller
-//! stops waiting [`OVERDUE`] after it and answers `deadline` itself; the
-//! call is stopped, and what it holds (its instance, pool slot and share)
-//! is given back once the lane's thread gets to drop it.
+//! the lane's threads; the rest serve everyone else. Since a call starved
+//! of CPU cannot even notice its bound, its caller stops waiting
+//! [`OVERDUE`] after it and answers `overloaded` itself; the call is
+//! stopped, and what it holds (its instance, pool slot and share) is given
+//! back once the lane's thread gets to drop it.
 //!
 //! [`EngineConfig::long_lane`]: crate::EngineConfig::long_lane
+//! [`EngineConfig::long_lane_priority`]: crate::EngineConfig::long_lane_priority
+//! [`Limits::wall_bound`]: crate::Limits::wall_bound
 
 use std::future::Future;
 use std::pin::Pin;
@@ -78,9 +85,9 @@ use wasmtime::UpdateDeadline;
 /// BENCHMARKS.md).
 pub const LONG_FUEL: u64 = 2_000_000;
 
-/// CPU time inside its own polls after which a call is long whatever its
-/// fuel: a guest that spends its time in work fuel does not count (filling
-/// or copying memory, page faults, host calls).
+/// Run time after which a call is long whatever its fuel: a guest that
+/// spends its time in work fuel does not count (filling or copying memory,
+/// page faults, host calls).
 pub const LONG_BUSY: Duration = Duration::from_millis(5);
 
 /// Poll time measured by the wall clock, at most this much per poll, until
@@ -104,9 +111,9 @@ fn thread_cpu_time() -> Duration {
 /// thread costs more than their decommit).
 pub(crate) const BIG: usize = 32 << 20;
 
-/// How long past a long call's deadline its caller still waits for it on
-/// the lane: enough for a call that gets the CPU to trap at its own next
-/// tick (and report its fuel), a bound for one that does not.
+/// How long past a long call's wall-clock bound its caller still waits for
+/// it on the lane: enough for a call that gets the CPU to trap at its own
+/// next tick (and report its fuel), a bound for one that does not.
 pub const OVERDUE: Duration = Duration::from_millis(10);
 
 /// The CPU priority of the threads long calls run on.
@@ -175,14 +182,35 @@ impl std::fmt::Display for LanePriority {
     }
 }
 
-/// The host-wide lane long calls take turns in.
+/// The host-wide lane long calls take turns in: two sets of threads, one
+/// for the accounts using more than their part of the guards' CPU time
+/// (at the configured [`LanePriority`], idle by default) and one for the
+/// others (at the normal priority), each with `width` turns.
 #[derive(Debug)]
 pub struct LongLane {
     width: u32,
+    low: Lane,
+    fair: Lane,
+    overdue: AtomicU64,
+    meter: CpuMeter,
+}
+
+/// One set of lane threads and its turns.
+#[derive(Debug)]
+struct Lane {
     turns: Arc<Semaphore>,
     waiting: AtomicU32,
-    overdue: AtomicU64,
     threads: Threads,
+}
+
+impl Lane {
+    fn new(width: u32, priority: LanePriority, name: &'static str) -> Lane {
+        Lane {
+            turns: Arc::new(Semaphore::new(width as usize)),
+            waiting: AtomicU32::new(0),
+            threads: Threads::start(width, priority, name),
+        }
+    }
 }
 
 /// The threads long calls run on: a runtime of `width` threads at a
@@ -192,12 +220,12 @@ pub struct LongLane {
 struct Threads(Option<tokio::runtime::Runtime>);
 
 impl Threads {
-    fn start(width: u32, priority: LanePriority) -> Threads {
+    fn start(width: u32, priority: LanePriority, name: &'static str) -> Threads {
         // The one blocking thread is the teardown thread (`drop_later`).
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(width as usize)
             .max_blocking_threads(1)
-            .thread_name("toolgate-long")
+            .thread_name(name)
             .on_thread_start(move || {
                 // Where this fails long calls still take turns, at the
                 // default priority.
@@ -236,77 +264,105 @@ pub struct LaneUsage {
     pub running: u32,
     /// Long calls queued for a turn now (for their account's or the lane's).
     pub waiting: u32,
-    /// The most long calls that may run at once.
+    /// The most long calls that may run at once on each of the lane's two
+    /// sets of threads.
     pub width: u32,
-    /// Long calls given up [`OVERDUE`] past their deadline, not having got
-    /// the CPU to stop by themselves, since the lane was made.
+    /// Long calls stopped at their wall-clock bound, not having got the CPU
+    /// to finish or to stop by themselves (`overloaded`), since the lane
+    /// was made.
     pub overdue: u64,
 }
 
+/// The name of the threads that run long calls of accounts using more
+/// than their part of the CPU.
+pub(crate) const LOW_THREADS: &str = "toolgate-long";
+/// The name of the threads that run long calls of accounts within their
+/// part of the CPU, at the normal priority.
+pub(crate) const FAIR_THREADS: &str = "toolgate-fair";
+
 impl LongLane {
-    /// A lane where `width` (at least 1) long calls run at once, on threads
-    /// at `priority`.
+    /// A lane where `width` (at least 1) long calls run at once on threads
+    /// at `priority` and as many on threads at the normal priority.
     pub fn new(width: u32, priority: LanePriority) -> Arc<LongLane> {
         let width = width.max(1);
         Arc::new(LongLane {
             width,
-            turns: Arc::new(Semaphore::new(width as usize)),
-            waiting: AtomicU32::new(0),
+            low: Lane::new(width, priority, LOW_THREADS),
+            fair: Lane::new(width, LanePriority::Nice(0), FAIR_THREADS),
             overdue: AtomicU64::new(0),
-            threads: Threads::start(width, priority),
+            meter: CpuMeter::default(),
         })
     }
 
+    /// The lane a long call of `progress` runs in: the fair one while its
+    /// account has used no more than its part of the guards' recent CPU
+    /// time (see [`CpuMeter`]); the low one otherwise, and for calls
+    /// charged to no account.
+    fn lane_for(&self, progress: &Progress) -> &Lane {
+        match &progress.account {
+            Some(account) if self.meter.within_part(account) => &self.fair,
+            _ => &self.low,
+        }
+    }
+
+    /// Counts the run time of a finished call toward its account's use of
+    /// the CPU.
+    pub(crate) fn record(&self, progress: &Progress) {
+        if let Some(account) = &progress.account {
+            self.meter.record(account, progress.run_time());
+        }
+    }
+
     /// Runs `call` on this thread until it turns long — by its fuel (as
-    /// its [`Ticks`] tell `progress`) or by the time spent in its polls
-    /// (counted here) — then on the lane's threads, waiting for it there
-    /// until [`OVERDUE`] past its deadline. A call `expected_long` (its
-    /// plugin's calls have lately run long: see [`Habit`]) starts on the
-    /// lane's threads, taking turns from its first tick. Dropping the
+    /// its [`Ticks`] tell `progress`) or by its run time — then on the
+    /// lane's threads (see [`LongLane::lane_for`]), waiting for it there
+    /// until [`OVERDUE`] past its wall-clock bound. A call `expected_long`
+    /// (its plugin's calls have lately run long: see [`Habit`]) starts on
+    /// the lane's threads, taking turns from its first tick. Dropping the
     /// returned future stops the call wherever it runs; so does giving up
     /// on it. Either way `progress` tells afterwards whether it
-    /// [ran long](Progress::ran_long).
+    /// [ran long](Progress::ran_long) and its [run time](Progress::run_time).
     pub(crate) async fn run<T: Send + 'static>(
         &self,
         progress: &Arc<Progress>,
         expected_long: bool,
         mut call: Pin<Box<dyn Future<Output = T> + Send>>,
     ) -> Result<T, Unfinished> {
-        let mut clock = PollClock::default();
-        let lane = match &self.threads.0 {
-            Some(lane) if expected_long => {
-                progress.long.store(true, Ordering::Relaxed);
-                lane
-            }
-            threads => {
-                // Ready with the lane's runtime once the call is long and
-                // can move.
-                let here = std::future::poll_fn(|cx| {
-                    let polled = clock.poll(progress, || call.as_mut().poll(cx));
-                    match (polled, threads) {
-                        (Poll::Ready(done), _) => Poll::Ready(Ok(done)),
-                        (Poll::Pending, Some(lane)) if progress.long.load(Ordering::Relaxed) => {
-                            Poll::Ready(Err(lane))
-                        }
-                        (Poll::Pending, _) => Poll::Pending,
+        let lane = if expected_long {
+            progress.long.store(true, Ordering::Relaxed);
+            self.lane_for(progress)
+        } else {
+            // Ready with the lane once the call is long and can move.
+            let here =
+                std::future::poll_fn(|cx| match progress.clocked(|| call.as_mut().poll(cx)) {
+                    Poll::Ready(done) => Poll::Ready(Ok(done)),
+                    Poll::Pending if progress.long.load(Ordering::Relaxed) => {
+                        Poll::Ready(Err(self.lane_for(progress)))
                     }
+                    Poll::Pending => Poll::Pending,
                 })
                 .await;
-                match here {
-                    Ok(done) => return Ok(done),
-                    Err(lane) => lane,
-                }
+            match here {
+                Ok(done) => return Ok(done),
+                Err(lane) => lane,
             }
+        };
+        let fair = std::ptr::eq(lane, &self.fair);
+        progress.fair.store(fair, Ordering::Relaxed);
+        let Some(threads) = &lane.threads.0 else {
+            // No threads: it goes on here, still taking turns.
+            return Ok(
+                std::future::poll_fn(|cx| progress.clocked(|| call.as_mut().poll(cx))).await,
+            );
         };
         // Spawning polls it once at once there, with a waker of the new
         // task: whatever it waits for wakes it on the lane. Its polls go on
         // being clocked there.
         let on_lane_progress = Arc::clone(progress);
-        let clocked = std::future::poll_fn(move |cx| {
-            clock.poll(&on_lane_progress, || call.as_mut().poll(cx))
-        });
-        let on_lane = AbortOnDrop(lane.spawn(clocked));
-        match progress.deadline.and_then(|d| d.checked_add(OVERDUE)) {
+        let clocked =
+            std::future::poll_fn(move |cx| on_lane_progress.clocked(|| call.as_mut().poll(cx)));
+        let on_lane = AbortOnDrop(threads.spawn(clocked));
+        match progress.bound.and_then(|d| d.checked_add(OVERDUE)) {
             Some(due) => tokio::time::timeout_at(due.into(), on_lane)
                 .await
                 .unwrap_or_else(|_| {
@@ -319,10 +375,10 @@ impl LongLane {
     }
 
     /// Drops `remains` (a big instance's store, with the pool slot and the
-    /// share it holds) on the lane's teardown thread, at the lane's
-    /// priority, in the order given; here if the lane has no threads.
+    /// share it holds) on the low lane's teardown thread, at its priority,
+    /// in the order given; here if the lane has no threads.
     pub(crate) fn drop_later(&self, remains: impl Send + 'static) {
-        match &self.threads.0 {
+        match &self.low.threads.0 {
             Some(lane) => drop(lane.spawn_blocking(move || drop(remains))),
             None => drop(remains),
         }
@@ -330,10 +386,14 @@ impl LongLane {
 
     /// What the lane is doing now.
     pub fn usage(&self) -> LaneUsage {
-        let free = u32::try_from(self.turns.available_permits()).unwrap_or(u32::MAX);
+        let running = |lane: &Lane| {
+            let free = u32::try_from(lane.turns.available_permits()).unwrap_or(u32::MAX);
+            self.width.saturating_sub(free)
+        };
         LaneUsage {
-            running: self.width.saturating_sub(free),
-            waiting: self.waiting.load(Ordering::Relaxed),
+            running: running(&self.low) + running(&self.fair),
+            waiting: self.low.waiting.load(Ordering::Relaxed)
+                + self.fair.waiting.load(Ordering::Relaxed),
             width: self.width,
             overdue: self.overdue.load(Ordering::Relaxed),
         }
@@ -343,56 +403,116 @@ impl LongLane {
 /// Why [`LongLane::run`] has no result for a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unfinished {
-    /// It ran on the lane past its deadline by [`OVERDUE`] without
-    /// trapping: the lane's threads did not get the CPU to run it.
+    /// It ran on the lane past its wall-clock bound by [`OVERDUE`] without
+    /// stopping: the lane's threads did not get the CPU to run it.
     Overdue,
     /// The lane's threads shut down under it (the engine is being dropped).
     ShutDown,
 }
 
-/// The time a call spends inside its own polls, wherever it runs: by the
-/// wall clock for its first [`WALL_CLOCKED`], then by its thread's CPU
-/// clock.
+/// A call's run time: the time spent inside its own polls, wherever it
+/// runs — by the wall clock for a poll's first [`WALL_CLOCKED`] (at most)
+/// until the call has that much, then by its thread's CPU clock. A poll
+/// that ticks (runs past an epoch tick) reads the CPU clock from its
+/// first tick on, so a long poll is measured by the CPU clock whatever
+/// came before. Time the call waited for a core, preempted or queued, is
+/// not run time.
+///
+/// A call whose polls are not clocked (one run outside [`LongLane::run`]:
+/// a load-time probe, a benchmark) has the wall-clock time since its
+/// [`Ticks`] were made as its run time.
 #[derive(Debug, Default)]
-struct PollClock(Duration);
+struct RunClock {
+    /// When its ticks were made, until its first clocked poll.
+    unclocked_since: Option<Instant>,
+    /// The run time of its finished polls.
+    ran: Duration,
+    /// The poll under way: when it started, and (once read) its thread's
+    /// CPU clock with the run time counted before that reading.
+    poll: Option<(Instant, Option<(Duration, Duration)>)>,
+}
 
-impl PollClock {
-    /// Runs one `poll` of the call of `progress`, clocked; a call past
-    /// [`LONG_BUSY`] is long from then on.
-    fn poll<T>(&mut self, progress: &Progress, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
-        let cpu = (self.0 >= WALL_CLOCKED).then(thread_cpu_time);
-        let start = Instant::now();
-        let polled = poll();
-        self.0 += match cpu {
-            Some(cpu) => thread_cpu_time().saturating_sub(cpu),
-            None => start.elapsed().min(WALL_CLOCKED),
+impl RunClock {
+    fn start_poll(&mut self) {
+        self.unclocked_since = None;
+        let cpu = (self.ran >= WALL_CLOCKED).then(|| (thread_cpu_time(), Duration::ZERO));
+        self.poll = Some((Instant::now(), cpu));
+    }
+
+    /// The run time so far, inside a poll on the polling thread; reads the
+    /// CPU clock.
+    fn now(&mut self) -> Duration {
+        let Some((start, cpu)) = &mut self.poll else {
+            return match self.unclocked_since {
+                Some(since) => since.elapsed(),
+                None => self.ran,
+            };
         };
-        if self.0 >= LONG_BUSY {
-            progress.long.store(true, Ordering::Relaxed);
-            progress.ran_long.store(true, Ordering::Relaxed);
-        }
-        polled
+        let now = thread_cpu_time();
+        let (at, before) = *cpu.get_or_insert_with(|| (now, start.elapsed().min(WALL_CLOCKED)));
+        self.ran + before + now.saturating_sub(at)
+    }
+
+    fn end_poll(&mut self) {
+        self.ran += match self.poll.take() {
+            Some((_, Some((at, before)))) => before + thread_cpu_time().saturating_sub(at),
+            Some((start, None)) => start.elapsed().min(WALL_CLOCKED),
+            None => Duration::ZERO,
+        };
     }
 }
 
-/// What a call shares with its caller: when it is due, whether it is long
-/// (takes turns), whether it really ran long, and the fuel it had burnt at
-/// its last tick.
+/// What a call shares with its caller: its limits (run time, wall-clock
+/// bound), whether it is long (takes turns) and in which lane, whether it
+/// really ran long or was starved, its run time, the fuel it had burnt at
+/// its last tick, and the account whose CPU time it is.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
-    deadline: Option<Instant>,
+    /// The run time it may take (`None`: any).
+    budget: Option<Duration>,
+    /// When the host gives up on it (`None`: never).
+    bound: Option<Instant>,
     long: AtomicBool,
+    fair: AtomicBool,
     ran_long: AtomicBool,
+    starved: AtomicBool,
     burnt: AtomicU64,
+    clock: Mutex<RunClock>,
+    account: Option<Arc<CpuUse>>,
 }
 
 impl Progress {
+    /// Runs one `poll` of the call, clocked; a call whose run time passes
+    /// [`LONG_BUSY`] is long from then on.
+    fn clocked<T>(&self, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
+        lock(&self.clock).start_poll();
+        let polled = poll();
+        let mut clock = lock(&self.clock);
+        clock.end_poll();
+        if clock.ran >= LONG_BUSY {
+            self.long.store(true, Ordering::Relaxed);
+            self.ran_long.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
     /// Whether the call ran long: past [`LONG_FUEL`] at a tick, past
-    /// [`LONG_BUSY`] in its polls, or given up on the lane. A call that
+    /// [`LONG_BUSY`] of run time, or given up on the lane. A call that
     /// started on the lane because its plugin's calls were expected to run
     /// long, and then did not, did not run long.
     pub(crate) fn ran_long(&self) -> bool {
         self.ran_long.load(Ordering::Relaxed)
+    }
+
+    /// Whether the call was stopped at its wall-clock bound having run
+    /// less than its budget: the host did not give it the CPU.
+    pub(crate) fn starved(&self) -> bool {
+        self.starved.load(Ordering::Relaxed)
+    }
+
+    /// The call's run time in its finished polls.
+    pub(crate) fn run_time(&self) -> Duration {
+        lock(&self.clock).ran
     }
 
     /// The fuel the call had burnt at its last tick (its store has the
@@ -424,13 +544,131 @@ impl<T> Drop for AbortOnDrop<T> {
 }
 
 /// One account's place in the lane: at most one of its long calls queues
-/// for (or holds) a lane turn at a time.
+/// for (or holds) a lane turn at a time; and its recent use of the CPU,
+/// which decides the lane its long calls run in.
 #[derive(Debug)]
-pub struct AccountTurn(Arc<Semaphore>);
+pub struct AccountTurn {
+    turn: Arc<Semaphore>,
+    cpu: Arc<CpuUse>,
+}
 
 impl Default for AccountTurn {
     fn default() -> Self {
-        AccountTurn(Arc::new(Semaphore::new(1)))
+        AccountTurn {
+            turn: Arc::new(Semaphore::new(1)),
+            cpu: Arc::default(),
+        }
+    }
+}
+
+/// How long one window of CPU accounting lasts. An account's recent use
+/// is its use in the current window and the one before.
+const CPU_WINDOW: Duration = Duration::from_millis(500);
+
+/// Run time in one window and the one before.
+#[derive(Debug, Default, Clone, Copy)]
+struct Windowed {
+    window: u64,
+    this: Duration,
+    before: Duration,
+}
+
+impl Windowed {
+    /// Moves to `window`; whether it had been in another.
+    fn roll(&mut self, window: u64) -> bool {
+        if self.window == window {
+            return false;
+        }
+        self.before = if self.window + 1 == window {
+            self.this
+        } else {
+            Duration::ZERO
+        };
+        self.this = Duration::ZERO;
+        self.window = window;
+        true
+    }
+
+    fn recent(&self) -> Duration {
+        self.this + self.before
+    }
+}
+
+/// One account's recent run time of guard calls.
+#[derive(Debug, Default)]
+pub(crate) struct CpuUse(Mutex<Windowed>);
+
+/// The guards' recent run time host-wide, and how many accounts it came
+/// from: an account's *part* of it is an equal share of what the accounts
+/// that ran anything lately used.
+///
+/// This is what keeps the lane fair between accounts whatever the OS
+/// priority of its threads: a tenant whose spinning guards take more than
+/// their part runs its long calls at the low priority (behind everyone's
+/// quick calls), while a tenant within its part — a guard that needs a few
+/// milliseconds for a big event, beside another tenant's flood of quick
+/// calls — runs them at the normal priority, and gets the CPU.
+#[derive(Debug)]
+struct CpuMeter {
+    start: Instant,
+    state: Mutex<MeterState>,
+}
+
+#[derive(Debug, Default)]
+struct MeterState {
+    total: Windowed,
+    /// Accounts that ran a call in this window and in the one before.
+    active: u32,
+    active_before: u32,
+}
+
+impl Default for CpuMeter {
+    fn default() -> Self {
+        CpuMeter {
+            start: Instant::now(),
+            state: Mutex::default(),
+        }
+    }
+}
+
+impl CpuMeter {
+    fn window(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis() / CPU_WINDOW.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn rolled(&self) -> std::sync::MutexGuard<'_, MeterState> {
+        let window = self.window();
+        let mut state = lock(&self.state);
+        let consecutive = state.total.window + 1 == window;
+        if state.total.roll(window) {
+            state.active_before = if consecutive { state.active } else { 0 };
+            state.active = 0;
+        }
+        state
+    }
+
+    /// Counts `run` of an account's call.
+    fn record(&self, account: &CpuUse, run: Duration) {
+        let mut state = self.rolled();
+        let window = state.total.window;
+        state.total.this += run;
+        let mut own = lock(&account.0);
+        own.roll(window);
+        let first = own.this.is_zero();
+        own.this += run;
+        if first && !own.this.is_zero() {
+            state.active += 1;
+        }
+    }
+
+    /// Whether the account has used no more than its part of the recent
+    /// run time.
+    fn within_part(&self, account: &CpuUse) -> bool {
+        let state = self.rolled();
+        let mut own = lock(&account.0);
+        own.roll(state.total.window);
+        let accounts = state.active.max(state.active_before).max(1);
+        own.recent().saturating_mul(accounts) <= state.total.recent()
     }
 }
 
@@ -482,20 +720,30 @@ pub(crate) struct Ticks {
 }
 
 impl Ticks {
-    /// A call due by `deadline` (`None`: never) that starts with `fuel`,
-    /// taking turns in `lane` as `account` (no lane: it only yields at each
-    /// tick).
+    /// A call that may run for `budget` (see [`Progress`]'s run time) and
+    /// is given up on at `bound` of wall-clock time (`None`: never), that
+    /// starts with `fuel`, taking turns in `lane` as `account` (no lane: it
+    /// only yields at each tick).
     pub(crate) fn new(
-        deadline: Option<Instant>,
+        budget: Duration,
+        bound: Option<Instant>,
         fuel: u64,
         lane: Option<(&Arc<LongLane>, Option<&AccountTurn>)>,
     ) -> Ticks {
+        let account = lane.and_then(|(_, a)| a);
         Ticks {
             fuel,
-            lane: lane.map(|(lane, account)| (Arc::clone(lane), account.map(|a| Arc::clone(&a.0)))),
+            lane: lane
+                .map(|(lane, account)| (Arc::clone(lane), account.map(|a| Arc::clone(&a.turn)))),
             held: Arc::default(),
             progress: Arc::new(Progress {
-                deadline,
+                budget: Some(budget),
+                bound,
+                clock: Mutex::new(RunClock {
+                    unclocked_since: Some(Instant::now()),
+                    ..RunClock::default()
+                }),
+                account: account.map(|a| Arc::clone(&a.cpu)),
                 ..Progress::default()
             }),
         }
@@ -507,36 +755,51 @@ impl Ticks {
         Arc::clone(&self.progress)
     }
 
-    /// What the call does at this tick, with `fuel_left`: trap once past
-    /// its deadline; else yield to the executor and, once it is a long
-    /// call, give back its turn and queue for the next one (waiting no
-    /// later than its deadline: the tick after that traps it).
+    /// What the call does at this tick, with `fuel_left`: trap once its
+    /// run time is past its budget (`deadline`, the guest's doing) or,
+    /// having run less, once its wall-clock bound has passed (marked
+    /// [starved](Progress::starved): the host's doing); else yield to the
+    /// executor and, once it is a long call, give back its turn and queue
+    /// for the next one (waiting no later than its bound: the tick after
+    /// that traps it).
     pub(crate) fn tick(&mut self, fuel_left: u64) -> UpdateDeadline {
         let (progress, burnt) = (&self.progress, self.fuel.saturating_sub(fuel_left));
         progress.burnt.store(burnt, Ordering::Relaxed);
-        if progress.deadline.is_some_and(|d| Instant::now() >= d) {
+        let ran = lock(&progress.clock).now();
+        if progress.budget.is_some_and(|b| ran >= b) {
+            return UpdateDeadline::Interrupt;
+        }
+        if progress.bound.is_some_and(|d| Instant::now() >= d) {
+            progress.starved.store(true, Ordering::Relaxed);
             return UpdateDeadline::Interrupt;
         }
         let Some((lane, account)) = &self.lane else {
             return UpdateDeadline::Yield(1);
         };
-        if burnt >= LONG_FUEL {
+        if burnt >= LONG_FUEL || ran >= LONG_BUSY {
             progress.ran_long.store(true, Ordering::Relaxed);
         } else if !progress.long.load(Ordering::Relaxed) {
             return UpdateDeadline::Yield(1);
         }
         progress.long.store(true, Ordering::Relaxed);
         drop(lock(&self.held).take());
-        let (lane, account, held, deadline) = (
+        let (lane, account, held, bound, progress) = (
             Arc::clone(lane),
             account.clone(),
             Arc::clone(&self.held),
-            progress.deadline,
+            progress.bound,
+            Arc::clone(progress),
         );
         UpdateDeadline::YieldCustom(
             1,
             Box::pin(async move {
-                let _waiting = Waiting::start(&lane);
+                // Before it moves it takes turns in the lane it will move
+                // to; on the lane, in the one it runs in.
+                let lane = match progress.fair.load(Ordering::Relaxed) {
+                    true => &lane.fair,
+                    false => lane.lane_for(&progress),
+                };
+                let _waiting = Waiting::start(lane);
                 let turn = async {
                     let account = match account {
                         Some(a) => Some(a.acquire_owned().await.ok()?),
@@ -548,7 +811,7 @@ impl Ticks {
                         _lane: lane,
                     })
                 };
-                let turn = match deadline {
+                let turn = match bound {
                     Some(d) => tokio::time::timeout_at(d.into(), turn).await.ok().flatten(),
                     None => turn.await,
                 };
@@ -568,10 +831,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Counts a call as waiting for as long as it lives.
-struct Waiting<'a>(&'a LongLane);
+struct Waiting<'a>(&'a Lane);
 
 impl<'a> Waiting<'a> {
-    fn start(lane: &'a LongLane) -> Self {
+    fn start(lane: &'a Lane) -> Self {
         lane.waiting.fetch_add(1, Ordering::Relaxed);
         Waiting(lane)
     }
@@ -626,6 +889,67 @@ mod tests {
         assert_eq!(long_on.as_deref(), Some("toolgate-long"));
         if cfg!(target_os = "linux") {
             assert_eq!(class, libc::SCHED_IDLE, "lane thread's scheduling class");
+        }
+    }
+
+    /// The lane a long call of `account` would run in now.
+    fn lane_name(lane: &LongLane, account: Option<&AccountTurn>) -> &'static str {
+        let progress = Progress {
+            account: account.map(|a| Arc::clone(&a.cpu)),
+            ..Progress::default()
+        };
+        if std::ptr::eq(lane.lane_for(&progress), &lane.fair) {
+            "fair"
+        } else {
+            "low"
+        }
+    }
+
+    #[test]
+    fn an_account_over_its_part_of_the_cpu_runs_long_calls_low_and_one_within_it_fair() {
+        let lane = LongLane::new(1, LanePriority::default());
+        let (flooder, bystander) = (AccountTurn::default(), AccountTurn::default());
+        assert_eq!(lane_name(&lane, Some(&flooder)), "fair", "nothing run yet");
+        assert_eq!(lane_name(&lane, None), "low", "a call of no account");
+        for _ in 0..100 {
+            lane.meter.record(&flooder.cpu, Duration::from_millis(5));
+        }
+        assert_eq!(
+            lane_name(&lane, Some(&flooder)),
+            "fair",
+            "alone, an account's part is all of it"
+        );
+        lane.meter.record(&bystander.cpu, Duration::from_millis(3));
+        assert_eq!(lane_name(&lane, Some(&flooder)), "low", "500 ms of 503");
+        assert_eq!(lane_name(&lane, Some(&bystander)), "fair", "3 ms of 503");
+        assert_eq!(
+            lane_name(&lane, Some(&AccountTurn::default())),
+            "fair",
+            "an account that ran nothing lately"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_call_of_an_account_within_its_part_runs_on_the_fair_threads_at_normal_priority()
+    {
+        let lane = LongLane::new(1, LanePriority::default());
+        let account = AccountTurn::default();
+        let progress = Arc::new(Progress {
+            account: Some(Arc::clone(&account.cpu)),
+            ..Progress::default()
+        });
+        let call = Box::pin(async move {
+            // SAFETY: no arguments but the calling thread's pid 0.
+            let class = unsafe { libc::sched_getscheduler(0) };
+            (thread_name(), class)
+        });
+        let (on, class) = lane
+            .run(&progress, true, call)
+            .await
+            .expect("the call ends");
+        assert_eq!(on.as_deref(), Some(FAIR_THREADS));
+        if cfg!(target_os = "linux") {
+            assert_eq!(class, libc::SCHED_OTHER, "fair thread's scheduling class");
         }
     }
 
@@ -712,7 +1036,7 @@ mod tests {
         // threads of a higher class): a call moved there cannot run, not
         // even to notice its deadline.
         let (free, busy_until_freed) = std::sync::mpsc::channel::<()>();
-        let Some(threads) = &lane.threads.0 else {
+        let Some(threads) = &lane.low.threads.0 else {
             panic!("the lane's threads start")
         };
         threads.spawn(async move {
@@ -720,7 +1044,7 @@ mod tests {
         });
         let deadline = Instant::now() + Duration::from_millis(50);
         let progress = Arc::new(Progress {
-            deadline: Some(deadline),
+            bound: Some(deadline),
             long: AtomicBool::new(true),
             ..Progress::default()
         });
@@ -782,6 +1106,13 @@ mod tests {
             .expect("the call ends");
         assert_ne!(ended_on.as_deref(), Some("toolgate-long"));
         assert!(!progress.long.load(Ordering::Relaxed));
+        // Its run time is what it spent on the CPU (1 ms by the wall clock
+        // at most, then the CPU clock), not the 24 ms it was kept off it.
+        assert!(
+            progress.run_time() < Duration::from_millis(12),
+            "run time {:?}",
+            progress.run_time()
+        );
     }
 
     #[tokio::test]

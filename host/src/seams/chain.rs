@@ -34,8 +34,13 @@ pub enum Outcome {
     /// a rewrite with non-object args, or a rewrite that led to a resulting
     /// call outside `available_tools`.
     Malformed,
-    /// The call faulted (see `fault`).
+    /// The call faulted (see `fault`): the guard's own doing.
     Fault,
+    /// The host could not run the guard in time (see `fault`:
+    /// `capacity`, `share-exhausted` or `overloaded`). Nothing was decided:
+    /// the chain stopped here, and every face answers the request as not
+    /// decided (see [`Decision::unavailable`]).
+    Unavailable,
 }
 
 impl Outcome {
@@ -49,6 +54,7 @@ impl Outcome {
             Outcome::Observed => "observed",
             Outcome::Malformed => "malformed",
             Outcome::Fault => "fault",
+            Outcome::Unavailable => "unavailable",
         }
     }
 }
@@ -82,6 +88,16 @@ pub struct Decision<T> {
 }
 
 impl<T> Decision<T> {
+    /// The guard the host could not run in time, if any: then the chain
+    /// stopped there and its `result` decides nothing — it must not be
+    /// acted on as the guards' answer (the faces answer "not decided":
+    /// HTTP 503, `toolgate.BusyError`).
+    pub fn unavailable(&self) -> Option<&GuardTrace> {
+        self.trace
+            .iter()
+            .find(|entry| entry.outcome == Outcome::Unavailable)
+    }
+
     /// The same decision with its result turned by `f`.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Decision<U> {
         Decision {
@@ -191,6 +207,13 @@ impl Chain {
                 continue;
             };
             let (entry, reply) = record(plugin, Seam::Steering, called);
+            if entry.outcome == Outcome::Unavailable {
+                trace.push(entry);
+                return Decision {
+                    result: None,
+                    trace,
+                };
+            }
             let skip = match reply {
                 Err(fault) if plugin.on_error() == OnError::Deny => Some(Skip {
                     content: fail_closed_message(plugin.name(), fault),
@@ -256,6 +279,13 @@ impl Chain {
                 continue;
             };
             let (entry, reply) = record(plugin, Seam::Rewrite, called);
+            if entry.outcome == Outcome::Unavailable {
+                trace.push(entry);
+                return Decision {
+                    result: None,
+                    trace,
+                };
+            }
             match reply {
                 Ok(Some(Ok(r))) => {
                     current = Some(r);
@@ -293,6 +323,13 @@ impl Chain {
                 continue;
             };
             let (entry, reply) = record(plugin, Seam::Routing, called);
+            if entry.outcome == Outcome::Unavailable {
+                trace.push(entry);
+                return Decision {
+                    result: event.narrowed_tool_names.clone(),
+                    trace,
+                };
+            }
             match reply {
                 Ok(Some(keep)) => {
                     visible.retain(|name| keep.contains(name));
@@ -323,6 +360,10 @@ impl Chain {
         for plugin in self.subscribed(Seam::Result) {
             if let Some(called) = plugin.call(&guest_event).await {
                 let (entry, reply) = record(plugin, Seam::Result, called);
+                if entry.outcome == Outcome::Unavailable {
+                    trace.push(entry);
+                    break;
+                }
                 trace.push(entry.with(reply.is_ok(), Outcome::Observed, Outcome::Fault));
             }
         }
@@ -331,7 +372,8 @@ impl Chain {
 }
 
 /// Turns one call into a trace entry, logging a fault; the entry's outcome
-/// is `fault` for a fault and is set by the caller otherwise.
+/// is `fault` for the guard's own fault, `unavailable` for the host's, and
+/// is set by the caller otherwise.
 fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Result<R, Fault>) {
     let mut entry = GuardTrace {
         plugin: plugin.name().to_string(),
@@ -342,10 +384,15 @@ fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Res
         micros: called.micros,
     };
     let result = called.result.map_err(|(fault, detail)| {
-        // Quarantine and shares log when their state changes, not per call.
-        if matches!(fault, Fault::Quarantined | Fault::ShareExhausted) {
+        // Quarantine and shares log when their state changes, not per
+        // call; a request the host could not decide is answered so, and
+        // counted.
+        if !fault.is_guards() {
+            entry.outcome = Outcome::Unavailable;
+            tracing::debug!(plugin = plugin.name(), %seam, %fault, %detail, "guard not run in time; not decided");
+        } else if fault == Fault::Quarantined {
             tracing::debug!(plugin = plugin.name(), %seam, %fault, %detail, "guard not run");
-        } else {
+        } else if plugin.may_log_about(HOST_LINE + detail.len()) {
             tracing::warn!(
                 plugin = plugin.name(),
                 %seam,
@@ -362,8 +409,14 @@ fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Res
     (entry, result)
 }
 
+/// About how long a line the host writes about a guard's call is, besides
+/// its detail: what it costs the account's log budget.
+const HOST_LINE: usize = 160;
+
 fn malformed(plugin: &Plugin, seam: Seam, mut entry: GuardTrace, why: &str) -> GuardTrace {
-    tracing::warn!(plugin = plugin.name(), %seam, "malformed reply dropped: {why}");
+    if plugin.may_log_about(HOST_LINE + why.len()) {
+        tracing::warn!(plugin = plugin.name(), %seam, "malformed reply dropped: {why}");
+    }
     entry.outcome = Outcome::Malformed;
     entry.detail = Some(why.to_string());
     entry

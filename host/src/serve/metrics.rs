@@ -394,6 +394,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Records the guard calls of a request at `seam` that was not decided
+    /// (its chain met a guard the host could not run in time): each guard's
+    /// outcome, the last one `unavailable`; no decision.
+    pub fn record_undecided(&self, seam: Seam, trace: &[GuardTrace]) {
+        for entry in trace {
+            self.record_guard(seam, entry);
+        }
+    }
+
     fn record_guard(&self, seam: Seam, entry: &GuardTrace) {
         let guard = GuardLabels {
             plugin: entry.plugin.clone(),

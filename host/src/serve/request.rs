@@ -13,8 +13,9 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, 
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 
-use crate::chain::{Decision, Verdict};
+use crate::chain::{Decision, GuardTrace, Verdict};
 use crate::event::{Event, Seam};
+use crate::fault::Fault;
 use crate::registry::PluginSet;
 use crate::shares::Busy;
 use crate::tenant::TenantName;
@@ -103,11 +104,13 @@ impl DecideRequest {
     /// its account has a place for it (see
     /// [`Shares::tenant_requests`](crate::shares::Shares::tenant_requests)):
     /// a request that waited the share's `wait` in vain is refused as
-    /// [`Busy`], never decided.
+    /// [`NotDecided::Busy`], and one whose chain met a guard the host could
+    /// not run in time as [`NotDecided::Unavailable`] — never decided as if
+    /// that guard had said nothing.
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see [`crate::logging`]).
-    pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, Busy> {
+    pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
             "decide",
@@ -117,7 +120,7 @@ impl DecideRequest {
         self.decide_unspanned(set).instrument(span).await
     }
 
-    async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, Busy> {
+    async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         let tenant = self.tenant.as_deref();
         let _place = match set.account(tenant) {
             None => None,
@@ -129,8 +132,43 @@ impl DecideRequest {
                 Some(account.enter(key).await?)
             }
         };
-        Ok(set.chain(tenant).decide(&self.event, &self.state).await)
+        let decision = set.chain(tenant).decide(&self.event, &self.state).await;
+        match decision.unavailable() {
+            None => Ok(decision),
+            Some(entry) => Err(NotDecided::Unavailable {
+                plugin: entry.plugin.clone(),
+                fault: entry.fault.unwrap_or(Fault::Overloaded),
+                detail: entry.detail.clone().unwrap_or_default(),
+                trace: decision.trace,
+            }),
+        }
     }
+}
+
+/// Why a request was answered without a decision: the host's doing, never
+/// a guard's. The caller should retry later (HTTP: 429 or 503 with
+/// `Retry-After`; Python: `toolgate.BusyError`).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum NotDecided {
+    /// Its account had no place for it in time (HTTP 429).
+    #[error(transparent)]
+    Busy(#[from] Busy),
+    /// A guard of its chain could not be run in time — no instance slot,
+    /// its account's share taken, or starved of CPU on a busy host (HTTP
+    /// 503). The chain stopped there.
+    #[error(
+        "guard `{plugin}` could not be run in time ({fault}): {detail}; not decided, retry later"
+    )]
+    Unavailable {
+        /// The guard's name.
+        plugin: String,
+        /// `capacity`, `share-exhausted` or `overloaded`.
+        fault: Fault,
+        /// What happened.
+        detail: String,
+        /// The guards consulted up to it, it last.
+        trace: Vec<GuardTrace>,
+    },
 }
 
 /// The fields of a request body as read in one pass.

@@ -76,7 +76,7 @@ use crate::error::Error;
 use crate::event::Seam;
 use crate::metrics::{self, Metrics};
 use crate::registry::{Registry, ReloadReport};
-use crate::request::{self, DecideRequest};
+use crate::request::{self, DecideRequest, NotDecided};
 use crate::tokens::{Caller, TenantTokens, same_digest, sha256};
 
 /// How the service answers. Every field documents its default.
@@ -168,7 +168,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response =
             (self.status, axum::Json(json!({ "error": self.message }))).into_response();
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
+        if matches!(
+            self.status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -497,11 +500,19 @@ async fn decide(
     let decision = request
         .decide(&app.registry.plugin_set())
         .await
-        .map_err(|busy| {
-            // Counted per account (`share_busy`); one line per refusal
-            // would let a flood flood the log too.
-            tracing::debug!(account = %busy.account, "request refused: {busy}");
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, busy.to_string())
+        .map_err(|refused| {
+            // Counted (per account: `share_busy`; per guard: its
+            // `unavailable` outcomes); one line per refusal would let a
+            // flood flood the log too.
+            tracing::debug!("request not decided: {refused}");
+            let status = match &refused {
+                NotDecided::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+                NotDecided::Unavailable { trace, .. } => {
+                    app.metrics.record_undecided(seam, trace);
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+            };
+            ApiError::new(status, refused.to_string())
         })?;
     app.metrics.record_decision(&decision);
     let body = request::answer(decision, with_trace);

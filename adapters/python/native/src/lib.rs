@@ -40,6 +40,7 @@ use toolgate::cache::CompiledCache;
 use toolgate::compile::{CompileBounds, Compiler};
 use toolgate::metrics::Metrics;
 use toolgate::registry::LoadLimits;
+use toolgate::request::NotDecided;
 use toolgate::watch::WatchHandle;
 use toolgate::{DecideRequest, Engine, EngineConfig, Registry, RegistryOptions, Seam};
 
@@ -62,10 +63,13 @@ pyo3::create_exception!(
     _native,
     BusyError,
     ToolgateError,
-    "A seam request refused because its tenant already had as many requests in progress as \
-     its share allows (`[shares] tenant_requests`) for the share's whole wait, or was over its \
-     rate (`[shares] tenant_rate`) by more than that wait (what `toolgate serve` answers with \
-     429). Nothing was decided; retrying later may succeed."
+    "A seam request the host could not decide in time, for reasons of its own, never a guard's: \
+     its tenant already had as many requests in progress as its share allows \
+     (`[shares] tenant_requests`) for the share's whole wait, or was over its rate \
+     (`[shares] tenant_rate`) by more than that wait (what `toolgate serve` answers with 429); \
+     or a guard of its chain could not be run in time — no instance slot, its share taken, or \
+     starved of CPU on a busy host (`overloaded`; `toolgate serve` answers 503). The message \
+     names the limit or the guard. Nothing was decided; retrying later may succeed."
 );
 
 /// Why a seam request got no answer.
@@ -311,7 +315,12 @@ impl Host {
             let decision = request
                 .decide(&registry.plugin_set())
                 .await
-                .map_err(|busy| Refused::Busy(busy.to_string()))?;
+                .map_err(|refused| {
+                    if let NotDecided::Unavailable { trace, .. } = &refused {
+                        metrics.record_undecided(seam, trace);
+                    }
+                    Refused::Busy(refused.to_string())
+                })?;
             metrics.record_decision(&decision);
             Ok(toolgate::request::answer(decision, trace).to_string())
         });

@@ -510,6 +510,16 @@ async fn run(cli: Cli) -> Result<()> {
                 .decide(&event, &state)
                 .await;
             println!("{}", serde_json::to_string_pretty(&decision)?);
+            if let Some(entry) = decision.unavailable() {
+                // The host's doing, not the guards': nothing was decided.
+                eprintln!(
+                    "toolgate: not decided: guard `{}` could not be run in time ({}): {}",
+                    entry.plugin,
+                    entry.fault.map_or("overloaded", toolgate::Fault::as_str),
+                    entry.detail.as_deref().unwrap_or("")
+                );
+                std::process::exit(3);
+            }
         }
         Command::Replay {
             plugins,
