@@ -2,7 +2,8 @@
 
 Used by the adapter's own tests (wire format, headers, connection reuse,
 failure handling). It answers with scripted values; it is not toolgate and
-runs no guard. The end-to-end tests use the real ``toolgate serve``.
+runs no guard (a ``?trace=1`` request gets its answer with an empty trace).
+The end-to-end tests use the real ``toolgate serve``.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class RecordingService:
                 if delay:
                     time.sleep(delay)
                 status, value = (404, {"error": "unknown seam"}) if answer is None else answer(body)
+                if status == 200 and not isinstance(value, bytes) and "trace=1" in self.path:
+                    # What toolgate serve answers to ``?trace=1``: no guard ran here.
+                    value = {"result": value, "trace": []}
                 payload = value if isinstance(value, bytes) else json.dumps(value).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

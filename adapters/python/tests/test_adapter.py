@@ -61,10 +61,11 @@ def test_events_and_state_on_the_wire(service: Any) -> None:
     resp = run(drive(agent, handler, "count the users", scope=scope("acme")))
     assert resp.final_response == "done"
     assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result"]
+    # Every answer comes with its trace, for the guards' faults.
     assert {r["path"] for r in service.requests} == {
-        "/v1/rewrite",
-        "/v1/steering",
-        "/v1/result",
+        "/v1/rewrite?trace=1",
+        "/v1/steering?trace=1",
+        "/v1/result?trace=1",
     }
 
     rewrite, steering, result = (r["body"] for r in service.requests)
@@ -346,6 +347,29 @@ def test_json_safe_copies_and_sanitises() -> None:
 
     name = Name("kept")
     assert json_safe(name) is name and json_safe([True])[0] is True
+
+
+def test_restore_unchanged_puts_back_only_what_was_not_changed() -> None:
+    import datetime
+
+    from toolgate_symfonic._wire import restore_unchanged
+
+    when = datetime.datetime(2024, 1, 2, 3, 4, 5)
+    original = {"a": 1, "b": (1, 2), "c": float("nan"), "l": (when, 2), 7: {"x"}, "k": when}
+    sent = json_safe(original)
+    # 1 -> true is a change (JSON types compared strictly); so are the
+    # second member of `l` and the dropped `k`; the rest is as sent.
+    returned = {"7": ["x"], "a": True, "b": [1, 2], "c": None, "l": [str(when), 3], "new": 0}
+    out = restore_unchanged(sent, original, returned)
+    assert out["a"] is True
+    assert out["b"] is original["b"] and out[7] is original[7] and math.isnan(out["c"])
+    assert out["l"] == [when, 3] and out["l"][0] is when
+    assert out["new"] == 0 and "k" not in out
+    assert list(out) == [7, "a", "b", "c", "l", "new"]
+    # A list whose length changed is the guard's, as it wrote it.
+    assert restore_unchanged(sent, original, {"l": [str(when)]}) == {"l": [str(when)]}
+    # Nothing changed: the original itself.
+    assert restore_unchanged(sent, original, json_safe(original)) is original
 
 
 def test_args_mutation_after_the_hook_does_not_leak(service: Any) -> None:

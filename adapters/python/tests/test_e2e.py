@@ -250,7 +250,8 @@ def test_faulting_guard_is_skipped_and_the_call_proceeds(guards: StartGuards) ->
     assert t.tool_message("c1").status == "success"
     # The chain still works after the fault.
     assert t.tool_message("c2").content == WHERE_MESSAGE
-    assert handler.failures == {}
+    # The fault reached Python (see test_guard_faults_reach_python).
+    assert handler.failures == {"steering": 1}
 
     answer = g.traced(
         "steering",
@@ -285,7 +286,9 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(guards: StartGuards) -> 
     assert t.ran == [("loop", {"n": 1})]
     assert t.tool_message("l1").status == "success"
     assert t.tool_message("c2").content == WHERE_MESSAGE
-    assert handler.failures == {}
+    # Every failure the handler saw is the hostile guard's fault.
+    assert set(handler.guard_faults) == {"00-hostile"}
+    assert sum(handler.failures.values()) == sum(handler.guard_faults.values()) > 0
     assert elapsed < 2 * TIMEOUT
 
     answer = g.traced(
@@ -581,3 +584,162 @@ def test_service_lost_mid_run_is_bounded_by_the_breaker(
         assert [name for name, _ in t.ran] == ["list_tables"]
         for call_id in later:
             assert t.tool_message(call_id).content == FAIL_CLOSED_MESSAGE
+
+
+# Never silently off ---------------------------------------------------------
+
+
+def _dispatch_event(run_id: str, call_id: str, **args: Any) -> Any:
+    from symfonic.core.contracts.callbacks import ToolCallDispatchEvent
+
+    return ToolCallDispatchEvent(
+        run_id=run_id, iteration_index=0, node_name="react", call_id=call_id,
+        tool_name="run_query", args=args, available_tools=("run_query",),
+    )
+
+
+@pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
+def test_a_call_id_that_recurs_in_every_run_is_always_guarded(
+    guards: StartGuards, policy: str, tmp_path: Path
+) -> None:
+    # Providers and test models reuse call ids (`call_0`) in every run and
+    # every turn. Each run here makes the hooks symfonic makes for two turns
+    # that both use `call_0`: a DELETE without WHERE (rewrite, steering:
+    # steered), then a corrected query (rewrite, steering, result). The time
+    # the hooks take over all runs is many times the per-call budget; every
+    # DELETE must still be steered by the guard, under either policy.
+    from symfonic.core.contracts.callbacks import BeforeToolCallEvent, ToolResultCallbackEvent
+
+    # A deadline far beyond any stall of a busy test machine: this test is
+    # about the adapter's bookkeeping, not about the host's scheduling.
+    manifest = tmp_path / "toolgate.toml"
+    manifest.write_text('[[plugin]]\npath = "sql-guard.wasm"\ntimeout_ms = 20000\n')
+    g = guards("sql-guard", extra={"toolgate.toml": manifest})
+    runs = 10_000 if g.transport == "embedded" else 2_000
+    handler = g.handler(timeout=2.0, failure_policy=policy)
+    steered = "Add a WHERE clause before running this query."
+
+    async def go() -> list[tuple[int, Any]]:
+        wrong = []
+        try:
+            for i in range(runs):
+                run_id, state = f"run-{i}", {"run_id": f"run-{i}"}
+                for sql in ("DELETE FROM users", "DELETE FROM users WHERE id = 7"):
+                    args = {"sql": sql}
+                    await handler.on_tool_call_dispatch(_dispatch_event(run_id, "call_0", **args), state)
+                    verdict = await handler.on_before_tool_call(
+                        BeforeToolCallEvent(run_id=run_id, tool_name="run_query", call_id="call_0", args=args),
+                        state,
+                    )
+                    expected = None if "WHERE" in sql else steered
+                    if (verdict or {}).get("content") != expected:
+                        wrong.append((i, verdict))
+                    if verdict is None:
+                        await handler.on_tool_result(
+                            ToolResultCallbackEvent(
+                                run_id=run_id, tool_name="run_query", result="ok", call_id="call_0"
+                            )
+                        )
+            return wrong
+        finally:
+            await handler.aclose()
+
+    wrong = asyncio.run(go())
+    assert wrong == [], f"{len(wrong)} wrong verdicts in {runs} runs, first: {wrong[:3]}"
+    assert handler.failures == {}
+    assert handler.calls["steering"] == 2 * runs
+
+
+def test_check_reports_a_corrupt_component(guards: StartGuards, tmp_path: Path) -> None:
+    from toolgate_symfonic import ConfigurationError
+
+    corrupt = tmp_path / "corrupt.wasm"
+    corrupt.write_bytes(b"\0asm\x01\0\0\0 this is no component")
+    g = guards("sql-guard", extra={"broken.wasm": corrupt})
+    with pytest.raises(ConfigurationError, match=r"1 file\(s\) .* failed to load: .*broken\.wasm"):
+        asyncio.run(g.handler().check())
+
+
+def test_an_empty_plugin_directory_is_a_warning(
+    guards: StartGuards, caplog: pytest.LogCaptureFixture
+) -> None:
+    g = guards()
+    with caplog.at_level("WARNING", logger="toolgate_symfonic"):
+        findings = asyncio.run(g.handler().check())
+    assert len(findings) == 1 and "no guard is loaded" in findings[0], findings
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolgate_symfonic"]
+    assert any("no guard is loaded" in m for m in logged), logged
+    if g.server is not None:
+        # The host says so too, at load, in its own log.
+        assert "no guard loaded" in g.server.log(), g.server.log()
+    # A directory with a guard has nothing to report.
+    assert asyncio.run(guards("sql-guard").handler().check()) == []
+
+
+def test_guard_faults_reach_python(guards: StartGuards, caplog: pytest.LogCaptureFixture) -> None:
+    # sql-guard faults (panics: `unreachable`) on a non-string sql; the host
+    # skips it (on_error = "skip") and the call proceeds. Python sees it.
+    g = guards("sql-guard")
+    agent, t = make_agent([call("run_query", "c1", sql=42), say("done")])
+    handler = g.handler()
+    with caplog.at_level("WARNING", logger="toolgate_symfonic"):
+        run_agent(agent, handler)
+    assert t.ran == [("run_query", {"sql": 42})]
+    assert handler.failures == {"steering": 1}
+    assert handler.guard_faults == {"sql-guard": 1}
+    (record,) = [r for r in caplog.records if getattr(r, "toolgate_plugin", None)]
+    assert record.levelname == "WARNING"
+    assert (record.toolgate_plugin, record.toolgate_fault, record.toolgate_seam) == (  # type: ignore[attr-defined]
+        "sql-guard", "unreachable", "steering",
+    )
+    assert record.toolgate_detail  # type: ignore[attr-defined]
+    message = record.getMessage()
+    assert "sql-guard" in message and "unreachable" in message and "c1" in message, message
+    if g.server is not None:
+        log = g.server.log()
+        assert "sql-guard" in log, log
+        # Written to a file: plain text, no colour codes.
+        assert "\x1b[" not in log, repr(log[:500])
+
+
+def test_a_rewrite_changes_only_what_the_guard_changed(guards: StartGuards) -> None:
+    import datetime
+
+    class Name(str):
+        pass
+
+    deep: dict[str, Any] = {"leaf": 1}
+    for _ in range(70):
+        deep = {"n": deep}
+    args = {
+        "sql": "SELECT * FROM users WHERE a = 1",
+        "filter": deep,
+        "when": datetime.datetime(2024, 1, 2, 3, 4, 5),
+        "blob": b"\x00\xff",
+        "tags": {"x"},
+        "pair": (1, "two"),
+        "ratio": float("nan"),
+        "big": 18446744073709551616123,
+        "name": Name("kept"),
+        "opts": {"flag": True, "at": datetime.date(2024, 1, 2), "n": [1, (2, 3)]},
+    }
+    g = guards("query-limit")
+    handler = g.handler()
+
+    async def go() -> Any:
+        try:
+            return await handler.on_tool_call_dispatch(_dispatch_event("r", "c1", **args), {"run_id": "r"})
+        finally:
+            await handler.aclose()
+
+    verdict = asyncio.run(go())
+    assert handler.failures == {}
+    assert verdict is not None and verdict["tool_name"] == "run_query"
+    out = verdict["args"]
+    # What the guard changed is new ...
+    assert out["sql"] == "SELECT * FROM users WHERE a = 1 LIMIT 100"
+    # ... everything else is the very value symfonic gave the hook.
+    for key in args:
+        if key != "sql":
+            assert out[key] is args[key], (key, out[key])
+    assert set(out) == set(args)

@@ -384,6 +384,13 @@ impl Registry {
                 _ => tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message),
             }
         }
+        if set.describe().plugins().next().is_none() {
+            tracing::warn!(
+                root = %self.root().display(),
+                "no guard loaded: the plugin directory has no component that loads, \
+                 so every call proceeds as if no guard had answered"
+            );
+        }
         if !report.loaded.is_empty() || !report.removed.is_empty() {
             tracing::info!(
                 generation = report.generation,

@@ -7,6 +7,8 @@
 //! the compiler's own logs (wasmtime, cranelift, regalloc2) stay at `warn`
 //! unless `$TOOLGATE_LOG` names them.
 
+use std::io::IsTerminal as _;
+
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::FmtSpan;
 
@@ -40,7 +42,8 @@ pub fn filter() -> EnvFilter {
 }
 
 /// Installs the log on standard error, unless the process already has a
-/// subscriber (then this does nothing).
+/// subscriber (then this does nothing). Colours (ANSI escape codes) only
+/// when standard error is a terminal: a log file or pipe gets plain text.
 ///
 /// A line that cannot be written (standard error closed: the process that
 /// read it went away) is dropped. tracing-subscriber's default would report
@@ -51,6 +54,7 @@ pub fn init() {
         .with_env_filter(filter())
         .with_span_events(FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .log_internal_errors(false)
         .try_init();
 }

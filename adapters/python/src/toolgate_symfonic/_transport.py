@@ -1,8 +1,10 @@
 """How the handler reaches the guards: in-process (``toolgate.Host``) or over HTTP.
 
 Both transports take the same request body (``{"event", "state", "tenant"?}``)
-and return the same answer (what the symfonic hook returns), so the handler
-has one set of semantics over either. Each raises:
+and return the same answer (what the symfonic hook returns) with the same
+trace (one entry per guard consulted: the service's ``?trace=1``, the
+host's ``trace=True``), so the handler has one set of semantics over either.
+Each raises:
 
 - :class:`ConfigurationError` when the request is refused as invalid (the
   service's 4xx; the embedded host's ``RequestError``): retrying cannot help,
@@ -48,6 +50,45 @@ class ConfigurationError(ServiceError):
 
 def _dumps(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+
+
+#: What a transport's ``call`` returns: the hook's answer and the trace.
+Answer = tuple[Any, list[dict[str, Any]]]
+
+
+def _traced(doc: Any) -> Answer:
+    """Splits a traced answer ``{"result": ..., "trace": [...]}``."""
+    if not isinstance(doc, dict) or "result" not in doc:
+        raise ServiceError(f"answer has no result: {str(doc)[:300]!r}")
+    trace = doc.get("trace")
+    if not isinstance(trace, list):
+        raise ServiceError(f"answer has no trace: {str(doc)[:300]!r}")
+    return doc["result"], [e for e in trace if isinstance(e, dict)]
+
+
+def load_findings(description: Any, where: str) -> list[str]:
+    """Checks a plugin set's description (``GET /v1/plugins``,
+    ``Host.plugins()``): raises ConfigurationError when files failed to
+    load; returns the warnings (no guard loaded at all, a plugin serving
+    without its snapshot)."""
+    if not isinstance(description, dict):
+        raise ConfigurationError(f"{where}: the plugin list is not an object")
+    issues = [e for e in description.get("errors") or () if isinstance(e, dict)]
+    errors = [e for e in issues if e.get("kind") != "snapshot"]
+    if errors:
+        raise ConfigurationError(
+            f"{len(errors)} file(s) in {where} failed to load: "
+            + "; ".join(str(e.get("message", e)) for e in errors)
+        )
+    # A message names its file.
+    warnings = [str(e.get("message", e)) for e in issues]
+    tenants = description.get("tenants") or {}
+    if not description.get("global") and not any(tenants.values()):
+        warnings.append(
+            f"no guard is loaded in {where}: every tool call proceeds as if no guard "
+            "had answered (an empty plugin directory?)"
+        )
+    return warnings
 
 
 class CircuitBreaker:
@@ -160,10 +201,10 @@ class HttpTransport:
             self._client_loop = loop
         return self._client
 
-    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Any:
-        """Posts one request; returns the decoded answer."""
+    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Answer:
+        """Posts one request; returns the decoded answer and its trace."""
         self.breaker.before_call()
-        path = f"/v1/{seam}"
+        path = f"/v1/{seam}?trace=1"
         if self._external_client is not None:
             path = f"{self.url}{path}"
         try:
@@ -192,16 +233,18 @@ class HttpTransport:
             raise ServiceError(cause)
         self.breaker.success()
         try:
-            return response.json()
+            doc = response.json()
         except ValueError as exc:
             raise ServiceError(f"answer is not JSON: {response.text[:300]!r}") from exc
+        return _traced(doc)
 
     def _failure(self, cause: str) -> None:
         self.breaker.failure(self.url, cause, self._policy)
 
-    async def check(self) -> None:
+    async def check(self) -> list[str]:
         """Raises ConfigurationError unless the service answers with this
-        handler's URL and token."""
+        handler's URL and token and loaded every file; returns the
+        warnings (see :func:`load_findings`)."""
         try:
             response = await self._http().get(
                 f"{self.url}/v1/plugins" if self._external_client else "/v1/plugins",
@@ -214,6 +257,14 @@ class HttpTransport:
                 f"{self.url}/v1/plugins answered HTTP {response.status_code}: "
                 f"{response.text[:300]!r}"
             )
+        try:
+            description = response.json()
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"{self.url}/v1/plugins answered with something that is not JSON: "
+                f"{response.text[:300]!r}"
+            ) from exc
+        return load_findings(description, f"the service at {self.url}")
 
     async def aclose(self) -> None:
         """Closes the transport's own HTTP client (an injected one stays open)."""
@@ -237,14 +288,15 @@ class EmbeddedTransport:
     def __str__(self) -> str:
         return f"plugins {self.host.root}"
 
-    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Any:
-        """Runs one request through the host's chain; returns the answer."""
+    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Answer:
+        """Runs one request through the host's chain; returns the answer and
+        its trace."""
         request_error, toolgate_error = self._errors
         request = self._native_dumps(body)
         if request is None:
             request = json.dumps(body, separators=(",", ":"), allow_nan=False)
         try:
-            answer = self.host._native.decide(seam, request, False)
+            answer = self.host._native.decide(seam, request, True)
             if not isinstance(answer, str):
                 async with asyncio.timeout(timeout):
                     answer = await answer
@@ -254,21 +306,16 @@ class EmbeddedTransport:
             raise ServiceError(f"no answer within {timeout:g}s") from exc
         except toolgate_error as exc:
             raise ServiceError(str(exc)) from exc
-        # Most answers are "proceed" / "unchanged": no need to parse those.
-        return None if answer == "null" else json.loads(answer)
+        return _traced(json.loads(answer))
 
     def routing_guards(self, tenant: str | None) -> bool:
         """Whether some plugin of ``tenant``'s chain subscribes to routing."""
         return "routing" in self.host.seams(tenant)
 
-    async def check(self) -> None:
-        """Raises ConfigurationError when the directory had load errors."""
-        errors = self.host.plugins().get("errors") or []
-        if errors:
-            raise ConfigurationError(
-                f"{len(errors)} file(s) in {self.host.root} failed to load: "
-                + "; ".join(str(e.get("message", e)) for e in errors)
-            )
+    async def check(self) -> list[str]:
+        """Raises ConfigurationError when the directory had load errors;
+        returns the warnings (see :func:`load_findings`)."""
+        return load_findings(self.host.plugins(), str(self.host.root))
 
     async def aclose(self) -> None:
         """Nothing to close per event loop (the host outlives it)."""

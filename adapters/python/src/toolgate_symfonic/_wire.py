@@ -63,6 +63,67 @@ def json_safe(value: Any, _depth: int = 0) -> Any:
     return str(value)
 
 
+def _json_kind(value: Any) -> type | None:
+    """The JSON type of a JSON-safe value: ``bool``, ``int``, ``float``,
+    ``str``, ``list``, ``dict``, or ``None`` for ``null``."""
+    if value is None:
+        return None
+    for kind in (bool, int, float, str, list, dict):
+        if isinstance(value, kind):
+            return kind
+    return type(value)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON-safe values are the same JSON value: types compared
+    strictly (``1``, ``1.0`` and ``true`` differ), object key order ignored."""
+    kind = _json_kind(a)
+    if kind is not _json_kind(b):
+        return False
+    if kind is dict:
+        return a.keys() == b.keys() and all(_same_json(v, b[k]) for k, v in a.items())
+    if kind is list:
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def restore_unchanged(sent: Any, original: Any, returned: Any) -> Any:
+    """``returned`` with every part that is still what was sent put back as
+    the ``original`` Python value it was made from.
+
+    ``sent`` is ``json_safe(original)``, what a guard received; ``returned``
+    is what the guard answered. Where ``returned`` holds the same JSON value
+    as ``sent``, the result is ``original`` itself (the very object: a
+    ``datetime``, ``bytes``, a ``set``, a tuple, a NaN, a structure deeper
+    than ``json_safe`` sends, a ``str`` subclass). Where an object (or a
+    list of the same length) changed, its members are compared one by one
+    (an object's by key, a list's by position), so only what the guard
+    changed is new. Everything else is ``returned`` as is.
+    """
+    if _same_json(sent, returned):
+        return original
+    if isinstance(returned, dict) and isinstance(sent, dict) and isinstance(original, Mapping):
+        # json_safe writes a key as str(key): map each back to its original.
+        keys = {(k if type(k) is str else str(k)): k for k in original}
+        out = {}
+        for key, value in returned.items():
+            if key in sent and key in keys:
+                out[keys[key]] = restore_unchanged(sent[key], original[keys[key]], value)
+            else:
+                out[key] = value
+        return out
+    if (
+        isinstance(returned, list)
+        and isinstance(sent, list)
+        and isinstance(original, (list, tuple))
+        and len(returned) == len(sent) == len(original)
+    ):
+        return [
+            restore_unchanged(s, o, r) for s, o, r in zip(sent, original, returned, strict=True)
+        ]
+    return returned
+
+
 def _current_tool_calls(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The tool calls of this turn: those on the newest AI message, if any."""
     messages = state.get("messages") or ()

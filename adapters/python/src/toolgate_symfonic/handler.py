@@ -12,7 +12,9 @@ The handler owns its failures. A transport error, a timeout, an open circuit
 breaker, a refused request or an answer that does not fit the contract is
 logged (logger ``toolgate_symfonic``), counted in
 :attr:`ToolgateHandler.failures`, and resolved by the handler's failure
-policy; no hook ever raises.
+policy; no hook ever raises. A guard that faulted (or replied malformed) was
+already handled by the host (its ``on_error``); the handler reads it from
+the answer's trace, logs it and counts it in ``failures`` too.
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ from ._transport import (
     ServiceError,
     open_host,
 )
-from ._wire import describe_tools, json_safe, state_subset, tenant_dir, tool_name_of
+from ._wire import (
+    describe_tools,
+    json_safe,
+    restore_unchanged,
+    state_subset,
+    tenant_dir,
+    tool_name_of,
+)
 
 if TYPE_CHECKING:
     from toolgate import Host
@@ -91,6 +100,9 @@ class _Run:
     visible: tuple[str, ...] | None = None
     #: True when routing failed under ``fail_closed``: show no tool at all.
     closed: bool = False
+    #: Seconds spent waiting on the guards, per tool call of this run (a
+    #: call id that recurs in another run has a budget of its own there).
+    spent: dict[str, float] = field(default_factory=dict)
 
     @property
     def hidden(self) -> frozenset[str]:
@@ -129,8 +141,8 @@ class ToolgateHandler(BaseCallbackHandler):
         deny_hidden_tools: When true, a call to a tool that a routing guard
             hid this run is refused by the adapter itself (steered with an
             error message) without asking the guards.
-        max_runs: How many runs' routing verdicts and states to remember
-            (oldest forgotten first), default 1024.
+        max_runs: How many runs' routing verdicts, states and call budgets
+            to remember (oldest forgotten first), default 1024.
         breaker_threshold: ``url`` only: consecutive failures that open the
             circuit breaker, default 3.
         breaker_cooldown: ``url`` only: seconds the open circuit fails calls
@@ -211,16 +223,18 @@ class ToolgateHandler(BaseCallbackHandler):
             host = plugins if isinstance(plugins, Host) else open_host(plugins, **host_options)  # type: ignore[arg-type]
             self._transport = EmbeddedTransport(host)
         self._runs: OrderedDict[str, _Run] = OrderedDict()
-        #: Seconds spent waiting on the guards, per tool call id.
-        self._spent: OrderedDict[str, float] = OrderedDict()
         self._resolver_installed = False
         self._logged_config_errors: set[str] = set()
         self._routing_warned = False
         self._routing_checked: set[str | None] = set()
         #: Calls made to the guards, per seam.
         self.calls: Counter[str] = Counter()
-        #: Calls that failed (and were resolved by the policy), per seam.
+        #: Calls that failed (and were resolved by the policy), and guards
+        #: that faulted or replied malformed (handled by the host), per seam.
         self.failures: Counter[str] = Counter()
+        #: Guards that faulted or replied malformed, per plugin name (a
+        #: tenant's plugins are ``<tenant>/<name>``).
+        self.guard_faults: Counter[str] = Counter()
         #: Failures that were refused requests (a configuration error), per seam.
         self.config_errors: Counter[str] = Counter()
 
@@ -300,15 +314,23 @@ class ToolgateHandler(BaseCallbackHandler):
         deps.register(ToolPaletteResolver, resolver)
         return resolver
 
-    async def check(self) -> None:
-        """Raises :class:`ConfigurationError` unless the guards can be asked.
+    async def check(self) -> list[str]:
+        """Raises :class:`ConfigurationError` unless the guards can be asked
+        and every file of the plugin directory loaded; returns the warnings.
 
-        Over HTTP: ``GET /v1/plugins`` must answer 200 with this handler's
-        URL and token. In-process: every file of the plugin directory must
-        have loaded. Call it once at start-up to fail loudly instead of
+        Over HTTP the service's ``GET /v1/plugins`` (with this handler's URL
+        and token), in-process the host's ``plugins()``: the same document,
+        the same findings. An error: a file that failed to load (a corrupt
+        ``.wasm``, a manifest rejected), the service unreachable or
+        refusing. A warning (returned, and logged at WARNING): no guard
+        loaded at all (an empty plugin directory), a plugin serving without
+        its snapshot. Call it once at start-up to fail loudly instead of
         resolving every hook by the failure policy.
         """
-        await self._transport.check()
+        warnings = await self._transport.check()
+        for warning in warnings:
+            logger.warning("toolgate: %s: %s", self._transport, warning)
+        return warnings
 
     async def aclose(self) -> None:
         """Closes the handler's own HTTP client (an injected one is left open)."""
@@ -352,7 +374,7 @@ class ToolgateHandler(BaseCallbackHandler):
                 "args": json_safe(event.args if event.args is not None else {}),
             }
             value = await self._call(
-                "steering", wire_event, sub, run.tenant, str(event.call_id)
+                "steering", wire_event, sub, run.tenant, run, str(event.call_id)
             )
             return _steering_verdict(value)
         except Exception as exc:  # noqa: BLE001 - a hook never raises
@@ -369,19 +391,28 @@ class ToolgateHandler(BaseCallbackHandler):
             sub["tool_calls"] = []
             run = self._remember(sub, event.run_id)
             self._check_routing_installed(run.tenant)
+            call_id = str(event.call_id)
+            # The first hook of a tool call: its budget starts here.
+            run.spent.pop(call_id, None)
+            original = event.args if event.args is not None else {}
             wire_event = {
                 "run_id": str(event.run_id),
                 "iteration_index": int(event.iteration_index),
                 "node_name": str(event.node_name),
-                "call_id": str(event.call_id),
+                "call_id": call_id,
                 "tool_name": str(event.tool_name),
-                "args": json_safe(event.args if event.args is not None else {}),
+                "args": json_safe(original),
                 "available_tools": [str(n) for n in event.available_tools],
             }
-            value = await self._call(
-                "rewrite", wire_event, sub, run.tenant, str(event.call_id)
-            )
-            return _rewrite_verdict(value)
+            value = await self._call("rewrite", wire_event, sub, run.tenant, run, call_id)
+            verdict = _rewrite_verdict(value)
+            if verdict is not None:
+                # What the guards left as it was sent is dispatched as the
+                # original Python value, not as its JSON approximation.
+                verdict["args"] = dict(
+                    restore_unchanged(wire_event["args"], original, verdict["args"])
+                )
+            return verdict
         except Exception as exc:  # noqa: BLE001 - a hook never raises
             return self._failed("rewrite", exc, getattr(event, "call_id", None))
 
@@ -418,21 +449,23 @@ class ToolgateHandler(BaseCallbackHandler):
         """Result: lets result guards observe what a tool returned."""
         try:
             run_id = str(event.run_id)
-            run = self._runs.get(run_id)
-            sub: dict[str, Any] = (
-                dict(run.state) if run is not None and run.state else {"run_id": run_id}
-            )
+            run = self._run(run_id)
+            sub: dict[str, Any] = dict(run.state) if run.state else {"run_id": run_id}
             sub["tool_calls"] = []
-            tenant = run.tenant if run is not None else self.tenant
+            call_id = str(event.call_id)
             wire_event = {
                 "run_id": run_id,
                 "tool_name": str(event.tool_name),
                 "result": json_safe(event.result),
-                "call_id": str(event.call_id),
+                "call_id": call_id,
                 "deferred": bool(event.deferred),
                 "is_error": bool(event.is_error),
             }
-            await self._call("result", wire_event, sub, tenant, str(event.call_id))
+            try:
+                await self._call("result", wire_event, sub, run.tenant, run, call_id)
+            finally:
+                # The last hook of a tool call: its budget ends here.
+                run.spent.pop(call_id, None)
         except Exception as exc:  # noqa: BLE001 - a hook never raises
             self._failed("result", exc, getattr(event, "call_id", None))
         return None
@@ -553,36 +586,65 @@ class ToolgateHandler(BaseCallbackHandler):
         event: dict[str, Any],
         state: dict[str, Any],
         tenant: str | None,
+        run: _Run | None = None,
         call_id: str | None = None,
     ) -> Any:
         """Asks the guards; returns the answer or raises ServiceError.
 
-        ``call_id``: the tool call the hook belongs to; its hooks share one
-        budget of ``timeout`` seconds.
+        ``run`` and ``call_id``: the tool call the hook belongs to; its hooks
+        share one budget of ``timeout`` seconds, kept with its run.
         """
         self.calls[seam] += 1
         body: dict[str, Any] = {"event": event, "state": state}
         if tenant is not None:
             body["tenant"] = tenant_dir(str(tenant))
         budget = self.timeout
-        if call_id is not None:
-            budget -= self._spent.get(call_id, 0.0)
+        if run is not None and call_id is not None:
+            budget -= run.spent.get(call_id, 0.0)
             if budget <= 0:
                 raise ServiceError(
                     f"the call's budget of {self.timeout:g}s is spent (earlier hooks of this call)"
                 )
         start = time.monotonic()
         try:
-            return await self._transport.call(seam, body, budget)
+            result, trace = await self._transport.call(seam, body, budget)
         finally:
-            if call_id is not None:
-                self._spend(call_id, time.monotonic() - start)
+            if run is not None and call_id is not None:
+                run.spent[call_id] = run.spent.get(call_id, 0.0) + time.monotonic() - start
+        for entry in trace:
+            if entry.get("outcome") in ("fault", "malformed"):
+                self._guard_fault(seam, entry, call_id)
+        return result
 
-    def _spend(self, call_id: str, seconds: float) -> None:
-        self._spent[call_id] = self._spent.get(call_id, 0.0) + seconds
-        self._spent.move_to_end(call_id)
-        while len(self._spent) > 4 * self.max_runs:
-            self._spent.popitem(last=False)
+    def _guard_fault(self, seam: Seam, entry: dict[str, Any], call_id: str | None) -> None:
+        """Logs and counts a guard's fault (or malformed reply) from a trace.
+
+        The host already applied the guard's ``on_error`` (skip, or deny);
+        this makes it visible in Python: a WARNING record of the
+        ``toolgate_symfonic`` logger whose ``extra`` fields are
+        ``toolgate_plugin``, ``toolgate_fault`` (the fault class, or
+        ``malformed``), ``toolgate_detail`` and ``toolgate_seam``.
+        """
+        plugin = str(entry.get("plugin", "?"))
+        fault = str(entry.get("fault") or entry.get("outcome"))
+        detail = str(entry.get("detail") or "")
+        self.failures[seam] += 1
+        self.guard_faults[plugin] += 1
+        logger.warning(
+            "toolgate: guard %s %s at %s%s (%s)%s; the host applied its on_error",
+            plugin,
+            "replied malformed" if fault == "malformed" else "faulted",
+            seam,
+            f" for call {call_id}" if call_id else "",
+            fault,
+            f": {detail}" if detail else "",
+            extra={
+                "toolgate_plugin": plugin,
+                "toolgate_fault": fault,
+                "toolgate_detail": detail,
+                "toolgate_seam": seam,
+            },
+        )
 
     def _check_routing_installed(self, tenant: str | None) -> None:
         """Logs at ERROR, once, when routing guards are loaded but can never
