@@ -1491,6 +1491,111 @@ async fn a_tenant_over_its_requests_in_progress_gets_429_and_no_one_else_does() 
     s.stop().await;
 }
 
+/// A guard the host cannot run in time is never skipped as if it had said
+/// nothing: tenant `a`'s one instance is held by a spinning call, so its
+/// next call cannot get one for the global sql-guard within `wait_ms` —
+/// `share-exhausted`, the host's doing — and the request is answered 503
+/// with `Retry-After`, naming the guard, not decided (a DELETE approved
+/// unguarded before); counted as the guard's `unavailable` outcome, not as
+/// a fault toward its quarantine. Tenant `b` is answered as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_the_host_cannot_run_in_time_gets_503_never_a_silent_proceed() {
+    let s = Running::start_with(
+        &[
+            ("sql-guard.wasm", SQL_GUARD),
+            ("tenants/a/hostile.wasm", HOSTILE),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+        ],
+        &[
+            (
+                "toolgate.toml",
+                "[ceilings]\ntimeout_ms = 5000\nfuel = 9223372036854775807\n\n\
+                 [shares]\ntenant_instances = 1\ntenant_requests = 2\nwait_ms = 100\n\n\
+                 [quarantine]\nfaults = 1\n\n[[plugin]]\npath = \"sql-guard.wasm\"\n",
+            ),
+            (
+                "tenants/a/toolgate.toml",
+                "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 1500\nfuel = 9223372036854775807\n",
+            ),
+        ],
+        ServerConfig::default(),
+    )
+    .await;
+    let mut spin = steering("loop", json!({}));
+    spin["tenant"] = json!("a");
+    let spinning = tokio::spawn({
+        let (client, url) = (s.client.clone(), s.url("/v1/steering"));
+        async move {
+            client
+                .post(url)
+                .json(&spin)
+                .send()
+                .await
+                .map(|r| r.status())
+        }
+    });
+    // Until the spinner holds a's one instance.
+    let held = tokio::time::timeout(Duration::from_secs(20), async {
+        while s.registry.plugin_set().accounts.tenants["a"]
+            .usage()
+            .instances
+            == 0
+        {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    assert!(held.await.is_ok(), "the spinner never got its instance");
+    // Past the spinner's quick sql-guard call, into its 1.5 s spin.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let mut delete = steering("run_query", json!({"sql": "DELETE FROM users"}));
+    delete["tenant"] = json!("a");
+    let refused = s
+        .client
+        .post(s.url("/v1/steering"))
+        .json(&delete)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        refused.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    let error = refused.json::<Value>().await.expect("JSON")["error"].clone();
+    let error = error.as_str().expect("error text");
+    assert!(
+        error.contains("guard `sql-guard`")
+            && error.contains("share-exhausted")
+            && error.contains("not decided"),
+        "{error}"
+    );
+    let mut call = steering("run_query", json!({"sql": "DELETE FROM users"}));
+    call["tenant"] = json!("b");
+    assert_eq!(
+        s.post("/v1/steering", call).await,
+        (StatusCode::OK, steer_where())
+    );
+    let (_, metrics) = s.get("/metrics").await;
+    assert_eq!(
+        series(
+            &metrics,
+            "toolgate_guard_outcomes_total{plugin=\"sql-guard\",seam=\"steering\",outcome=\"unavailable\",cause=\"share-exhausted\"}"
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    // One fault quarantines (faults = 1); the host's own did not.
+    let (_, plugins) = s.get("/v1/plugins").await;
+    let plugins: Value = serde_json::from_str(&plugins).expect("JSON");
+    assert_eq!(plugins["global"][0]["health"]["state"], "ok", "{plugins}");
+    assert_eq!(
+        spinning.await.expect("task").expect("answered"),
+        StatusCode::OK
+    );
+    s.stop().await;
+}
+
 /// A tenant over `[shares] tenant_rate` waits for its turn, and a request
 /// whose turn is further away than `wait_ms` is refused with 429 after
 /// waiting `wait_ms` (a flooder that retries at once is slowed down too),
