@@ -149,6 +149,27 @@ pub enum Error {
         /// The file, as the directory names it.
         path: PathBuf,
     },
+    /// A file in a tenant's directory (manifest or component) that has other
+    /// hard links: its inode may be another file's, outside the directory.
+    #[error(
+        "{path}: not loaded: it has {links} hard links; a file in a tenant's directory must have \
+         exactly one (copy it in, do not link it)"
+    )]
+    HardLink {
+        /// The file, as the directory names it.
+        path: PathBuf,
+        /// How many names its inode has.
+        links: u64,
+    },
+    /// A component whose file name does not make a valid plugin name (a
+    /// directory without a manifest names each plugin by its file's stem).
+    #[error("{path}: not loaded: {message}")]
+    Name {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the name and what it may be.
+        message: String,
+    },
     /// A plugin file larger than its cap.
     #[error("{path}: not loaded: larger than the limit of {limit} bytes")]
     TooLarge {

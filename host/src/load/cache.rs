@@ -27,7 +27,7 @@
 //! naming the directory and the fix ([`CompiledCache::check_dir`]).
 
 use std::hash::{Hash, Hasher};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -355,25 +355,33 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `Ok(None)`: no entry. `Err`: an entry that must be deleted.
+/// The largest entry read: 8× the largest component the registry reads
+/// (64 MiB). A larger file in the cache directory is not a valid entry; it
+/// is deleted unread, never read whole.
+pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
+
+/// `Ok(None)`: no entry. `Err`: an entry that must be deleted (anything
+/// but a regular file, over [`MAX_ENTRY_BYTES`], unsafe, or invalid).
 fn read_entry(engine: &Engine, entry: &Path, header: &Header) -> Result<Option<Component>, String> {
-    let mut file = match std::fs::File::open(entry) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    // Opened without blocking (a FIFO put here cannot stall a load), its
+    // type, owner, mode and size read on the opened descriptor.
+    let (file, stat) = match crate::files::open_nonblocking(entry) {
+        Ok(Some(opened)) => opened,
+        Ok(None) => return Ok(None),
         Err(e) => return Err(format!("cannot read: {e}")),
     };
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
-        if !meta.is_file() {
-            return Err("not a regular file".into());
-        }
-        check_owner_and_mode(entry, meta.uid(), meta.mode()).map_err(|e| e.to_string())?;
+    if !crate::files::is_regular(&stat) {
+        return Err("not a regular file".into());
     }
-    let mut data = Vec::new();
-    file.read_to_end(&mut data)
-        .map_err(|e| format!("cannot read: {e}"))?;
+    #[cfg(unix)]
+    check_owner_and_mode(entry, stat.st_uid, stat.st_mode).map_err(|e| e.to_string())?;
+    let data = match crate::files::read_capped(file, entry, MAX_ENTRY_BYTES) {
+        Ok(data) => data,
+        Err(Error::TooLarge { limit, .. }) => {
+            return Err(format!("larger than the cap of {limit} bytes"));
+        }
+        Err(e) => return Err(format!("cannot read: {e}")),
+    };
     let Some(split) = data.len().checked_sub(32) else {
         return Err("shorter than its checksum".into());
     };

@@ -7,7 +7,9 @@
 //! (a FIFO, a device or a directory named `x.wasm` is refused at once,
 //! never read or waited on); never more than a size cap
 //! ([`DirRules::max_component_bytes`], by default the registry's 64 MiB).
-//! Symlinks are followed by default ([`Symlinks::Follow`]): the directory
+//! Each plugin is named by its file's stem, which must be a valid plugin
+//! name ([`crate::tenant::is_valid_name`]); a file whose stem is not is
+//! refused ([`Error::Name`]). Symlinks are followed by default ([`Symlinks::Follow`]): the directory
 //! is the operator's own choice, not a tenant's, and a directory mounted
 //! as a symlink farm (a Kubernetes ConfigMap) must load. To load a
 //! directory someone else controls, pass [`Symlinks::Refuse`]: then no
@@ -74,6 +76,20 @@ pub fn components_with(dir: &Path, rules: &DirRules) -> Result<Vec<PathBuf>, Err
         .collect())
 }
 
+/// Whether the stem of the component file at `path` (the name of its
+/// plugin in a directory without a manifest) is a valid plugin name; else
+/// [`Error::Name`] naming the file.
+pub(crate) fn check_stem(path: &Path) -> Result<(), Error> {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    crate::manifest::validate_name(&stem).map_err(|message| Error::Name {
+        path: path.into(),
+        message: format!("{message} (the file's stem names the plugin: rename the file)"),
+    })
+}
+
 /// Loads every component in `dir` into a chain, by the default
 /// [`DirRules`]. A component that fails to load is left out and its error
 /// returned beside the chain: one bad file never stops the others.
@@ -82,9 +98,10 @@ pub async fn load_dir(engine: &Engine, dir: &Path) -> Result<(Chain, Vec<Error>)
 }
 
 /// Like [`load_dir`], reading the directory by `rules`. Every `*.wasm`
-/// entry that does not start with a dot is tried: one that is not a
-/// regular file by `rules` is [`Error::Refused`], one over the cap
-/// [`Error::TooLarge`], both returned beside the chain.
+/// entry that does not start with a dot is tried: one whose stem is not a
+/// valid plugin name is [`Error::Name`], one that is not a regular file by
+/// `rules` [`Error::Refused`], one over the cap [`Error::TooLarge`], all
+/// returned beside the chain.
 pub async fn load_dir_with(
     engine: &Engine,
     dir: &Path,
@@ -105,6 +122,10 @@ pub async fn load_dir_with(
     for name in names {
         let (e, d) = (engine.clone(), Arc::clone(&d));
         let path = dir.join(&name);
+        if let Err(e) = check_stem(&path) {
+            errors.push(e);
+            continue;
+        }
         let at = path.clone();
         // Reading and compiling block: off the async threads.
         let read = tokio::task::spawn_blocking(move || {

@@ -14,6 +14,11 @@
 //!   manifest, not a component. Every step is opened with `O_NOFOLLOW`
 //!   relative to the descriptor of the step before, so nothing can point
 //!   a tenant's file outside its directory, even by a rename in between.
+//! - A **tenant's** file must have exactly one name: one with other hard
+//!   links (`st_nlink > 1`, read on the opened descriptor) is refused
+//!   ([`Error::HardLink`]), since another name may be outside the
+//!   directory — another tenant's component, linked in. Refusing is
+//!   simpler than copying: nothing is ever read through a shared inode.
 //! - In the **global** directory (the operator's) symlinks are followed,
 //!   so a directory mounted as a symlink farm (a Kubernetes ConfigMap)
 //!   works, except under `tenants/`, where the tenant rule applies. The
@@ -114,7 +119,8 @@ impl PluginDir {
     /// Opens the regular file at `rel` (relative, no `..`). `Ok(None)`:
     /// nothing at `rel` (only its last step missing: a manifest that is not
     /// there). Anything else that is not a regular file inside the
-    /// directory is [`Error::Refused`].
+    /// directory is [`Error::Refused`]; a tenant's file with other hard
+    /// links [`Error::HardLink`].
     fn open_file(&self, rel: &Path) -> Result<Option<std::fs::File>, Error> {
         let refused = || Error::Refused {
             path: self.path.join(rel),
@@ -146,14 +152,24 @@ impl PluginDir {
             Err(_) => return Err(refused()),
         };
         let stat = rustix::fs::fstat(&fd).map_err(|_| refused())?;
-        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        if !is_regular(&stat) {
             return Err(refused());
+        }
+        // A second name may be outside the directory: another tenant's
+        // file, linked in. Only a tenant's own files are held to this.
+        let links = u64::from(stat.st_nlink);
+        if symlinks == Symlinks::Refuse && links > 1 {
+            return Err(Error::HardLink {
+                path: self.path.join(rel),
+                links,
+            });
         }
         Ok(Some(std::fs::File::from(fd)))
     }
 
     /// Whether `rel` is a regular file inside the directory (by the same
-    /// rules as [`PluginDir::read`]); the error is the uniform refusal.
+    /// rules as [`PluginDir::read`]); the error is the uniform refusal, or
+    /// [`Error::HardLink`].
     pub fn check(&self, rel: &Path) -> Result<(), Error> {
         match self.open_file(rel)? {
             Some(_) => Ok(()),
@@ -165,7 +181,8 @@ impl PluginDir {
 
     /// Reads the regular file at `rel`, at most `max_bytes`: a missing
     /// file, or anything that is not a regular file inside the directory,
-    /// is [`Error::Refused`]; a larger one is [`Error::TooLarge`].
+    /// is [`Error::Refused`]; a tenant's file with other hard links
+    /// [`Error::HardLink`]; a larger one is [`Error::TooLarge`].
     pub fn read(&self, rel: &Path, max_bytes: u64) -> Result<Vec<u8>, Error> {
         match self.read_optional(rel, max_bytes)? {
             Some(bytes) => Ok(bytes),
@@ -182,32 +199,7 @@ impl PluginDir {
         let Some(file) = self.open_file(rel)? else {
             return Ok(None);
         };
-        let too_large = || Error::TooLarge {
-            path: path.clone(),
-            limit: max_bytes,
-        };
-        let len = file
-            .metadata()
-            .map_err(|source| Error::Read {
-                path: path.clone(),
-                source,
-            })?
-            .len();
-        if len > max_bytes {
-            return Err(too_large());
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-        // The file may grow after the check: never read past the cap.
-        file.take(max_bytes.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|source| Error::Read {
-                path: path.clone(),
-                source,
-            })?;
-        if bytes.len() as u64 > max_bytes {
-            return Err(too_large());
-        }
-        Ok(Some(bytes))
+        read_capped(file, &path, max_bytes).map(Some)
     }
 
     /// The names of the entries directly in the directory that end in
@@ -222,15 +214,69 @@ impl PluginDir {
         let mut names = Vec::new();
         for entry in dir {
             let entry = entry.map_err(io)?;
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            let Some(name) = name.to_str() else { continue };
+            // A name that is not UTF-8 is listed lossily: it is no valid
+            // plugin name, and is refused as one (never silently skipped).
+            let name = OsStr::from_bytes(entry.file_name().to_bytes()).to_string_lossy();
             if name.ends_with(".wasm") && !name.starts_with('.') {
-                names.push(name.to_string());
+                names.push(name.into_owned());
             }
         }
         names.sort();
         Ok(names)
     }
+}
+
+/// Opens the file at `path` (symlinks followed) without blocking — opening
+/// a FIFO never waits for a writer — and reads its status on the opened
+/// descriptor, for the caller to check its type and size. `Ok(None)`:
+/// nothing at `path`.
+pub(crate) fn open_nonblocking(
+    path: &Path,
+) -> std::io::Result<Option<(std::fs::File, rustix::fs::Stat)>> {
+    let fd = match rustix::fs::open(path, file_flags(Symlinks::Follow), Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let stat = rustix::fs::fstat(&fd)?;
+    Ok(Some((std::fs::File::from(fd), stat)))
+}
+
+/// Whether `stat` (of an opened descriptor) is a regular file's.
+pub(crate) fn is_regular(stat: &rustix::fs::Stat) -> bool {
+    FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+}
+
+/// Reads the opened regular `file` (at `path`) whole, at most `max_bytes`:
+/// a larger one, or one that grows past the cap while it is read, is
+/// [`Error::TooLarge`] (checked before reading, so a huge or sparse file
+/// is never read).
+pub(crate) fn read_capped(
+    file: std::fs::File,
+    path: &Path,
+    max_bytes: u64,
+) -> Result<Vec<u8>, Error> {
+    let too_large = || Error::TooLarge {
+        path: path.to_path_buf(),
+        limit: max_bytes,
+    };
+    let io = |source| Error::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let len = file.metadata().map_err(io)?.len();
+    if len > max_bytes {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    // The file may grow after the check: never read past the cap.
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 /// Reads `dir/rel` under the rules above with `dir` opened by `symlinks`

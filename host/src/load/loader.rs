@@ -99,7 +99,11 @@ impl IssueKind {
     pub fn of(e: &Error) -> IssueKind {
         match e {
             Error::Manifest(_) => IssueKind::Manifest,
-            Error::Read { .. } | Error::Refused { .. } | Error::TooLarge { .. } => IssueKind::File,
+            Error::Read { .. }
+            | Error::Refused { .. }
+            | Error::HardLink { .. }
+            | Error::TooLarge { .. }
+            | Error::Name { .. } => IssueKind::File,
             Error::CoreModule { .. }
             | Error::NotWasm { .. }
             | Error::Compile { .. }
@@ -242,6 +246,9 @@ enum Plan {
         /// The policy the global manifest sets (`None` for a tenant, or
         /// without a manifest).
         policy: Option<Policy>,
+        /// Files left out before loading (a file name that is no plugin
+        /// name).
+        refused: Vec<LoadIssue>,
     },
 }
 
@@ -362,7 +369,7 @@ impl Loader {
             failed: previous.failed.clone(),
             policy: previous.policy.clone(),
         };
-        let (pdir, entries, set_policy) = match plan {
+        let (pdir, entries, set_policy, refused) = match plan {
             Err(e) => return Some(keep_previous(LoadIssue::of(&dir, &join_error(e)))),
             // The tenant listing reports a tenant directory turned symlink.
             Ok(Plan::Gone | Plan::Refused(_)) if tenant.is_some() => return None,
@@ -376,7 +383,8 @@ impl Loader {
                 dir,
                 entries,
                 policy: set,
-            }) => (dir, entries, set),
+                refused,
+            }) => (dir, entries, set, refused),
         };
         // The memory shares a plugin's calls are charged to must hold one
         // instance of it: a tenant's (a global plugin runs for tenants
@@ -400,6 +408,7 @@ impl Loader {
         };
         let mut state = ScopeState {
             policy: set_policy.clone(),
+            errors: refused,
             ..ScopeState::default()
         };
         let loaded_before = report.loaded.len();
@@ -737,6 +746,7 @@ fn plan_scope(
         }
     };
     let manifest_path = dir.join(manifest::FILE_NAME);
+    let mut refused = Vec::new();
     let (entries, set) = match pdir
         .read_optional(Path::new(manifest::FILE_NAME), max_manifest_bytes)
     {
@@ -762,8 +772,16 @@ fn plan_scope(
             };
             let entries = names
                 .into_iter()
-                .map(|n| {
-                    let mut spec = PluginSpec::new(dir.join(n));
+                .map(|n| dir.join(n))
+                .filter(|path| match crate::dir::check_stem(path) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        refused.push(LoadIssue::of(path, &e));
+                        false
+                    }
+                })
+                .map(|path| {
+                    let mut spec = PluginSpec::new(path);
                     if scope == Scope::Tenant {
                         spec.limits = spec.limits.clamped_to(&policy.ceilings);
                     }
@@ -793,6 +811,7 @@ fn plan_scope(
         dir: Arc::new(pdir),
         entries,
         policy: set,
+        refused,
     }
 }
 

@@ -364,11 +364,20 @@ impl Manifest {
         };
         let raw: RawManifest = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            at(
-                span.clone(),
-                key_at(text, span),
-                e.message().trim().to_string(),
-            )
+            let mut message = e.message().trim().to_string();
+            let key = match find_key(text, span.start) {
+                Some(found) => {
+                    // toml hands a datetime to serde as a map: say what
+                    // the manifest holds.
+                    if found.datetime {
+                        message =
+                            message.replacen("invalid type: map", "invalid type: datetime", 1);
+                    }
+                    found.path
+                }
+                None => key_at(text, span.clone()),
+            };
+            at(span, key, message)
         })?;
         let mut policy = policy.clone();
         if scope == Scope::Tenant {
@@ -454,16 +463,31 @@ impl Manifest {
             let file = dir.join(rel_path);
             // One message whether the file is missing, a symlink, a FIFO or
             // a device: it never tells whether a host path exists.
-            if opened.as_ref().is_none_or(|d| d.check(rel_path).is_err()) {
-                return Err(at(
-                    path.span(),
-                    key("path"),
-                    format!(
-                        "component file {} is missing or not a regular file inside the \
-                         manifest's directory (symlinks are not followed in a tenant's directory)",
-                        file.display()
-                    ),
-                ));
+            match opened.as_ref().map(|d| d.check(rel_path)) {
+                Some(Ok(())) => {}
+                Some(Err(crate::Error::HardLink { links, .. })) => {
+                    return Err(at(
+                        path.span(),
+                        key("path"),
+                        format!(
+                            "component file {} has {links} hard links; a file in a tenant's \
+                             directory must have exactly one (copy it in, do not link it)",
+                            file.display()
+                        ),
+                    ));
+                }
+                None | Some(Err(_)) => {
+                    return Err(at(
+                        path.span(),
+                        key("path"),
+                        format!(
+                            "component file {} is missing or not a regular file inside the \
+                             manifest's directory (symlinks are not followed in a tenant's \
+                             directory)",
+                            file.display()
+                        ),
+                    ));
+                }
             }
             let (name, name_span) = match &p.name {
                 Some(n) => (n.get_ref().clone(), n.span()),
@@ -760,23 +784,15 @@ impl RawLimits {
     }
 }
 
-/// Whether `name` is 1–64 characters of `[A-Za-z0-9_.-]`: the names of
-/// plugins and (not starting with a dot) of tenants.
-pub(crate) fn is_plain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
-/// A plugin name: 1–64 characters of `[A-Za-z0-9_.-]`.
-fn validate_name(name: &str) -> Result<(), String> {
-    if is_plain_name(name) {
+/// A plugin name follows the one rule for names
+/// ([`crate::tenant::is_valid_name`]); else the error says what it may be.
+pub(crate) fn validate_name(name: &str) -> Result<(), String> {
+    if crate::tenant::is_valid_name(name) {
         Ok(())
     } else {
         Err(format!(
-            "invalid plugin name {name:?}: use 1-64 characters of letters, digits, '_', '-', '.'"
+            "invalid plugin name {name:?}: use {}",
+            crate::tenant::NAME_RULE
         ))
     }
 }
@@ -824,6 +840,66 @@ fn key_at(text: &str, span: Range<usize>) -> Option<String> {
     let (k, _) = line.split_once('=')?;
     let k = k.trim();
     (!k.is_empty()).then(|| k.to_string())
+}
+
+/// The key a toml error at byte `at` is about, by its place in the parsed
+/// document.
+struct FoundKey {
+    /// Its full path (`plugin[2].fuel`, `shares.tenants.acme.rate`); `None`
+    /// at the top of the document.
+    path: Option<String>,
+    /// Whether its value is a datetime.
+    datetime: bool,
+}
+
+/// The innermost key of `text` whose key or value holds byte `at`, with its
+/// full path (arrays of tables numbered from 1, as [`ManifestError`]s
+/// number plugins); `None` when `text` does not parse as TOML.
+fn find_key(text: &str, at: usize) -> Option<FoundKey> {
+    use toml::de::{DeTable, DeValue};
+    /// Whether `at` is in `value` (its path pushed onto `path`), and if so
+    /// whether the innermost value there is a datetime.
+    fn walk(value: &toml::Spanned<DeValue<'_>>, at: usize, path: &mut Vec<String>) -> Option<bool> {
+        match value.get_ref() {
+            DeValue::Table(table) => {
+                for (key, item) in table.iter() {
+                    path.push(format!(".{}", key.get_ref()));
+                    // The key itself (an unknown or a duplicate key), else
+                    // inside its value.
+                    if key.span().contains(&at) {
+                        return Some(matches!(item.get_ref(), DeValue::Datetime(_)));
+                    }
+                    if let Some(datetime) = walk(item, at, path) {
+                        return Some(datetime);
+                    }
+                    path.pop();
+                }
+            }
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(format!("[{}]", i + 1));
+                    if let Some(datetime) = walk(item, at, path) {
+                        return Some(datetime);
+                    }
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+        value
+            .span()
+            .contains(&at)
+            .then(|| matches!(value.get_ref(), DeValue::Datetime(_)))
+    }
+    let doc = DeTable::parse(text).ok()?;
+    let root = toml::Spanned::new(doc.span(), DeValue::Table(doc.into_inner()));
+    let mut path = Vec::new();
+    let datetime = walk(&root, at, &mut path).unwrap_or(false);
+    let path = path.concat();
+    Some(FoundKey {
+        path: (!path.is_empty()).then(|| path.trim_start_matches('.').to_string()),
+        datetime,
+    })
 }
 
 /// A toml value as JSON; datetimes become their RFC 3339 text.

@@ -16,7 +16,18 @@
 //! - While a request is being handled (its body read, its guards run) the
 //!   request timeout applies instead.
 //!
-//! Connections speak HTTP/1.1 with keep-alive (hyper).
+//! Connections speak HTTP/1.1 with keep-alive (hyper). Every refusal is
+//! answered, never a silent close:
+//!
+//! - A request hyper cannot parse gets hyper's own status — 400 (a garbage
+//!   request line or header), 414 (a target over 65,534 bytes) or 431 (a
+//!   head over ~400 KiB or 100 fields) — which hyper sends with no body;
+//!   here it gets the service's one-line JSON body `{"error": "..."}`
+//!   saying what was wrong, and `Connection: close`.
+//! - A connection that opens with HTTP/2's preface (prior knowledge, as
+//!   `curl --http2-prior-knowledge` sends) gets HTTP/2's own refusal: an
+//!   empty SETTINGS frame and a GOAWAY with `HTTP_1_1_REQUIRED`, whose
+//!   debug data says to use HTTP/1.1; then the connection is closed.
 
 use std::future::Future;
 use std::io;
@@ -29,7 +40,7 @@ use std::time::Duration;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
@@ -172,10 +183,92 @@ impl Drop for InFlight {
     }
 }
 
-/// A TCP stream that reports its reads and writes to its [`ConnState`].
+/// A TCP stream that reports its reads and writes to its [`ConnState`],
+/// and puts a body into hyper's bodiless answers to requests it cannot
+/// parse ([`explain`]).
 struct Tracked {
     stream: TcpStream,
     state: Arc<ConnState>,
+    /// An answer of [`explain`]'s written in place of hyper's, and how
+    /// much of it is sent.
+    explained: Option<(Vec<u8>, usize)>,
+}
+
+impl Tracked {
+    /// Sends what is left of an explained answer; ready once all is sent.
+    fn poll_explained(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some((answer, sent)) = &mut self.explained {
+            let Some(rest) = answer.get(*sent..).filter(|r| !r.is_empty()) else {
+                self.explained = None;
+                break;
+            };
+            let n = std::task::ready!(Pin::new(&mut self.stream).poll_write(cx, rest))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            *sent += n;
+            self.state.wrote(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Takes `head` in full if it is an answer [`explain`] rewrites: the
+    /// rewritten one goes out instead (now, or on the next write or flush).
+    fn poll_explain(
+        &mut self,
+        cx: &mut Context<'_>,
+        head: &[u8],
+    ) -> Option<Poll<io::Result<usize>>> {
+        let answer = explain(head)?;
+        self.explained = Some((answer, 0));
+        Some(match self.poll_explained(cx) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(head.len())),
+        })
+    }
+}
+
+/// hyper's answer to a request it cannot parse — exactly a status line of
+/// 400, 414 or 431 and headers with `content-length: 0`, which the router
+/// never writes (its errors always have a body) — rewritten with a
+/// one-line JSON body that says what was wrong, and `connection: close`
+/// (hyper closes the connection after it). `None` for anything else.
+fn explain(head: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(head).ok()?;
+    let (status_line, rest) = text.split_once("\r\n")?;
+    let message = match status_line {
+        "HTTP/1.1 400 Bad Request" => {
+            "malformed request: the request line or a header is not valid HTTP/1.1"
+        }
+        "HTTP/1.1 414 URI Too Long" => "request target too long: at most 65534 bytes",
+        "HTTP/1.1 431 Request Header Fields Too Large" => {
+            "request head too large: at most 100 header fields and about 400 KiB"
+        }
+        _ => return None,
+    };
+    let headers = rest.strip_suffix("\r\n\r\n")?;
+    let mut bodiless = false;
+    let mut kept = String::new();
+    for line in headers.split("\r\n") {
+        if line.eq_ignore_ascii_case("content-length: 0") {
+            bodiless = true;
+        } else if !line.is_empty() {
+            kept.push_str(line);
+            kept.push_str("\r\n");
+        }
+    }
+    if !bodiless {
+        return None;
+    }
+    let body = serde_json::json!({ "error": message }).to_string();
+    Some(
+        format!(
+            "{status_line}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+             connection: close\r\n{kept}\r\n{body}",
+            body.len()
+        )
+        .into_bytes(),
+    )
 }
 
 impl AsyncRead for Tracked {
@@ -201,6 +294,10 @@ impl AsyncWrite for Tracked {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        std::task::ready!(this.poll_explained(cx))?;
+        if let Some(taken) = this.poll_explain(cx, data) {
+            return taken;
+        }
         let poll = Pin::new(&mut this.stream).poll_write(cx, data);
         if let Poll::Ready(Ok(n)) = &poll {
             this.state.wrote(*n);
@@ -214,6 +311,12 @@ impl AsyncWrite for Tracked {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
+        std::task::ready!(this.poll_explained(cx))?;
+        if let Some(first) = bufs.iter().find(|b| !b.is_empty())
+            && let Some(taken) = this.poll_explain(cx, first)
+        {
+            return taken;
+        }
         let poll = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = &poll {
             this.state.wrote(*n);
@@ -226,10 +329,12 @@ impl AsyncWrite for Tracked {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.poll_explained(cx))?;
         Pin::new(&mut self.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        std::task::ready!(self.poll_explained(cx))?;
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
@@ -304,10 +409,22 @@ async fn serve_one(
     limits: &ConnectionLimits,
     mut stop: watch::Receiver<bool>,
 ) -> Option<Expired> {
+    match opens_with_h2(&stream, limits, &mut stop).await {
+        Ok(false) => {}
+        Ok(true) => {
+            tokio::select! {
+                () = refuse_h2(stream, limits.idle_timeout) => {}
+                _ = stop.changed() => {}
+            }
+            return None;
+        }
+        Err(closed) => return closed,
+    }
     let state = Arc::new(ConnState::new());
     let io = TokioIo::new(Tracked {
         stream,
         state: Arc::clone(&state),
+        explained: None,
     });
     let service_state = Arc::clone(&state);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
@@ -353,4 +470,66 @@ async fn serve_one(
             }
         }
     }
+}
+
+/// The start of HTTP/2's client preface (RFC 9113 §3.4): no HTTP/1.1
+/// request this service answers starts so (its method would be `PRI`).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
+
+/// Whether the connection opens with HTTP/2's preface, by its first bytes
+/// (peeked, so hyper still reads them all otherwise). `Err`: the
+/// connection is to be closed before a byte came — by the peer
+/// (`Err(None)`), the idle timeout (`Err(Some(Idle))`) or shutdown.
+async fn opens_with_h2(
+    stream: &TcpStream,
+    limits: &ConnectionLimits,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<bool, Option<Expired>> {
+    if *stop.borrow() {
+        return Err(None);
+    }
+    let mut first = [0u8; H2_PREFACE.len()];
+    let peeked = tokio::select! {
+        peeked = tokio::time::timeout(limits.idle_timeout, stream.peek(&mut first)) => peeked,
+        _ = stop.changed() => return Err(None),
+    };
+    match peeked {
+        Err(_) => Err(Some(Expired::Idle)),
+        Ok(Err(_) | Ok(0)) => Err(None),
+        // Four bytes (`PRI `) tell it from any request served here.
+        Ok(Ok(n)) => Ok(n >= 4 && first.get(..n) == H2_PREFACE.get(..n)),
+    }
+}
+
+/// HTTP/2's refusal of an HTTP/2 connection: an empty SETTINGS frame (the
+/// server's preface) and a GOAWAY with error `HTTP_1_1_REQUIRED` (0xd)
+/// whose debug data says why; then the write side is closed and what the
+/// client sent is read and dropped (at most 64 KiB, within `idle`), so the
+/// close does not reset the connection before the client reads it.
+async fn refuse_h2(mut stream: TcpStream, idle: Duration) {
+    const SETTINGS: [u8; 9] = [0, 0, 0, 0x4, 0, 0, 0, 0, 0];
+    const REASON: &[u8] = b"toolgate serves HTTP/1.1 only: send HTTP/1.1 requests";
+    const HTTP_1_1_REQUIRED: u32 = 0xd;
+    let payload = 8 + REASON.len();
+    let mut frames = SETTINGS.to_vec();
+    frames.extend_from_slice(&u32::try_from(payload).unwrap_or(0).to_be_bytes()[1..]);
+    frames.extend_from_slice(&[0x7, 0, 0, 0, 0, 0]);
+    frames.extend_from_slice(&0u32.to_be_bytes());
+    frames.extend_from_slice(&HTTP_1_1_REQUIRED.to_be_bytes());
+    frames.extend_from_slice(REASON);
+    tracing::debug!("refusing an HTTP/2 connection (GOAWAY HTTP_1_1_REQUIRED)");
+    let _ = tokio::time::timeout(idle, async {
+        stream.write_all(&frames).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 4096];
+        let mut drained = 0;
+        while drained < 1 << 16 {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        io::Result::Ok(())
+    })
+    .await;
 }

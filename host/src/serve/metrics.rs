@@ -42,11 +42,20 @@
 //! A quarantined guard's calls are counted in `guard_outcomes_total` with
 //! `outcome="fault"` and `cause="quarantined"`; calls refused for want of
 //! share with `cause="share-exhausted"`.
+//!
+//! Label values are escaped as the text format says (`\` as `\\`, `"` as
+//! `\"`, a newline as `\n`), which `prometheus-client` does not
+//! do itself: whatever a name holds, it cannot end a label or a line, so it
+//! can neither forge a series nor break the page. (Names are checked where
+//! they enter too — see [`crate::tenant::is_valid_name`] — so today none
+//! holds such characters; the escaping does not rely on that.)
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use std::fmt::Write as _;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -62,15 +71,48 @@ use crate::turns::LaneUsage;
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// A label value from a name (a plugin's, an account's, a route's),
+/// written escaped per the Prometheus / OpenMetrics text format.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Label(String);
+
+impl From<&str> for Label {
+    fn from(value: &str) -> Self {
+        Label(value.to_string())
+    }
+}
+
+impl From<String> for Label {
+    fn from(value: String) -> Self {
+        Label(value)
+    }
+}
+
+impl EncodeLabelValue for Label {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let mut rest = self.0.as_str();
+        while let Some(at) = rest.find(['\\', '"', '\n']) {
+            encoder.write_str(&rest[..at])?;
+            encoder.write_str(match rest.as_bytes()[at] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[at + 1..];
+        }
+        encoder.write_str(rest)
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GuardLabels {
-    plugin: String,
+    plugin: Label,
     seam: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
-    plugin: String,
+    plugin: Label,
     seam: &'static str,
     outcome: &'static str,
     cause: &'static str,
@@ -84,13 +126,13 @@ struct DecisionLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    endpoint: String,
+    endpoint: Label,
     status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EndpointLabels {
-    endpoint: String,
+    endpoint: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -100,17 +142,17 @@ struct ReasonLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ChainLabels {
-    chain: String,
+    chain: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {
-    plugin: String,
+    plugin: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AccountLabels {
-    account: String,
+    account: Label,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -405,13 +447,13 @@ impl Metrics {
 
     fn record_guard(&self, seam: Seam, entry: &GuardTrace) {
         let guard = GuardLabels {
-            plugin: entry.plugin.clone(),
+            plugin: entry.plugin.as_str().into(),
             seam: seam.as_str(),
         };
         self.guard_calls.get_or_create(&guard).inc();
         self.guard_outcomes
             .get_or_create(&OutcomeLabels {
-                plugin: entry.plugin.clone(),
+                plugin: entry.plugin.as_str().into(),
                 seam: seam.as_str(),
                 outcome: entry.outcome.as_str(),
                 cause: entry.fault.map_or("none", |f| f.as_str()),
@@ -434,13 +476,13 @@ impl Metrics {
     pub fn record_request(&self, endpoint: &str, status: u16, elapsed: Duration) {
         self.requests
             .get_or_create(&RequestLabels {
-                endpoint: endpoint.to_string(),
+                endpoint: endpoint.into(),
                 status,
             })
             .inc();
         self.request_duration
             .get_or_create(&EndpointLabels {
-                endpoint: endpoint.to_string(),
+                endpoint: endpoint.into(),
             })
             .observe(elapsed.as_secs_f64());
     }
@@ -450,7 +492,7 @@ impl Metrics {
     pub fn record_request_timeout(&self, endpoint: &str, seam: Option<Seam>) {
         self.request_timeouts
             .get_or_create(&EndpointLabels {
-                endpoint: endpoint.to_string(),
+                endpoint: endpoint.into(),
             })
             .inc();
         if let Some(seam) = seam {
@@ -514,7 +556,7 @@ impl Metrics {
         for (tenant, own) in &described.tenants {
             self.plugins_loaded
                 .get_or_create(&ChainLabels {
-                    chain: format!("tenant:{tenant}"),
+                    chain: format!("tenant:{tenant}").into(),
                 })
                 .set(gauge_value(own.len()));
         }
@@ -523,7 +565,7 @@ impl Metrics {
         self.quarantines.clear();
         for plugin in described.plugins() {
             let labels = PluginLabels {
-                plugin: plugin.name.to_string(),
+                plugin: plugin.name.into(),
             };
             let health = &plugin.health;
             self.quarantined.get_or_create(&labels).set(i64::from(
@@ -543,7 +585,7 @@ impl Metrics {
             .chain(set.accounts.tenants.values());
         for account in accounts {
             let labels = AccountLabels {
-                account: account.name().to_string(),
+                account: account.name().into(),
             };
             let usage = account.usage();
             for (r, family) in SHARE_GAUGES.iter().zip(&self.shares) {

@@ -20,11 +20,18 @@
 //! unknown or mistyped field (the message names it), a state that is not
 //! an object or an invalid tenant name; 401 without the bearer token when
 //! one is configured; 403 for a tenant's token ([`ServerConfig::tenant_tokens`])
-//! on anything but the seams, or calling as another tenant; 404 for an unknown seam or path; 405 for a wrong
-//! method; 413 for a body over the limit; 415 for a POST that is not
-//! `application/json`; 503 when a request overruns the request timeout
-//! (counted in `http_request_timeouts_total`); 500 if a handler panicked
-//! (the server keeps serving).
+//! on anything but the seams, or calling as another tenant; 404 for an
+//! unknown seam or path and 405 for a wrong method (both, like every path
+//! but `/healthz`, only after the token is checked: no route discovery
+//! without one); 413 for a body over the limit, at once when its
+//! `Content-Length` says so (the connection is closed, the body never
+//! read); 415 for a POST that is not `application/json`; 503 when a
+//! request overruns the request timeout (counted in
+//! `http_request_timeouts_total`); 500 if a handler panicked (the server
+//! keeps serving). A request hyper cannot parse gets 400 (malformed), 414
+//! (target too long) or 431 (head too large) with the same one-line JSON
+//! body, and an HTTP/2 connection (prior knowledge) a GOAWAY `HTTP_1_1_REQUIRED`
+//! naming the reason.
 //!
 //! Guard calls run inline in the handler: each is bounded by its plugin's
 //! fuel and deadline, so a request's time is bounded by its chain's.
@@ -136,6 +143,7 @@ struct App {
     registry: Arc<Registry>,
     metrics: Arc<Metrics>,
     token_digest: Option<[u8; 32]>,
+    max_body_bytes: usize,
     tenant_tokens: TenantTokens,
     request_timeout: Duration,
     reload_wait: Duration,
@@ -187,6 +195,7 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         registry,
         metrics,
         token_digest: config.token.as_deref().map(sha256),
+        max_body_bytes: config.max_body_bytes,
         tenant_tokens: config.tenant_tokens,
         request_timeout: config.request_timeout,
         reload_wait: config.reload_wait,
@@ -197,15 +206,25 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         .route("/v1/reload", post(reload))
         .route("/metrics", get(metrics_text))
         .route_layer(middleware::from_fn(operator_only));
-    Router::new()
+    // Everything but `/healthz` is behind the token, unknown paths and
+    // wrong methods included: without a token nothing tells which
+    // routes exist.
+    let authorized = Router::new()
         .merge(operator_only)
         .route("/v1/{seam}", post(decide))
         .route_layer(middleware::from_fn(require_json))
-        .route_layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
-        .route("/healthz", get(healthz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), authorize));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .method_not_allowed_fallback(method_not_allowed)
+        .merge(authorized)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&app),
+            declared_length,
+        ))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), timeout))
         .layer(CatchPanicLayer::custom(panicked))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), count))
@@ -352,6 +371,34 @@ fn unauthorized(message: &str) -> Response {
     response
 }
 
+/// Answers 413 at once to a request whose `Content-Length` is over the
+/// body limit, without waiting for a body that may never come (and closes
+/// the connection: the body is not read).
+async fn declared_length(State(app): State<Shared>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match declared {
+        Some(length) if length > app.max_body_bytes as u64 => {
+            let mut response =
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, too_large(app.max_body_bytes))
+                    .into_response();
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
+        _ => next.run(request).await,
+    }
+}
+
+/// The message of a 413.
+fn too_large(limit: usize) -> String {
+    format!("request body is larger than the limit of {limit} bytes (--max-body-kib)")
+}
+
 /// Refuses a POST whose body is not declared `application/json` (415).
 async fn require_json(request: Request, next: Next) -> Response {
     if request.method() != axum::http::Method::POST {
@@ -455,6 +502,16 @@ async fn not_found(request: Request) -> ApiError {
 }
 
 async fn method_not_allowed(request: Request) -> ApiError {
+    // `/v1/{seam}` matches any name: a name that is no seam is no path.
+    if let Some(seam) = request.uri().path().strip_prefix("/v1/")
+        && request
+            .extensions()
+            .get::<MatchedPath>()
+            .is_some_and(|m| m.as_str() == "/v1/{seam}")
+        && seam.parse::<Seam>().is_err()
+    {
+        return not_found(request).await;
+    }
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         format!(
@@ -479,7 +536,7 @@ async fn decide(
     let body = body.map_err(|rejection| {
         let status = rejection.status();
         let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            "request body is larger than the limit (--max-body-kib)".to_string()
+            too_large(app.max_body_bytes)
         } else {
             format!("cannot read the request body: {}", rejection.body_text())
         };

@@ -259,6 +259,76 @@ fn the_binary_warns_about_an_unsafe_cache() {
     assert!(entries(cache.path()).is_empty(), "nothing written");
 }
 
+/// Runs `toolgate list` on `dir` with the cache in `cache`; returns its
+/// standard error. Fails — rather than hanging the suite — if it does not
+/// end within a generous bound: a read that blocks never ends.
+#[cfg(unix)]
+fn list_with_cache(dir: &Path, cache: &Path) -> String {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["list", "--plugins", &dir.display().to_string()])
+        .args(["--cache-dir", &cache.display().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`toolgate list` did not end: a cache read blocked");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        pipe.read_to_string(&mut stderr).expect("stderr");
+    }
+    assert!(status.success(), "{status}: {stderr}");
+    stderr
+}
+
+/// Whatever is in the cache directory in an entry's place is checked on
+/// the opened descriptor before a byte is read: a FIFO (which would block
+/// a plain open for ever) is refused at once, a file over the entry cap
+/// (sparse: 512 MiB of nothing) is refused by its size, unread; each is
+/// replaced by a valid entry that the next start hits.
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_an_oversized_cache_entry_is_refused_unread() {
+    let dir = plugins();
+    let cache = tempfile::tempdir().expect("tempdir");
+    list_with_cache(dir.path(), cache.path());
+    let entry = entries(cache.path()).remove(0);
+
+    std::fs::remove_file(&entry).expect("rm");
+    crate::tenant_files::mkfifo(&entry);
+    let stderr = list_with_cache(dir.path(), cache.path());
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    assert!(entry.is_file(), "rebuilt as a regular file");
+
+    std::fs::remove_file(&entry).expect("rm");
+    std::fs::File::create(&entry)
+        .expect("create")
+        .set_len(toolgate::cache::MAX_ENTRY_BYTES + 1)
+        .expect("sparse");
+    let stderr = list_with_cache(dir.path(), cache.path());
+    assert!(stderr.contains("larger than the cap of"), "{stderr}");
+    let rebuilt = std::fs::metadata(&entry).expect("entry").len();
+    assert!(rebuilt < 1 << 20, "rebuilt: {rebuilt} bytes");
+
+    let stderr = list_with_cache(dir.path(), cache.path());
+    assert!(
+        !stderr.contains("unusable"),
+        "the next start hits: {stderr}"
+    );
+    assert_eq!(entries(cache.path()), [entry]);
+}
+
 #[tokio::test]
 async fn disabled_cache_writes_nothing() {
     let dir = plugins();

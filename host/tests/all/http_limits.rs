@@ -447,3 +447,188 @@ fn the_binary_takes_connection_limits() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Reads one answer from `stream`: its status line, its headers and its
+/// body (by `content-length`), waiting for it at most `within`.
+async fn read_answer(stream: &mut TcpStream, within: Duration) -> (String, Vec<String>, Vec<u8>) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read = tokio::time::timeout(within, async {
+        loop {
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&got[..end]).into_owned();
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + length {
+                    return (head, got[end + 4..end + 4 + length].to_vec());
+                }
+            }
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => {
+                    panic!(
+                        "closed before a whole answer: {:?}",
+                        String::from_utf8_lossy(&got)
+                    )
+                }
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("answered");
+    let (head, body) = read;
+    let mut lines = head.split("\r\n").map(str::to_string);
+    let status = lines.next().unwrap_or_default();
+    (status, lines.collect(), body)
+}
+
+/// A `Content-Length` over the body limit is answered 413 while the body
+/// is still unsent (and never will be), and the connection is closed; the
+/// request timeout is far away and never what answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_over_limit_content_length_is_answered_413_without_its_body() {
+    let s = Server::start(ServerConfig {
+        max_body_bytes: 1 << 20,
+        request_timeout: Duration::from_secs(120),
+        idle_timeout: Duration::from_secs(120),
+        ..ServerConfig::default()
+    })
+    .await;
+    for length in ["2000000", "10000000000"] {
+        let mut stream = TcpStream::connect(&s.addr).await.expect("connect");
+        stream
+            .write_all(
+                format!(
+                    "POST /v1/steering HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                     content-length: {length}\r\n\r\n"
+                )
+                .as_bytes(),
+            )
+            .await
+            .expect("write");
+        // Generous: the request timeout (120 s) is the only other answer.
+        let (status, _, body) = read_answer(&mut stream, Duration::from_secs(100)).await;
+        assert_eq!(status, "HTTP/1.1 413 Payload Too Large", "{length}");
+        let body: Value = serde_json::from_slice(&body).expect("JSON body");
+        let error = body["error"].as_str().expect("error");
+        assert!(error.contains("1048576 bytes"), "{error}");
+        assert!(
+            closed_within(&mut stream, Duration::from_secs(100))
+                .await
+                .is_some(),
+            "the connection is closed (the body is never read)"
+        );
+    }
+    assert_eq!(
+        s.series("toolgate_http_request_timeouts_total{endpoint=\"/v1/steering\"}"),
+        None,
+        "{}",
+        s.metrics.encode()
+    );
+    // The service answers as usual after.
+    let (status, body) = s.steer(Some("application/json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, steer_where());
+    s.stop().await;
+}
+
+/// What hyper refuses before the router sees it — a garbage request line,
+/// a target too long, a head too large — is answered with its status and
+/// a one-line JSON body saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unparseable_requests_get_a_one_line_reason() {
+    let s = Server::start(ServerConfig::default()).await;
+    let long_target = format!("GET /{} HTTP/1.1\r\nhost: x\r\n\r\n", "a".repeat(70_000));
+    let many_headers = format!(
+        "GET /healthz HTTP/1.1\r\nhost: x\r\n{}\r\n",
+        (0..200)
+            .map(|i| format!("x-h{i}: v\r\n"))
+            .collect::<String>()
+    );
+    for (request, status, says) in [
+        (
+            "\u{1}\u{2}garbage\r\n\r\n".to_string(),
+            "HTTP/1.1 400 Bad Request",
+            "malformed request",
+        ),
+        (long_target, "HTTP/1.1 414 URI Too Long", "too long"),
+        (
+            many_headers,
+            "HTTP/1.1 431 Request Header Fields Too Large",
+            "too large",
+        ),
+    ] {
+        let mut stream = TcpStream::connect(&s.addr).await.expect("connect");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let (got, headers, body) = read_answer(&mut stream, Duration::from_secs(60)).await;
+        assert_eq!(got, status);
+        assert!(
+            headers
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case("content-type: application/json")),
+            "{headers:?}"
+        );
+        let text = String::from_utf8(body).expect("UTF-8 body");
+        assert!(!text.contains('\n'), "one line: {text:?}");
+        let json: Value = serde_json::from_str(&text).expect("JSON body");
+        assert!(
+            json["error"].as_str().expect("error").contains(says),
+            "{status}: {json}"
+        );
+        assert!(
+            closed_within(&mut stream, Duration::from_secs(60))
+                .await
+                .is_some()
+        );
+    }
+    let (status, body) = s.steer(Some("application/json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, steer_where());
+    s.stop().await;
+}
+
+/// An HTTP/2 client with prior knowledge gets HTTP/2's own refusal — a
+/// GOAWAY with `HTTP_1_1_REQUIRED` saying why — not a silent close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_prior_knowledge_is_refused_with_a_reason() {
+    let s = Server::start(ServerConfig::default()).await;
+    let mut stream = TcpStream::connect(&s.addr).await.expect("connect");
+    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // An empty SETTINGS frame.
+    hello.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    stream.write_all(&hello).await.expect("write");
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut got))
+        .await
+        .expect("closed")
+        .expect("read");
+    // Walk the frames: 3 bytes length, type, flags, 4 bytes stream id.
+    let mut goaway = None;
+    let mut rest = &got[..];
+    while rest.len() >= 9 {
+        let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+        let Some(payload) = rest.get(9..9 + len) else {
+            break;
+        };
+        if rest[3] == 0x7 {
+            goaway = Some(payload.to_vec());
+        }
+        rest = &rest[9 + len..];
+    }
+    let goaway = goaway.unwrap_or_else(|| panic!("no GOAWAY in {got:?}"));
+    assert_eq!(goaway[4..8], [0, 0, 0, 0xd], "HTTP_1_1_REQUIRED");
+    let reason = String::from_utf8_lossy(&goaway[8..]);
+    assert!(reason.contains("HTTP/1.1"), "{reason}");
+    drop(stream);
+    // HTTP/1.1 is served as ever.
+    let (status, body) = s.steer(Some("application/json")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, steer_where());
+    s.stop().await;
+}

@@ -114,7 +114,7 @@ fn unknown_key_in_a_plugin_is_rejected() {
         "[[plugin]]\npath = \"a.wasm\"\ntimeout = 5\n",
         Scope::Global,
         3,
-        "timeout",
+        "plugin[1].timeout",
         "unknown field",
     );
 }
@@ -136,7 +136,7 @@ fn unknown_key_in_defaults_is_rejected() {
         "[defaults]\nmemory_mb = 5\n",
         Scope::Global,
         2,
-        "memory_mb",
+        "defaults.memory_mb",
         "unknown field",
     );
 }
@@ -147,8 +147,49 @@ fn wrong_type_is_rejected() {
         "[[plugin]]\npath = \"a.wasm\"\n\nfuel = \"lots\"\n",
         Scope::Global,
         4,
-        "fuel",
+        "plugin[1].fuel",
         "invalid type",
+    );
+}
+
+/// A value of the wrong type is reported with its key's full path —
+/// which plugin, which table — and a datetime as a datetime.
+#[test]
+fn type_errors_keep_the_full_key_path() {
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\n[[plugin]]\npath = \"b.wasm\"\nhost_calls = true\n",
+        Scope::Global,
+        5,
+        "plugin[2].host_calls",
+        "invalid type: boolean",
+    );
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\nfuel = 1979-05-27T07:32:00Z\n",
+        Scope::Global,
+        3,
+        "plugin[1].fuel",
+        "invalid type: datetime",
+    );
+    rejects(
+        "[defaults]\ntimeout_ms = 07:32:00\n",
+        Scope::Global,
+        2,
+        "defaults.timeout_ms",
+        "invalid type: datetime",
+    );
+    rejects(
+        "[shares.tenants.acme]\nrate = \"fast\"\n",
+        Scope::Global,
+        2,
+        "shares.tenants.acme.rate",
+        "invalid type: string",
+    );
+    rejects(
+        "[[plugin]]\npath = \"a.wasm\"\ntenants = [\"a\", 2]\n",
+        Scope::Global,
+        3,
+        "plugin[1].tenants[2]",
+        "invalid type: integer",
     );
 }
 
@@ -158,7 +199,7 @@ fn negative_number_is_rejected() {
         "[[plugin]]\npath = \"a.wasm\"\nmemory_mib = -1\n",
         Scope::Global,
         3,
-        "memory_mib",
+        "plugin[1].memory_mib",
         "",
     );
 }
@@ -169,7 +210,7 @@ fn bad_on_error_is_rejected() {
         "[[plugin]]\npath = \"a.wasm\"\non_error = \"explode\"\n",
         Scope::Global,
         3,
-        "on_error",
+        "plugin[1].on_error",
         "unknown variant",
     );
 }
@@ -343,7 +384,7 @@ fn config_must_be_a_table() {
         "[[plugin]]\npath = \"a.wasm\"\nconfig = \"x\"\n",
         Scope::Global,
         3,
-        "config",
+        "plugin[1].config",
         "invalid type",
     );
 }

@@ -636,6 +636,156 @@ async fn metrics_count_calls_outcomes_and_requests() {
     s.stop().await;
 }
 
+/// One sample of a metrics page: name, labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parses `text` as Prometheus reads the OpenMetrics text format: each
+/// line a `# HELP` / `# TYPE` / `# UNIT` comment or a sample
+/// `name{label="value",...} number`, label values escaped with `\\`,
+/// `\"` and `\n` only, and `# EOF` last; anything else is an error.
+fn parse_page(text: &str) -> Result<Vec<Sample>, String> {
+    let body = text
+        .strip_suffix("# EOF\n")
+        .ok_or("the page does not end with `# EOF`")?;
+    let mut samples = Vec::new();
+    for line in body.lines() {
+        if let Some(comment) = line.strip_prefix("# ") {
+            if ["HELP ", "TYPE ", "UNIT "]
+                .iter()
+                .any(|k| comment.starts_with(k))
+            {
+                continue;
+            }
+            return Err(format!("bad comment: {line:?}"));
+        }
+        let name_end = line.find(['{', ' ']).ok_or(format!("no value: {line:?}"))?;
+        let name = &line[..name_end];
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+        {
+            return Err(format!("bad metric name: {line:?}"));
+        }
+        let mut rest = &line[name_end..];
+        let mut labels = Vec::new();
+        if let Some(inner) = rest.strip_prefix('{') {
+            rest = inner;
+            while !rest.starts_with('}') {
+                let eq = rest.find("=\"").ok_or(format!("bad label: {line:?}"))?;
+                let key = rest[..eq].to_string();
+                let mut value = String::new();
+                let mut chars = rest[eq + 2..].char_indices();
+                let end = loop {
+                    match chars.next() {
+                        Some((i, '"')) => break i,
+                        Some((_, '\\')) => match chars.next() {
+                            Some((_, '\\')) => value.push('\\'),
+                            Some((_, '"')) => value.push('"'),
+                            Some((_, 'n')) => value.push('\n'),
+                            _ => return Err(format!("bad escape: {line:?}")),
+                        },
+                        Some((_, c)) => value.push(c),
+                        None => return Err(format!("unterminated label: {line:?}")),
+                    }
+                };
+                labels.push((key, value));
+                rest = &rest[eq + 2 + end + 1..];
+                rest = rest.strip_prefix(',').unwrap_or(rest);
+            }
+            rest = &rest[1..];
+        }
+        let value = rest
+            .strip_prefix(' ')
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .ok_or(format!("bad value: {line:?}"))?;
+        samples.push((name.to_string(), labels, value));
+    }
+    Ok(samples)
+}
+
+/// No name can forge a series or break `/metrics`. A component whose file
+/// name holds a quote, a newline and a backslash (which would end its
+/// label and start a forged series of another account) is refused at
+/// load, naming the file; a tenant directory named `global` is refused
+/// (the global account's series are the operator's); a name that reaches
+/// the metrics through the library's API is escaped. The page parses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_cannot_forge_or_break_the_metrics() {
+    const FORGED: &str = "x\"} 1\ntoolgate_share_busy{account=\"b\"} 99\n# \\";
+    let evil = format!("{FORGED}.wasm");
+    let s = Running::start(
+        &[
+            ("10-sql-guard.wasm", SQL_GUARD),
+            (&evil, SQL_GUARD),
+            ("tenants/global/sql.wasm", SQL_GUARD),
+            ("tenants/b/sql.wasm", SQL_GUARD),
+        ],
+        ServerConfig::default(),
+    )
+    .await;
+    let errors = s.registry.plugin_set().errors.clone();
+    let refused = |path: &Path| {
+        errors
+            .iter()
+            .find(|e| e.path == path)
+            .map(|e| e.message.clone())
+            .unwrap_or_else(|| panic!("{} not reported: {errors:?}", path.display()))
+    };
+    let message = refused(&s.dir.path().join(&evil));
+    assert!(message.contains("invalid plugin name"), "{message}");
+    assert!(message.contains("rename the file"), "{message}");
+    let message = refused(&s.dir.path().join("tenants").join("global"));
+    assert!(message.contains("reserved"), "{message}");
+    let mut call = steering("run_query", json!({"sql": "DELETE FROM t"}));
+    call["tenant"] = json!("b");
+    let (status, body) = s.post("/v1/steering", call).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, steer_where());
+    let mut call = steering("run_query", json!({"sql": "DELETE FROM t"}));
+    call["tenant"] = json!("global");
+    let (status, body) = s.post("/v1/steering", call).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let (status, text) = s.get("/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    let samples = parse_page(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let busy_b: Vec<f64> = samples
+        .iter()
+        .filter(|(name, labels, _)| {
+            name == "toolgate_share_busy" && labels.contains(&("account".into(), "b".into()))
+        })
+        .map(|s| s.2)
+        .collect();
+    assert_eq!(busy_b, [0.0], "{text}");
+    assert!(
+        samples.iter().all(|(_, labels, _)| labels
+            .iter()
+            .all(|(_, v)| !v.contains('"') && v != "tenant:global")),
+        "{text}"
+    );
+
+    // Through the library nothing checks a name: the label is escaped.
+    let metrics = Metrics::new();
+    metrics.record_request(FORGED, 200, Duration::ZERO);
+    let text = metrics.encode();
+    let samples = parse_page(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert!(
+        samples
+            .iter()
+            .any(|(name, labels, _)| name == "toolgate_http_requests_total"
+                && labels.contains(&("endpoint".into(), FORGED.into()))),
+        "{text}"
+    );
+    assert!(
+        !samples
+            .iter()
+            .any(|(name, _, _)| name == "toolgate_share_busy"),
+        "a forged series: {text}"
+    );
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_clear_4xx() {
     let s = Running::start(
@@ -713,6 +863,19 @@ async fn bad_input_gets_a_clear_4xx() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, _) = s.get("/v1/steering").await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    // A name under /v1/ that is no seam is no path, whatever the method.
+    let (status, body) = s.get("/v1/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body.contains("no such endpoint: /v1/nope"), "{body}");
+    let response = s
+        .client
+        .post(s.url("/healthz"))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = response.json().await.expect("JSON body");
+    assert!(error(&body).contains("not allowed"), "{body}");
 
     // After all that, it still answers.
     let (status, body) = s
@@ -783,6 +946,37 @@ async fn a_token_guards_every_endpoint_but_healthz() {
         Some(2.0),
         "{text}"
     );
+    // No route discovery without the token: unknown paths and wrong
+    // methods are 401 too, and 404 / 405 only with it.
+    for (method, path, known) in [
+        (reqwest::Method::GET, "/nope", StatusCode::NOT_FOUND),
+        (reqwest::Method::POST, "/nope", StatusCode::NOT_FOUND),
+        (reqwest::Method::GET, "/v1/nope", StatusCode::NOT_FOUND),
+        (
+            reqwest::Method::GET,
+            "/v1/steering",
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+        (
+            reqwest::Method::GET,
+            "/v1/reload",
+            StatusCode::METHOD_NOT_ALLOWED,
+        ),
+    ] {
+        let request = || s.client.request(method.clone(), s.url(path));
+        let anonymous = request().send().await.expect("request");
+        assert_eq!(
+            anonymous.status(),
+            StatusCode::UNAUTHORIZED,
+            "{method} {path}"
+        );
+        let with_token = request()
+            .bearer_auth("s3cret-token")
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(with_token.status(), known, "{method} {path}");
+    }
     s.stop().await;
 }
 

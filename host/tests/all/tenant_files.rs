@@ -74,7 +74,7 @@ fn put(from: &str, to: &Path) {
     std::fs::copy(from, to).expect("copy");
 }
 
-fn mkfifo(path: &Path) {
+pub(crate) fn mkfifo(path: &Path) {
     std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
     let ok = std::process::Command::new("mkfifo")
         .arg(path)
@@ -773,6 +773,119 @@ fn load_dir_reads_by_the_file_rules() {
         errors.iter().any(
             |e| matches!(e, toolgate::Error::Refused { path } if path.ends_with("50-link.wasm"))
         ),
+        "{errors:?}"
+    );
+}
+
+/// A hard link is a second name for a file: in a tenant's directory it may
+/// be a file from outside it (the operator's, another tenant's). A
+/// tenant's component or manifest with more than one link is refused,
+/// naming it, and a manifest's content never reaches the error text; the
+/// global directory (the operator's) may hold hard links.
+#[tokio::test]
+async fn hard_links_into_a_tenant_directory_are_refused() {
+    let (dir, tenants) = tree();
+    let outside = dir.path().join("outside");
+    put(SQL_GUARD, &outside.join("host.wasm"));
+    std::fs::write(outside.join("secret.toml"), "secret_token = \"hunter2\"\n").expect("write");
+    let evil = tenants.join("evil");
+    std::fs::create_dir_all(&evil).expect("mkdir");
+    std::fs::hard_link(outside.join("host.wasm"), evil.join("theirs.wasm")).expect("link");
+    // The operator's own hard link loads.
+    std::fs::hard_link(outside.join("host.wasm"), dir.path().join("global.wasm")).expect("link");
+    let reg = open_with(dir.path(), LoadLimits::default()).await;
+    let set = reg.plugin_set();
+    // (The global guard runs for every tenant: count each one's own.)
+    let own = |set: &toolgate::registry::PluginSet, t: &str| {
+        set.tenants.get(t).map_or(0, |c| c.plugins().len())
+    };
+    let msg = error_for(&set.errors, &evil.join("theirs.wasm")).expect("reported");
+    assert!(msg.contains("has 3 hard links"), "{msg}");
+    assert_eq!(own(&set, "evil"), 0, "a hard link loaded");
+    assert_eq!(own(&set, "good"), 1);
+    assert!(guarded(&reg, None).await, "the global hard link loads");
+
+    // The manifest, hard-linked to a file outside: refused unparsed.
+    std::fs::remove_file(evil.join("theirs.wasm")).expect("rm");
+    std::fs::hard_link(outside.join("secret.toml"), evil.join("toolgate.toml")).expect("link");
+    let r = reg.reload().await.expect("reload");
+    let msg = error_for(&r.errors, &evil.join("toolgate.toml")).expect("reported");
+    assert!(msg.contains("has 2 hard links"), "{msg}");
+    assert!(
+        !msg.contains("secret") && !msg.contains("hunter2"),
+        "the linked file's content leaked: {msg}"
+    );
+    // A manifest path at a hard link: the key names it.
+    std::fs::remove_file(evil.join("toolgate.toml")).expect("rm");
+    std::fs::hard_link(outside.join("host.wasm"), evil.join("linked.wasm")).expect("link");
+    std::fs::write(
+        evil.join("toolgate.toml"),
+        "[[plugin]]\npath = \"linked.wasm\"\n",
+    )
+    .expect("write");
+    let r = reg.reload().await.expect("reload");
+    let msg = error_for(&r.errors, &evil.join("toolgate.toml")).expect("reported");
+    assert!(msg.contains("key `plugin[1].path`"), "{msg}");
+    assert!(msg.contains("hard links"), "{msg}");
+    let set = reg.plugin_set();
+    assert_eq!(own(&set, "evil"), 0);
+    assert_eq!(own(&set, "good"), 1);
+}
+
+/// A component's file name is its plugin's name without a manifest: one
+/// that is no valid name (a quote, a newline, a space) is refused, naming
+/// the file, while the directory's other components load; so is a tenant
+/// directory named `global`.
+#[tokio::test]
+async fn file_names_that_are_no_plugin_names_are_refused() {
+    let (dir, tenants) = tree();
+    let acme = tenants.join("acme");
+    put(SQL_GUARD, &acme.join("ok.wasm"));
+    let bad = [
+        "a\"b.wasm",
+        "new\nline.wasm",
+        "with space.wasm",
+        "back\\slash.wasm",
+    ];
+    for name in bad {
+        put(SQL_GUARD, &acme.join(name));
+        put(SQL_GUARD, &dir.path().join(name));
+    }
+    put(SQL_GUARD, &tenants.join("global").join("sql.wasm"));
+    let reg = open_with(dir.path(), LoadLimits::default()).await;
+    let set = reg.plugin_set();
+    for name in bad {
+        for path in [acme.join(name), dir.path().join(name)] {
+            let msg = error_for(&set.errors, &path)
+                .unwrap_or_else(|| panic!("{} not reported: {:?}", path.display(), set.errors));
+            assert!(msg.contains("invalid plugin name"), "{msg}");
+        }
+    }
+    let names: Vec<&str> = set.tenants["acme"]
+        .plugins()
+        .iter()
+        .map(|p| p.name())
+        .collect();
+    assert_eq!(names, ["acme/ok"]);
+    assert!(
+        set.global.plugins().is_empty(),
+        "{:?}",
+        set.global.plugins()
+    );
+    assert!(!set.tenants.contains_key("global"));
+    let msg = error_for(&set.errors, &tenants.join("global")).expect("reported");
+    assert!(msg.contains("reserved for the global account"), "{msg}");
+
+    // The library's manifest-less loader holds file names to the same rule.
+    let (chain, errors) = toolgate::dir::load_dir(&engine(), &acme)
+        .await
+        .expect("load_dir");
+    assert_eq!(chain.plugins().len(), 1);
+    assert_eq!(errors.len(), bad.len(), "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.to_string().contains("invalid plugin name")),
         "{errors:?}"
     );
 }
