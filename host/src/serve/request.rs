@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::chain::{Decision, Verdict};
 use crate::event::{Event, Seam};
-use crate::registry::PluginSet;
+use crate::registry::{NotReady, PluginSet};
 use crate::shares::Busy;
 use crate::tenant::TenantName;
 
@@ -103,11 +103,12 @@ impl DecideRequest {
     /// its account has a place for it (see
     /// [`Shares::tenant_requests`](crate::shares::Shares::tenant_requests)):
     /// a request that waited the share's `wait` in vain is refused as
-    /// [`Busy`], never decided.
+    /// [`Busy`], and one for a tenant whose guards are not serving (still
+    /// loading, or not admitted) as [`NotReady`]; neither is decided.
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see [`crate::logging`]).
-    pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, Busy> {
+    pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, Unavailable> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
             "decide",
@@ -117,8 +118,9 @@ impl DecideRequest {
         self.decide_unspanned(set).instrument(span).await
     }
 
-    async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, Busy> {
+    async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, Unavailable> {
         let tenant = self.tenant.as_deref();
+        set.ready(tenant)?;
         let _place = match set.account(tenant) {
             None => None,
             Some(account) => {
@@ -131,6 +133,19 @@ impl DecideRequest {
         };
         Ok(set.chain(tenant).decide(&self.event, &self.state).await)
     }
+}
+
+/// Why a request was not decided: backpressure the caller sees (HTTP 429
+/// or 503 with `Retry-After`, `toolgate.BusyError`), never a decision
+/// made without the guards.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// Its account had no place for it in time.
+    #[error(transparent)]
+    Busy(#[from] Busy),
+    /// Its tenant's guards are not serving yet (or were not admitted).
+    #[error(transparent)]
+    NotReady(#[from] NotReady),
 }
 
 /// The fields of a request body as read in one pass.

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
+//! | GET | `/readyz` | 200 `{"status": "ready", ...}` once every tenant's directory is loaded, else 503 `{"status": "loading", "pending": N, "tenants": [...]}` with `Retry-After` (never needs the token; the tenants' names only when no token is configured) |
 //! | GET | `/v1/plugins` | the [`Description`](crate::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`] (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
@@ -22,9 +23,12 @@
 //! one is configured; 403 for a tenant's token ([`ServerConfig::tenant_tokens`])
 //! on anything but the seams, or calling as another tenant; 404 for an unknown seam or path; 405 for a wrong
 //! method; 413 for a body over the limit; 415 for a POST that is not
-//! `application/json`; 503 when a request overruns the request timeout
-//! (counted in `http_request_timeouts_total`); 500 if a handler panicked
-//! (the server keeps serving).
+//! `application/json`; 429 with `Retry-After` when the caller's account has
+//! no place for the request; 503 with `Retry-After` for a tenant whose
+//! guards are not serving yet (its directory still loading, or its share
+//! not admitted) — never decided without them — and when a request
+//! overruns the request timeout (counted in `http_request_timeouts_total`);
+//! 500 if a handler panicked (the server keeps serving).
 //!
 //! Guard calls run inline in the handler: each is bounded by its plugin's
 //! fuel and deadline, so a request's time is bounded by its chain's.
@@ -76,7 +80,7 @@ use crate::error::Error;
 use crate::event::Seam;
 use crate::metrics::{self, Metrics};
 use crate::registry::{Registry, ReloadReport};
-use crate::request::{self, DecideRequest};
+use crate::request::{self, DecideRequest, Unavailable};
 use crate::tokens::{Caller, TenantTokens, same_digest, sha256};
 
 /// How the service answers. Every field documents its default.
@@ -168,7 +172,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response =
             (self.status, axum::Json(json!({ "error": self.message }))).into_response();
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
+        if matches!(
+            self.status,
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+        ) {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -200,6 +207,7 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         .route_layer(middleware::from_fn(require_json))
         .route_layer(middleware::from_fn_with_state(Arc::clone(&app), authorize))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -444,6 +452,34 @@ async fn healthz(State(app): State<Shared>) -> Response {
         .into_response()
 }
 
+/// 200 once every tenant with a directory is loaded, else 503 with the
+/// tenants still loading; never needs the token.
+async fn readyz(State(app): State<Shared>) -> Response {
+    let set = app.registry.plugin_set();
+    let pending: Vec<&str> = set.pending.iter().map(String::as_str).collect();
+    let status = if pending.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    // Tenant names are the operator's to see: with a token, only how many
+    // (the names are in `GET /v1/plugins`).
+    let open = app.token_digest.is_none() && app.tenant_tokens.is_empty();
+    let body = json!({
+        "status": if pending.is_empty() { "ready" } else { "loading" },
+        "generation": set.generation,
+        "pending": pending.len(),
+        "tenants": if open { json!(pending) } else { json!(null) },
+    });
+    let mut response = (status, axum::Json(body)).into_response();
+    if status != StatusCode::OK {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
 async fn not_found(request: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -494,15 +530,22 @@ async fn decide(
             _ => request.tenant = Some(own),
         }
     }
-    let decision = request
-        .decide(&app.registry.plugin_set())
-        .await
-        .map_err(|busy| {
-            // Counted per account (`share_busy`); one line per refusal
-            // would let a flood flood the log too.
-            tracing::debug!(account = %busy.account, "request refused: {busy}");
-            ApiError::new(StatusCode::TOO_MANY_REQUESTS, busy.to_string())
-        })?;
+    let decision =
+        request
+            .decide(&app.registry.plugin_set())
+            .await
+            .map_err(|refused| match refused {
+                Unavailable::Busy(busy) => {
+                    // Counted per account (`share_busy`); one line per refusal
+                    // would let a flood flood the log too.
+                    tracing::debug!(account = %busy.account, "request refused: {busy}");
+                    ApiError::new(StatusCode::TOO_MANY_REQUESTS, busy.to_string())
+                }
+                Unavailable::NotReady(why) => {
+                    tracing::debug!("request refused: {why}");
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, why.to_string())
+                }
+            })?;
     app.metrics.record_decision(&decision);
     let body = request::answer(decision, with_trace);
     Ok(axum::Json(body).into_response())

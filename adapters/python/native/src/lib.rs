@@ -65,14 +65,17 @@ pyo3::create_exception!(
     "A seam request refused because its tenant already had as many requests in progress as \
      its share allows (`[shares] tenant_requests`) for the share's whole wait, or was over its \
      rate (`[shares] tenant_rate`) by more than that wait (what `toolgate serve` answers with \
-     429). Nothing was decided; retrying later may succeed."
+     429), or because its tenant's guards are not serving yet: its directory still loading, or \
+     its share not admitted (what `toolgate serve` answers with 503). Nothing was decided; \
+     retrying later may succeed."
 );
 
 /// Why a seam request got no answer.
 enum Refused {
     /// The request is invalid (`RequestError`).
     Invalid(String),
-    /// Its account had no place for it (`BusyError`).
+    /// Its account had no place for it, or its tenant is not ready
+    /// (`BusyError`).
     Busy(String),
 }
 
@@ -311,7 +314,7 @@ impl Host {
             let decision = request
                 .decide(&registry.plugin_set())
                 .await
-                .map_err(|busy| Refused::Busy(busy.to_string()))?;
+                .map_err(|refused| Refused::Busy(refused.to_string()))?;
             metrics.record_decision(&decision);
             Ok(toolgate::request::answer(decision, trace).to_string())
         });
