@@ -33,7 +33,16 @@
 //! failed is not compiled or probed again while its bytes and settings are
 //! unchanged; the load probe's deadline is capped. Each directory loads
 //! under its own lock and is swapped in when done, so one tenant's slow
-//! load holds up no other's. The caps are [`LoadLimits`].
+//! load holds up no other's. The caps are [`LoadLimits`]. A reload reads
+//! only the directories that changed ([`Registry::reload_dirs`]; a full
+//! reload skips those whose entries did not change), so its cost is that
+//! of the change, not of the number of tenants.
+//!
+//! Admission is stable: a tenant admitted keeps its share while it has a
+//! directory; a newcomer that does not fit is refused
+//! ([`PluginSet::refused`]), and its calls, like those of a tenant whose
+//! directory has not loaded yet ([`PluginSet::pending`]), are answered
+//! [`NotReady`], never decided without its guards.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -324,10 +333,11 @@ impl Registry {
             policy: options.policy,
         };
         let (listed, listing_errors) = registry.loader.tenants().await?;
-        registry.publish(|edit| {
-            edit.pending.extend(listed);
-            false
-        });
+        // Generation 0: the global directory's load publishes the first.
+        registry.current.store(Arc::new(PluginSet {
+            pending: listed.into_iter().collect(),
+            ..PluginSet::default()
+        }));
         registry
             .reload_scope(&ScopeKey::Global, Some(listing_errors), true)
             .await;
