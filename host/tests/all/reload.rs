@@ -588,3 +588,16 @@ async fn a_reload_reads_only_the_directories_that_changed() {
     assert_eq!(report.read, [dir.path().join("tenants/t03")]);
     assert!(report.loaded.is_empty(), "{:?}", report.loaded);
 }
+
+#[test]
+fn a_change_belongs_to_its_directory() {
+    use toolgate::watch::Dir;
+    let root = Path::new("/p");
+    let of = |p: &str| Dir::of(root, Path::new(p));
+    assert_eq!(of("/p/sql.wasm"), Dir::Global);
+    assert_eq!(of("/p/toolgate.toml"), Dir::Global);
+    assert_eq!(of("/p/tenants/acme"), Dir::Tenant("acme".into()));
+    assert_eq!(of("/p/tenants/acme/x/y.wasm"), Dir::Tenant("acme".into()));
+    assert_eq!(of("/p/tenants"), Dir::All);
+    assert_eq!(of("/elsewhere"), Dir::All);
+}
