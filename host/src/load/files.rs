@@ -157,6 +157,10 @@ impl PluginDir {
         }
         // A second name may be outside the directory: another tenant's
         // file, linked in. Only a tenant's own files are held to this.
+        #[allow(
+            clippy::useless_conversion,
+            reason = "st_nlink is u64 with one of rustix's backends, u32 with another"
+        )]
         let links = u64::from(stat.st_nlink);
         if symlinks == Symlinks::Refuse && links > 1 {
             return Err(Error::HardLink {

@@ -196,6 +196,91 @@ pub(crate) struct ScopeState {
     /// The global directory's manifest's policy (ceilings, shares,
     /// quarantine), when it sets one.
     pub(crate) policy: Option<Policy>,
+    /// What the directory looked like when this was loaded from it, when
+    /// that can tell it unchanged (see [`Stamp`]).
+    pub(crate) stamp: Option<Stamp>,
+}
+
+/// What a directory looked like when it was loaded: every entry under it
+/// (the global directory without `tenants/`), by path, with its type,
+/// inode, size and modification and change times, and the policy it was
+/// loaded under. Two equal stamps mean the same files, so a load of it
+/// would load the same: [`Loader::load`] skips it.
+///
+/// Like git's index, a stamp taken while a file may still be changing
+/// within the file system's timestamp granularity is not kept: an entry
+/// changed in the last [`Stamp::SETTLED`] is read again next time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    entries: Vec<(PathBuf, [i64; 7])>,
+    policy: Policy,
+}
+
+impl Stamp {
+    /// How long ago an entry must have changed for a stamp to be kept.
+    const SETTLED: Duration = Duration::from_secs(2);
+    /// Most entries a stamp holds; a larger directory is always read.
+    const MAX_ENTRIES: usize = 4096;
+    /// Deepest a stamp looks.
+    const MAX_DEPTH: usize = 8;
+
+    /// The stamp of `dir` (without `skip`) under `policy`, following
+    /// symlinks when `follow`; `None` when it cannot tell (an entry
+    /// changed too recently, too many entries, an error). Blocking.
+    fn take(dir: &Path, skip: Option<&Path>, follow: bool, policy: &Policy) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        let recent = i64::try_from(now.saturating_sub(Stamp::SETTLED).as_secs()).ok()?;
+        let mut entries = Vec::new();
+        let mut todo = vec![(dir.to_path_buf(), 0usize)];
+        while let Some((at, depth)) = todo.pop() {
+            for entry in std::fs::read_dir(&at).ok()? {
+                let path = entry.ok()?.path();
+                if skip == Some(path.as_path()) {
+                    continue;
+                }
+                let lstat = std::fs::symlink_metadata(&path).ok()?;
+                let meta = if follow && lstat.file_type().is_symlink() {
+                    std::fs::metadata(&path).unwrap_or_else(|_| lstat.clone())
+                } else {
+                    lstat.clone()
+                };
+                if meta.mtime() >= recent || meta.ctime() >= recent || lstat.ctime() >= recent {
+                    return None;
+                }
+                let size = i64::try_from(meta.size()).unwrap_or(i64::MAX);
+                let ino = |m: &std::fs::Metadata| i64::try_from(m.ino()).unwrap_or(i64::MAX);
+                entries.push((
+                    path.strip_prefix(dir).unwrap_or(&path).to_path_buf(),
+                    [
+                        i64::from(meta.mode()),
+                        ino(&lstat),
+                        ino(&meta),
+                        size,
+                        meta.mtime().saturating_mul(1_000_000_000) + meta.mtime_nsec(),
+                        meta.ctime().saturating_mul(1_000_000_000) + meta.ctime_nsec(),
+                        lstat.ctime().saturating_mul(1_000_000_000) + lstat.ctime_nsec(),
+                    ],
+                ));
+                if entries.len() > Stamp::MAX_ENTRIES {
+                    return None;
+                }
+                if meta.is_dir() {
+                    if depth >= Stamp::MAX_DEPTH {
+                        return None;
+                    }
+                    todo.push((path, depth + 1));
+                }
+            }
+        }
+        entries.sort();
+        Some(Stamp {
+            entries,
+            policy: policy.clone(),
+        })
+    }
 }
 
 /// What loading one directory did, by path.
@@ -209,6 +294,8 @@ pub(crate) struct ScopeReport {
     pub(crate) compiled: Vec<PathBuf>,
     /// Components found in the on-disk cache.
     pub(crate) cache_hits: Vec<PathBuf>,
+    /// The directory, when it was read (not skipped as unchanged).
+    pub(crate) read: Option<PathBuf>,
 }
 
 /// Loads the directories under one root: what every load shares (the
@@ -314,24 +401,49 @@ impl Loader {
     }
 
     /// Loads one directory (the root, or a tenant's) under `policy` (the
-    /// one in force), reusing what `previous` loaded. `None`: the tenant's
-    /// directory is gone (or is no longer a directory), and its plugins
-    /// are reported removed. A manifest that fails keeps `previous`
-    /// serving whole.
+    /// one in force), reusing what `previous` loaded. `Some(None, _)`: the
+    /// tenant's directory is gone (or is no longer a directory), and its
+    /// plugins are reported removed. A manifest that fails keeps
+    /// `previous` serving whole. `None`: unless `force`, a directory
+    /// loaded without errors whose [`Stamp`] did not change is not read
+    /// again.
     pub(crate) async fn load(
         &self,
         key: &ScopeKey,
         previous: Option<&ScopeState>,
         policy: &Policy,
-    ) -> (Option<ScopeState>, ScopeReport) {
-        let mut report = ScopeReport::default();
-        let state = self.load_scope(key, previous, policy, &mut report).await;
-        if let (None, Some(p)) = (&state, previous) {
-            report
-                .removed
-                .extend(p.plugins.iter().map(|p| p.plugin.path().to_path_buf()));
+        force: bool,
+    ) -> Option<(Option<ScopeState>, ScopeReport)> {
+        let (dir, skip, follow) = match key {
+            ScopeKey::Global => (self.root.clone(), Some(self.root.join("tenants")), true),
+            ScopeKey::Tenant(t) => (self.root.join("tenants").join(t), None, false),
+        };
+        let stamp = {
+            let (dir, policy) = (dir.clone(), policy.clone());
+            tokio::task::spawn_blocking(move || Stamp::take(&dir, skip.as_deref(), follow, &policy))
+                .await
+                .ok()
+                .flatten()
+        };
+        let same = |p: &ScopeState| p.stamp.is_some() && p.stamp == stamp;
+        if !force && previous.is_some_and(same) {
+            return None;
         }
-        (state, report)
+        let mut report = ScopeReport {
+            read: Some(dir),
+            ..ScopeReport::default()
+        };
+        let mut state = self.load_scope(key, previous, policy, &mut report).await;
+        match (&mut state, previous) {
+            (None, Some(p)) => report
+                .removed
+                .extend(p.plugins.iter().map(|p| p.plugin.path().to_path_buf())),
+            // Only a load without errors is known to be what the files
+            // give: one with errors (some may pass) is read again.
+            (Some(s), _) if s.errors.is_empty() => s.stamp = stamp,
+            _ => {}
+        }
+        Some((state, report))
     }
 
     async fn load_scope(
@@ -368,6 +480,7 @@ impl Loader {
             errors: vec![why],
             failed: previous.failed.clone(),
             policy: previous.policy.clone(),
+            stamp: None,
         };
         let (pdir, entries, set_policy, refused) = match plan {
             Err(e) => return Some(keep_previous(LoadIssue::of(&dir, &join_error(e)))),

@@ -33,7 +33,16 @@
 //! failed is not compiled or probed again while its bytes and settings are
 //! unchanged; the load probe's deadline is capped. Each directory loads
 //! under its own lock and is swapped in when done, so one tenant's slow
-//! load holds up no other's. The caps are [`LoadLimits`].
+//! load holds up no other's. The caps are [`LoadLimits`]. A reload reads
+//! only the directories that changed ([`Registry::reload_dirs`]; a full
+//! reload skips those whose entries did not change), so its cost is that
+//! of the change, not of the number of tenants.
+//!
+//! Admission is stable: a tenant admitted keeps its share while it has a
+//! directory; a newcomer that does not fit is refused
+//! ([`PluginSet::refused`]), and its calls, like those of a tenant whose
+//! directory has not loaded yet ([`PluginSet::pending`]), are answered
+//! [`NotReady`], never decided without its guards.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -88,6 +97,40 @@ pub struct PluginSet {
     pub policy: Policy,
     /// The shares calls are charged to.
     pub accounts: Accounts,
+    /// Tenants with a directory that has not loaded yet (at start-up, or
+    /// a directory just added): their calls are answered
+    /// [`NotReady`], never decided without their guards.
+    pub pending: BTreeSet<String>,
+    /// Tenants whose directory loaded but whose share did not fit (the
+    /// pool or the memory budget), with why: their calls are answered
+    /// [`NotReady`]. A tenant admitted once stays admitted while it has a
+    /// directory; a newcomer that does not fit is the one refused.
+    pub refused: BTreeMap<String, String>,
+    /// Admitted tenants in the order they were admitted: who keeps its
+    /// share when the budget shrinks.
+    admitted: Vec<String>,
+}
+
+/// Why a call for a tenant cannot be decided now: its guards are not
+/// serving (still loading, or its share did not fit). Never decided as if
+/// the guards had said nothing; the faces answer it as backpressure (HTTP
+/// 503 with `Retry-After`, `toolgate.BusyError`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// The tenant's directory has not loaded yet.
+    #[error("tenant `{tenant}` is not ready: its plugins are still loading; retry later")]
+    Loading {
+        /// The tenant.
+        tenant: String,
+    },
+    /// The tenant's share did not fit when its directory loaded.
+    #[error("tenant `{tenant}` is not admitted: {why}")]
+    Refused {
+        /// The tenant.
+        tenant: String,
+        /// Why (names the `[shares]` key at fault).
+        why: String,
+    },
 }
 
 /// The accounts guard calls are charged to (see [`crate::shares`]).
@@ -106,6 +149,24 @@ impl PluginSet {
         tenant
             .and_then(|t| self.accounts.tenants.get(t))
             .or(self.accounts.global.as_ref())
+    }
+
+    /// Whether calls for `tenant` can be decided now: `Err` while its
+    /// directory is loading or when its share was refused.
+    pub fn ready(&self, tenant: Option<&str>) -> Result<(), NotReady> {
+        let Some(t) = tenant else {
+            return Ok(());
+        };
+        if self.pending.contains(t) {
+            return Err(NotReady::Loading { tenant: t.into() });
+        }
+        match self.refused.get(t) {
+            Some(why) => Err(NotReady::Refused {
+                tenant: t.into(),
+                why: why.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The chain a call for `tenant` runs: global, then the tenant's own.
@@ -160,6 +221,13 @@ impl Drop for Flag<'_> {
     }
 }
 
+/// What [`Registry::publish`] may change in the plugin set serving.
+struct Edit<'a> {
+    scopes: &'a mut BTreeMap<ScopeKey, ScopeState>,
+    listing: &'a mut Vec<LoadIssue>,
+    pending: &'a mut BTreeSet<String>,
+}
+
 /// The directories being loaded at one moment (see [`Registry::loading`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Loading {
@@ -205,6 +273,9 @@ pub struct ReloadReport {
     pub compiled: Vec<PathBuf>,
     /// Components loaded from the on-disk cache.
     pub cache_hits: Vec<PathBuf>,
+    /// The directories this reload read; one whose entries did not change
+    /// since its last load is skipped unread.
+    pub read: Vec<PathBuf>,
 }
 
 impl ReloadReport {
@@ -213,6 +284,7 @@ impl ReloadReport {
         self.removed.extend(other.removed);
         self.compiled.extend(other.compiled);
         self.cache_hits.extend(other.cache_hits);
+        self.read.extend(other.read);
     }
 }
 
@@ -225,6 +297,17 @@ impl Registry {
 
     /// Loads `root` with `options`.
     pub async fn open_with(
+        engine: Engine,
+        root: impl Into<PathBuf>,
+        options: RegistryOptions,
+    ) -> Result<Registry, Error> {
+        let registry = Registry::open_global(engine, root, options).await?;
+        registry.load_pending().await?;
+        Ok(registry)
+    }
+
+    /// The registry with its global directory loaded, every tenant pending.
+    async fn open_global(
         engine: Engine,
         root: impl Into<PathBuf>,
         options: RegistryOptions,
@@ -249,8 +332,34 @@ impl Registry {
             scopes: Default::default(),
             policy: options.policy,
         };
-        registry.reload().await?;
+        let (listed, listing_errors) = registry.loader.tenants().await?;
+        // Generation 0: the global directory's load publishes the first.
+        registry.current.store(Arc::new(PluginSet {
+            pending: listed.into_iter().collect(),
+            ..PluginSet::default()
+        }));
+        registry
+            .reload_scope(&ScopeKey::Global, Some(listing_errors), true)
+            .await;
         Ok(registry)
+    }
+
+    /// Loads `root` with `options`, the global directory only: every
+    /// tenant with a directory is [pending](PluginSet::pending) (its calls
+    /// answered [`NotReady`]) until [`Registry::load_pending`] loads it.
+    /// A server starts with this to answer from its first second.
+    pub async fn start_with(
+        engine: Engine,
+        root: impl Into<PathBuf>,
+        options: RegistryOptions,
+    ) -> Result<Registry, Error> {
+        Registry::open_global(engine, root, options).await
+    }
+
+    /// Loads every tenant not loaded yet (and removes those gone), each
+    /// swapped in, and so serving, as soon as it is loaded.
+    pub async fn load_pending(&self) -> Result<ReloadReport, Error> {
+        self.reload_dirs(&[]).await
     }
 
     /// The directory this registry serves.
@@ -284,9 +393,10 @@ impl Registry {
         self.loader.limits()
     }
 
-    /// Watches the directory and reloads once it has been quiet for
-    /// `settle` after a change (see [`crate::watch`]). Must be called
-    /// inside a Tokio runtime; dropping the handle stops it.
+    /// Watches the directory and reloads each directory that changed once
+    /// it has been quiet for `settle` (see [`crate::watch`]): one tenant's
+    /// churn delays no other's reload. Must be called inside a Tokio
+    /// runtime; dropping the handle stops it.
     pub fn watch(self: Arc<Self>, settle: Duration) -> Result<crate::watch::WatchHandle, Error> {
         let root = self.root().to_path_buf();
         crate::watch::spawn(
@@ -305,10 +415,10 @@ impl Registry {
 
     /// A reload that logs its outcome; `why` says what asked for it.
     fn reload_fn(self: Arc<Self>, why: &'static str) -> crate::watch::Reload {
-        Arc::new(move || {
+        Arc::new(move |dirs| {
             let registry = Arc::clone(&self);
             Box::pin(async move {
-                let _ = registry.reload_logged(why).await;
+                let _ = registry.reload_dirs_logged(&dirs, why).await;
             })
         })
     }
@@ -317,7 +427,18 @@ impl Registry {
     /// counts, `error` when it failed); `why` says what asked for it, e.g.
     /// `on SIGHUP`.
     pub async fn reload_logged(&self, why: &str) -> Result<ReloadReport, Error> {
-        let outcome = self.reload().await;
+        self.reload_dirs_logged(&[crate::watch::Dir::All], why)
+            .await
+    }
+
+    /// [`Registry::reload_dirs`], its outcome logged as by
+    /// [`Registry::reload_logged`].
+    pub async fn reload_dirs_logged(
+        &self,
+        dirs: &[crate::watch::Dir],
+        why: &str,
+    ) -> Result<ReloadReport, Error> {
+        let outcome = self.reload_dirs(dirs).await;
         match &outcome {
             Ok(report) => tracing::info!(
                 generation = report.generation,
@@ -348,6 +469,8 @@ impl Registry {
     /// bytes did not change is reused as is (never recompiled); one that
     /// fails to load keeps its previous version serving and is reported,
     /// and is not tried again while its bytes and settings stay the same.
+    /// A directory whose entries (names, inodes, sizes, times) and policy
+    /// did not change since its last load is skipped unread.
     ///
     /// The global directory and each tenant's load concurrently, each
     /// swapped in as soon as it is done: a slow compile in one tenant holds
@@ -355,24 +478,92 @@ impl Registry {
     /// (and then re-read); when a reload is already waiting for it, this one
     /// leaves it to that one.
     pub async fn reload(&self) -> Result<ReloadReport, Error> {
+        self.reload_dirs(&[crate::watch::Dir::All]).await
+    }
+
+    /// Reloads the directories in `dirs` (read even if they look
+    /// unchanged), plus tenants that appeared or disappeared since the
+    /// last load; [`Dir::All`](crate::watch::Dir::All) is [`Registry::reload`].
+    /// The cost is that of the directories loaded, not of the tenant count.
+    /// A global directory whose policy changed reloads every tenant (their
+    /// manifests are read under its ceilings).
+    pub async fn reload_dirs(&self, dirs: &[crate::watch::Dir]) -> Result<ReloadReport, Error> {
+        use crate::watch::Dir;
+        let all = dirs.contains(&Dir::All);
         let (listed, listing_errors) = self.loader.tenants().await?;
-        // Tenants listed now, and tenants loaded before (gone ones are
-        // removed by their own load, under their lock).
-        let mut names: BTreeSet<String> = listed.into_iter().collect();
-        names.extend(self.plugin_set().scopes.keys().filter_map(|k| match k {
-            ScopeKey::Tenant(t) => Some(t.clone()),
-            ScopeKey::Global => None,
-        }));
-        let tenants: Vec<ScopeKey> = names.into_iter().map(ScopeKey::Tenant).collect();
+        let listed: BTreeSet<String> = listed.into_iter().collect();
+        // Tenants listed now and not loaded are pending until loaded.
+        let set = self.plugin_set();
+        let unloaded = |t: &String| !set.scopes.contains_key(&ScopeKey::Tenant(t.clone()));
+        let pending: BTreeSet<String> = listed.iter().filter(|t| unloaded(t)).cloned().collect();
+        if pending != set.pending {
+            self.publish(|edit| {
+                *edit.pending = pending;
+                false
+            });
+        }
+        let set = self.plugin_set();
+        let loaded: BTreeSet<&String> = set
+            .scopes
+            .keys()
+            .filter_map(|k| match k {
+                ScopeKey::Tenant(t) => Some(t),
+                ScopeKey::Global => None,
+            })
+            .collect();
+        // Named, or appeared, or gone (a gone one is removed by its own
+        // load, under its lock); every tenant on a full reload.
+        let named: BTreeSet<&String> = dirs
+            .iter()
+            .filter_map(|d| match d {
+                Dir::Tenant(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        let tenants: BTreeSet<String> = listed
+            .iter()
+            .filter(|t| all || named.contains(t) || !loaded.contains(t))
+            .chain(
+                loaded
+                    .iter()
+                    .copied()
+                    .filter(|t| all || named.contains(t) || !listed.contains(*t)),
+            )
+            .cloned()
+            .collect();
+        drop(loaded);
+        drop(set);
         // The global directory first: its manifest sets the policy (the
         // ceilings) every tenant's manifest is read under. The tenant
         // listing's errors are published with it.
         let mut report = ReloadReport::default();
-        report.absorb(
-            self.reload_scope(&ScopeKey::Global, Some(listing_errors))
-                .await,
-        );
-        for r in join_all(tenants.iter().map(|k| self.reload_scope(k, None))).await {
+        let before = self.policy_in_force();
+        if all || dirs.contains(&Dir::Global) {
+            let force = !all;
+            report.absorb(
+                self.reload_scope(&ScopeKey::Global, Some(listing_errors), force)
+                    .await,
+            );
+        } else {
+            self.publish_listing(listing_errors);
+        }
+        let tenants: Vec<ScopeKey> = if self.policy_in_force() != before {
+            listed
+                .iter()
+                .chain(&tenants)
+                .cloned()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .map(ScopeKey::Tenant)
+                .collect()
+        } else {
+            tenants.into_iter().map(ScopeKey::Tenant).collect()
+        };
+        let force = |k: &ScopeKey| match k {
+            ScopeKey::Tenant(t) => !all && named.contains(t),
+            ScopeKey::Global => false,
+        };
+        for r in join_all(tenants.iter().map(|k| self.reload_scope(k, None, force(k)))).await {
             report.absorb(r);
         }
         let set = self.plugin_set();
@@ -409,9 +600,10 @@ impl Registry {
     /// machine). Without this, a failed plugin is tried again only when its
     /// bytes or settings change.
     pub fn forget_failures(&self) {
-        self.publish(|scopes, _| {
-            for s in scopes.values_mut() {
+        self.publish(|edit| {
+            for s in edit.scopes.values_mut() {
                 s.failed.clear();
+                s.stamp = None;
             }
             false
         });
@@ -457,8 +649,15 @@ impl Registry {
         Arc::clone(scopes.entry(key.clone()).or_default())
     }
 
-    /// Loads one directory under its lock and swaps the result in.
-    async fn reload_scope(&self, key: &ScopeKey, listing: Option<Vec<LoadIssue>>) -> ScopeReport {
+    /// Loads one directory under its lock and swaps the result in; unless
+    /// `force`, a directory that did not change since its last load is
+    /// left as it is.
+    async fn reload_scope(
+        &self,
+        key: &ScopeKey,
+        listing: Option<Vec<LoadIssue>>,
+        force: bool,
+    ) -> ScopeReport {
         let lock = self.scope_lock(key);
         if lock.queued.swap(true, Ordering::SeqCst) {
             // A reload is already waiting to load this directory; it reads
@@ -479,18 +678,31 @@ impl Registry {
             ScopeKey::Global => self.policy.clone(),
             ScopeKey::Tenant(_) => self.policy_in_force(),
         };
-        let (state, report) = self.loader.load(key, previous.as_ref(), &policy).await;
-        let changed = !report.loaded.is_empty() || !report.removed.is_empty();
-        self.publish(|scopes, listed| {
+        let Some((state, report)) = self
+            .loader
+            .load(key, previous.as_ref(), &policy, force)
+            .await
+        else {
+            // Unchanged: nothing to swap in.
             if let Some(l) = listing {
-                *listed = l;
+                self.publish_listing(l);
+            }
+            return ScopeReport::default();
+        };
+        let changed = !report.loaded.is_empty() || !report.removed.is_empty();
+        self.publish(|edit| {
+            if let Some(l) = listing {
+                *edit.listing = l;
+            }
+            if let ScopeKey::Tenant(t) = key {
+                edit.pending.remove(t);
             }
             match state {
                 Some(s) => {
-                    scopes.insert(key.clone(), s);
+                    edit.scopes.insert(key.clone(), s);
                 }
                 None => {
-                    scopes.remove(key);
+                    edit.scopes.remove(key);
                 }
             }
             changed
@@ -498,13 +710,26 @@ impl Registry {
         report
     }
 
+    /// Swaps in the tenant listing's errors, when they changed.
+    fn publish_listing(&self, listing: Vec<LoadIssue>) {
+        let same = |a: &[LoadIssue], b: &[LoadIssue]| {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| x.path == y.path && x.message == y.message)
+        };
+        if !same(&self.plugin_set().listing_errors, &listing) {
+            self.publish(|edit| {
+                *edit.listing = listing;
+                false
+            });
+        }
+    }
+
     /// Swaps in a plugin set with `edit` applied to the current one's
-    /// directories and listing errors; `edit` says whether the plugin set
-    /// changed (a new generation).
-    fn publish(
-        &self,
-        edit: impl FnOnce(&mut BTreeMap<ScopeKey, ScopeState>, &mut Vec<LoadIssue>) -> bool,
-    ) {
+    /// directories, listing errors and pending tenants; `edit` says
+    /// whether the plugin set changed (a new generation).
+    fn publish(&self, edit: impl FnOnce(Edit<'_>) -> bool) {
         let _one = self
             .publishing
             .lock()
@@ -512,7 +737,12 @@ impl Registry {
         let old = self.plugin_set();
         let mut scopes = old.scopes.clone();
         let mut listing = old.listing_errors.clone();
-        let changed = edit(&mut scopes, &mut listing);
+        let mut pending = old.pending.clone();
+        let changed = edit(Edit {
+            scopes: &mut scopes,
+            listing: &mut listing,
+            pending: &mut pending,
+        });
         let generation = old.generation + u64::from(changed || old.generation == 0);
         let config = self.engine().config();
         let pool = config.pooling.then_some(config.max_instances);
@@ -520,8 +750,9 @@ impl Registry {
             generation,
             scopes,
             listing,
+            pending,
             &self.policy,
-            &old.accounts,
+            &old,
             pool,
         );
         // Prepared instances may hold the pool slots no share reserves.
@@ -581,16 +812,18 @@ impl Accounts {
 
 impl PluginSet {
     /// The plugin set of `scopes` under the policy in force (the global
-    /// manifest's, else `fallback`): tenants admitted in name order while
-    /// their shares fit in `pool` and the memory budget, every guard given
+    /// manifest's, else `fallback`): tenants admitted while their shares
+    /// fit in `pool` and the memory budget — those `old` admitted first,
+    /// in the order they were, then newcomers by name — every guard given
     /// the quarantine rules, every chain charged to its caller's account
     /// (reused from `old` where its share did not change).
     fn build(
         generation: u64,
         scopes: BTreeMap<ScopeKey, ScopeState>,
         listing_errors: Vec<LoadIssue>,
+        mut pending: BTreeSet<String>,
         fallback: &Policy,
-        old: &Accounts,
+        old: &PluginSet,
         pool: Option<u32>,
     ) -> PluginSet {
         let policy = scopes
@@ -606,26 +839,48 @@ impl PluginSet {
             .map(|s| s.errors.clone())
             .unwrap_or_default();
         errors.extend(listing_errors.iter().cloned());
-        // Shares are reservations: a tenant whose share does not fit in the
-        // pool and the memory budget is not admitted (its calls run the
-        // global chain only) and is reported.
-        let mut tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>> = BTreeMap::new();
-        for (key, state) in &scopes {
-            let ScopeKey::Tenant(name) = key else {
-                continue;
-            };
+        let loaded: BTreeMap<&String, &ScopeState> = scopes
+            .iter()
+            .filter_map(|(key, state)| match key {
+                ScopeKey::Tenant(name) => Some((name, state)),
+                ScopeKey::Global => None,
+            })
+            .collect();
+        for state in loaded.values() {
             errors.extend(state.errors.iter().cloned());
-            let admitted = u32::try_from(tenant_plugins.len() + 1).unwrap_or(u32::MAX);
-            if let Err(e) = policy.shares.plan(pool, admitted, name) {
+        }
+        pending.retain(|t| !loaded.contains_key(t));
+        // Shares are reservations: a tenant whose share does not fit in the
+        // pool and the memory budget is not admitted (its calls are
+        // answered `NotReady`) and is reported. Who was serving keeps
+        // serving: the tenants admitted before come first, whatever their
+        // names; a newcomer that does not fit is the one refused.
+        let before: BTreeSet<&String> = old.admitted.iter().collect();
+        let order = old
+            .admitted
+            .iter()
+            .filter(|t| loaded.contains_key(t))
+            .chain(loaded.keys().copied().filter(|t| !before.contains(t)));
+        let mut admitted = Vec::new();
+        let mut refused = BTreeMap::new();
+        let mut tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>> = BTreeMap::new();
+        for name in order {
+            let count = u32::try_from(admitted.len() + 1).unwrap_or(u32::MAX);
+            if let Err(e) = policy.shares.plan(pool, count, name) {
                 errors.push(LoadIssue::new(
                     IssueKind::Share,
                     PathBuf::from("tenants").join(name),
                     e.to_string(),
                 ));
+                refused.insert(name.clone(), e.to_string());
                 continue;
             }
-            tenant_plugins.insert(name.clone(), state.plugins.clone());
+            admitted.push(name.clone());
+            if let Some(state) = loaded.get(name) {
+                tenant_plugins.insert(name.clone(), state.plugins.clone());
+            }
         }
+        drop(loaded);
         for p in global_plugins
             .iter()
             .chain(tenant_plugins.values().flatten())
@@ -633,7 +888,7 @@ impl PluginSet {
             p.plugin.set_quarantine(policy.quarantine.clone());
             errors.extend(p.plugin.snapshot_status().issue(p.plugin.path()));
         }
-        let accounts = Accounts::plan(&policy, old, tenant_plugins.keys());
+        let accounts = Accounts::plan(&policy, &old.accounts, tenant_plugins.keys());
         // Every plugin of a chain is charged to the chain's caller.
         let charge = |plugins: Vec<Arc<Plugin>>, account: Option<&Arc<Account>>| match account {
             None => plugins,
@@ -689,6 +944,9 @@ impl PluginSet {
             combined,
             policy,
             accounts,
+            pending,
+            refused,
+            admitted,
         }
     }
 }

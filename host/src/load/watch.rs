@@ -2,8 +2,15 @@
 //! changes; call it on `SIGHUP`.
 //!
 //! The watcher (inotify on Linux, via `notify`) collects change events for
-//! the whole tree, waits until the tree has been quiet for its settle delay,
-//! then calls the reload once. It knows nothing of what a reload does: the
+//! the whole tree and sorts them by directory: the global directory (the
+//! root) or one tenant's (`tenants/<name>`). Each directory is debounced
+//! on its own: once it has been quiet for the settle delay, the reload is
+//! called for it (and whatever other directories are due at that moment).
+//! A tenant that keeps rewriting its files so delays only itself — and
+//! only up to a bound: a directory that has not been quiet for
+//! [`MAX_DELAY`] since its first unloaded change is reloaded anyway, and
+//! that is logged (a warning naming the directory) and counted
+//! ([`unsettled_reloads`]). It knows nothing of what a reload does: the
 //! [`Registry`](crate::Registry) hands it one (`Registry::watch`,
 //! `Registry::on_sighup`), in which calls in flight finish on the plugin set
 //! they started with and new calls see the new one.
@@ -22,11 +29,15 @@
 //! serving; the copy's later writes trigger another reload that loads the
 //! complete file.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Component, Path};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
@@ -39,9 +50,52 @@ use crate::error::Error;
 /// `settle_ms` default).
 pub const DEFAULT_SETTLE: Duration = Duration::from_millis(250);
 
-/// What the watcher calls once the tree has settled, and `SIGHUP` calls:
-/// a reload, run on a task of its own.
-pub type Reload = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// The longest a directory's change waits for the directory to settle:
+/// one that keeps changing is reloaded at least this often.
+pub const MAX_DELAY: Duration = Duration::from_secs(5);
+
+/// Reloads made because a directory never settled within [`MAX_DELAY`],
+/// counted process-wide (`toolgate_reloads_unsettled_total`).
+static UNSETTLED: AtomicU64 = AtomicU64::new(0);
+
+/// How many reloads were made because a directory kept changing for
+/// [`MAX_DELAY`] without settling.
+pub fn unsettled_reloads() -> u64 {
+    UNSETTLED.load(Ordering::Relaxed)
+}
+
+/// A directory of the plugin tree where a change was seen: what a reload
+/// looks at again.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// The root: the global directory, its manifest and components.
+    Global,
+    /// `tenants/<name>` or anything under it (added, changed, removed).
+    Tenant(String),
+    /// Everything: `tenants/` itself changed, or the watcher lost events.
+    All,
+}
+
+impl Dir {
+    /// The directory a change to `path` (under `root`) belongs to.
+    pub fn of(root: &Path, path: &Path) -> Dir {
+        let Ok(rel) = path.strip_prefix(root) else {
+            return Dir::All;
+        };
+        let mut parts = rel.components();
+        match (parts.next(), parts.next()) {
+            (Some(Component::Normal(t)), Some(Component::Normal(name))) if t == "tenants" => {
+                Dir::Tenant(name.to_string_lossy().into_owned())
+            }
+            (Some(Component::Normal(t)), None) if t == "tenants" => Dir::All,
+            _ => Dir::Global,
+        }
+    }
+}
+
+/// What the watcher calls once directories have settled (with them), and
+/// `SIGHUP` calls (with [`Dir::All`]): a reload, run on a task of its own.
+pub type Reload = Arc<dyn Fn(Vec<Dir>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// A running watcher; dropping it stops watching.
 pub struct WatchHandle {
@@ -61,24 +115,39 @@ impl std::fmt::Debug for WatchHandle {
     }
 }
 
-/// Watches the tree under `root`, calling `reload` once it has been quiet
-/// for `settle` after a change. Must be called inside a Tokio runtime.
+/// Watches the tree under `root`, calling `reload` for each directory once
+/// it has been quiet for `settle` after a change (or has kept changing for
+/// [`MAX_DELAY`]). Must be called inside a Tokio runtime.
 pub fn spawn(root: &Path, settle: Duration, reload: Reload) -> Result<WatchHandle, Error> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    spawn_bounded(root, settle, MAX_DELAY.max(settle), reload)
+}
+
+/// [`spawn`] with its bound: a directory that keeps changing is reloaded
+/// once `max_delay` has passed since its first change not yet reloaded.
+pub fn spawn_bounded(
+    root: &Path,
+    settle: Duration,
+    max_delay: Duration,
+    reload: Reload,
+) -> Result<WatchHandle, Error> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Dir>();
     let root = root.to_path_buf();
     let filter_root = root.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         match res {
             Ok(event) => {
-                if matters(&event.kind) && event.paths.iter().any(|p| relevant(&filter_root, p)) {
-                    let _ = tx.send(());
+                if !matters(&event.kind) {
+                    return;
+                }
+                for p in event.paths.iter().filter(|p| relevant(&filter_root, p)) {
+                    let _ = tx.send(Dir::of(&filter_root, p));
                 }
             }
             Err(e) => {
                 tracing::warn!("plugin directory watcher: {e}");
                 // Something was missed (e.g. an event queue overflow):
                 // reload to be sure.
-                let _ = tx.send(());
+                let _ = tx.send(Dir::All);
             }
         }
     })
@@ -93,18 +162,63 @@ pub fn spawn(root: &Path, settle: Duration, reload: Reload) -> Result<WatchHandl
             source,
         })?;
     let task = tokio::spawn(async move {
-        while rx.recv().await.is_some() {
-            // Debounce: wait until nothing has changed for `settle`.
-            loop {
-                match tokio::time::timeout(settle, rx.recv()).await {
-                    Ok(Some(())) => continue,
+        // Each directory with changes not yet reloaded: when its first
+        // such change came, and its last.
+        let mut waiting: HashMap<Dir, (Instant, Instant)> = HashMap::new();
+        loop {
+            let next = waiting
+                .values()
+                .map(|&(first, last)| (last + settle).min(first + max_delay))
+                .min();
+            let event = match next {
+                None => match rx.recv().await {
+                    Some(dir) => Some(dir),
+                    None => return,
+                },
+                Some(at) => match tokio::time::timeout_at(at, rx.recv()).await {
+                    Ok(Some(dir)) => Some(dir),
                     Ok(None) => return,
-                    Err(_quiet) => break,
+                    // Something is due.
+                    Err(_) => None,
+                },
+            };
+            let now = Instant::now();
+            if let Some(dir) = event {
+                waiting
+                    .entry(dir)
+                    .and_modify(|(_, last)| *last = now)
+                    .or_insert((now, now));
+                // Events always ready must not hold back what is due.
+                if next.is_none_or(|at| now < at) {
+                    continue;
                 }
             }
-            // Not awaited: a reload that waits for a slow compile in one
-            // directory must not hold up the next change in another.
-            tokio::spawn(reload());
+            let mut due = Vec::new();
+            waiting.retain(|dir, &mut (first, last)| {
+                let settled = now >= last + settle;
+                let overdue = now >= first + max_delay;
+                if !settled && !overdue {
+                    return true;
+                }
+                if !settled {
+                    UNSETTLED.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        directory = ?dir,
+                        "plugin directory kept changing for {} ms without {} ms of quiet: \
+                         reloading it anyway",
+                        max_delay.as_millis(),
+                        settle.as_millis()
+                    );
+                }
+                due.push(dir.clone());
+                false
+            });
+            if !due.is_empty() {
+                due.sort();
+                // Not awaited: a reload that waits for a slow compile in
+                // one directory must not hold up the next change in another.
+                tokio::spawn(reload(due));
+            }
         }
     });
     Ok(WatchHandle {
@@ -124,7 +238,7 @@ pub fn on_sighup(reload: Reload) -> Result<JoinHandle<()>, Error> {
     })?;
     Ok(tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            tokio::spawn(reload());
+            tokio::spawn(reload(vec![Dir::All]));
         }
     }))
 }

@@ -94,6 +94,12 @@ pub struct Description<'a> {
     pub tenants: BTreeMap<&'a str, Vec<PluginInfo<'a>>>,
     /// What could not be loaded, and why.
     pub errors: &'a [LoadIssue],
+    /// Tenants whose directory has not loaded yet (their calls are
+    /// answered not ready).
+    pub pending: Vec<&'a str>,
+    /// Tenants not admitted (their share did not fit), with why (their
+    /// calls are answered not ready).
+    pub refused: BTreeMap<&'a str, &'a str>,
     /// The operator's policy in force.
     pub policy: &'a Policy,
     /// Each account's shares in use now.
@@ -126,6 +132,12 @@ impl PluginSet {
                 .map(|(name, chain)| (name.as_str(), PluginInfo::chain(chain)))
                 .collect(),
             errors: &self.errors,
+            pending: self.pending.iter().map(String::as_str).collect(),
+            refused: self
+                .refused
+                .iter()
+                .map(|(t, why)| (t.as_str(), why.as_str()))
+                .collect(),
             policy: &self.policy,
             shares: SharesInUse {
                 global: self.accounts.global.as_ref().map(|a| a.usage()),

@@ -20,6 +20,9 @@
 //! | `plugins_loaded` | gauge | chain | global plugins (those restricted to some tenants too) and each tenant's own |
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
 //! | `plugins_generation` | gauge | | the plugin set generation serving |
+//! | `tenants_pending` | gauge | | tenants whose directory has not loaded yet (their calls answered 503) |
+//! | `tenants_refused` | gauge | | tenants not admitted: their share did not fit (their calls answered 503) |
+//! | `reloads_unsettled` | gauge | | directory reloads made because a directory kept changing without settling (see `watch::MAX_DELAY`) |
 //! | `plugin_quarantined` | gauge | plugin | 1 while the plugin is quarantined (or being probed) for any account, else 0 |
 //! | `plugin_quarantines` | gauge | plugin | times the plugin was quarantined since it was loaded |
 //! | `share_instances` | gauge | account | instances the account (`global` or a tenant) has alive now |
@@ -186,6 +189,9 @@ pub struct Metrics {
     plugins_loaded: Family<ChainLabels, Gauge>,
     load_errors: Gauge,
     generation: Gauge,
+    tenants_pending: Gauge,
+    tenants_refused: Gauge,
+    reloads_unsettled: Gauge,
     quarantined: Family<PluginLabels, Gauge>,
     quarantines: Family<PluginLabels, Gauge>,
     /// One family per [`SHARE_GAUGES`] entry.
@@ -321,6 +327,9 @@ impl Metrics {
             plugins_loaded: Family::default(),
             load_errors: Gauge::default(),
             generation: Gauge::default(),
+            tenants_pending: Gauge::default(),
+            tenants_refused: Gauge::default(),
+            reloads_unsettled: Gauge::default(),
             quarantined: Family::default(),
             quarantines: Family::default(),
             shares: SHARE_GAUGES.iter().map(|_| Family::default()).collect(),
@@ -396,6 +405,21 @@ impl Metrics {
             "plugin_load_errors",
             "Files the last reload could not load (their previous version, if any, keeps serving)",
             m.load_errors.clone(),
+        );
+        registry.register(
+            "tenants_pending",
+            "Tenants whose directory has not loaded yet (their calls are answered 503)",
+            m.tenants_pending.clone(),
+        );
+        registry.register(
+            "tenants_refused",
+            "Tenants not admitted because their share did not fit (their calls are answered 503)",
+            m.tenants_refused.clone(),
+        );
+        registry.register(
+            "reloads_unsettled",
+            "Directory reloads made because the directory kept changing without settling",
+            m.reloads_unsettled.clone(),
         );
         registry.register(
             "plugins_generation",
@@ -561,6 +585,10 @@ impl Metrics {
                 .set(gauge_value(own.len()));
         }
         self.load_errors.set(gauge_value(described.errors.len()));
+        self.tenants_pending.set(gauge_value(set.pending.len()));
+        self.tenants_refused.set(gauge_value(set.refused.len()));
+        self.reloads_unsettled
+            .set(i64::try_from(crate::watch::unsettled_reloads()).unwrap_or(i64::MAX));
         self.quarantined.clear();
         self.quarantines.clear();
         for plugin in described.plugins() {

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::chain::{Decision, GuardTrace, Verdict};
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
-use crate::registry::PluginSet;
+use crate::registry::{NotReady, PluginSet};
 use crate::shares::Busy;
 use crate::tenant::TenantName;
 
@@ -104,9 +104,11 @@ impl DecideRequest {
     /// its account has a place for it (see
     /// [`Shares::tenant_requests`](crate::shares::Shares::tenant_requests)):
     /// a request that waited the share's `wait` in vain is refused as
-    /// [`NotDecided::Busy`], and one whose chain met a guard the host could
-    /// not run in time as [`NotDecided::Unavailable`] — never decided as if
-    /// that guard had said nothing.
+    /// [`NotDecided::Busy`], one for a tenant whose guards are not serving
+    /// (still loading, or not admitted) as [`NotDecided::NotReady`], and one
+    /// whose chain met a guard the host could not run in time as
+    /// [`NotDecided::Unavailable`] — never decided as if that guard had said
+    /// nothing.
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see [`crate::logging`]).
@@ -122,6 +124,7 @@ impl DecideRequest {
 
     async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         let tenant = self.tenant.as_deref();
+        set.ready(tenant)?;
         let _place = match set.account(tenant) {
             None => None,
             Some(account) => {
@@ -153,6 +156,10 @@ pub enum NotDecided {
     /// Its account had no place for it in time (HTTP 429).
     #[error(transparent)]
     Busy(#[from] Busy),
+    /// Its tenant's guards are not serving yet (or were not admitted)
+    /// (HTTP 503).
+    #[error(transparent)]
+    NotReady(#[from] NotReady),
     /// A guard of its chain could not be run in time — no instance slot,
     /// its account's share taken, or starved of CPU on a busy host (HTTP
     /// 503). The chain stopped there.

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
+//! | GET | `/readyz` | 200 `{"status": "ready", ...}` once every tenant's directory is loaded, else 503 `{"status": "loading", "pending": N, "tenants": [...]}` with `Retry-After` (never needs the token; the tenants' names only when no token is configured) |
 //! | GET | `/v1/plugins` | the [`Description`](crate::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`] (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
@@ -25,10 +26,14 @@
 //! but `/healthz`, only after the token is checked: no route discovery
 //! without one); 413 for a body over the limit, at once when its
 //! `Content-Length` says so (the connection is closed, the body never
-//! read); 415 for a POST that is not `application/json`; 503 when a
-//! request overruns the request timeout (counted in
-//! `http_request_timeouts_total`); 500 if a handler panicked (the server
-//! keeps serving). A request hyper cannot parse gets 400 (malformed), 414
+//! read); 415 for a POST that is not `application/json`; 429 with
+//! `Retry-After` when the caller's account has no place for the request;
+//! 503 with `Retry-After` when the request is not decided for the host's
+//! reasons — a tenant whose guards are not serving yet (its directory
+//! still loading, or its share not admitted), a guard the host could not
+//! run in time (docs/failures.md) — and when a request overruns the
+//! request timeout (counted in `http_request_timeouts_total`); 500 if a
+//! handler panicked (the server keeps serving). A request hyper cannot parse gets 400 (malformed), 414
 //! (target too long) or 431 (head too large) with the same one-line JSON
 //! body, and an HTTP/2 connection (prior knowledge) a GOAWAY `HTTP_1_1_REQUIRED`
 //! naming the reason.
@@ -218,6 +223,7 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         .layer(middleware::from_fn_with_state(Arc::clone(&app), authorize));
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .method_not_allowed_fallback(method_not_allowed)
         .merge(authorized)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
@@ -494,6 +500,34 @@ async fn healthz(State(app): State<Shared>) -> Response {
         .into_response()
 }
 
+/// 200 once every tenant with a directory is loaded, else 503 with the
+/// tenants still loading; never needs the token.
+async fn readyz(State(app): State<Shared>) -> Response {
+    let set = app.registry.plugin_set();
+    let pending: Vec<&str> = set.pending.iter().map(String::as_str).collect();
+    let status = if pending.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    // Tenant names are the operator's to see: with a token, only how many
+    // (the names are in `GET /v1/plugins`).
+    let open = app.token_digest.is_none() && app.tenant_tokens.is_empty();
+    let body = json!({
+        "status": if pending.is_empty() { "ready" } else { "loading" },
+        "generation": set.generation,
+        "pending": pending.len(),
+        "tenants": if open { json!(pending) } else { json!(null) },
+    });
+    let mut response = (status, axum::Json(body)).into_response();
+    if status != StatusCode::OK {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
 async fn not_found(request: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
@@ -564,6 +598,7 @@ async fn decide(
             tracing::debug!("request not decided: {refused}");
             let status = match &refused {
                 NotDecided::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+                NotDecided::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
                 NotDecided::Unavailable { trace, .. } => {
                     app.metrics.record_undecided(seam, trace);
                     StatusCode::SERVICE_UNAVAILABLE

@@ -501,3 +501,103 @@ fn relevant_ignores_dotfiles_and_partial_files() {
     reason = "keeps the Value import used when cfg(unix) is off"
 )]
 fn _unused(_: Value) {}
+
+/// A tenant rewriting a file every 20 ms delays no other tenant's reload:
+/// another tenant's new guard goes live while the churn goes on. The
+/// churning tenant itself is loaded anyway once it has kept changing for
+/// the watcher's bound, and that is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_tenants_churn_delays_only_itself_and_only_up_to_the_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(SQL_GUARD, &dir.path().join("tenants/quiet/sql.wasm"));
+    let reg = Arc::new(open(dir.path(), None).await);
+    let _watch = Arc::clone(&reg)
+        .watch(Duration::from_millis(100))
+        .expect("watch");
+    let unsettled = toolgate::watch::unsettled_reloads();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let churn = {
+        let (stop, writes) = (Arc::clone(&stop), Arc::clone(&writes));
+        let file = dir.path().join("tenants/churn/guard.wasm");
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let n = writes.fetch_add(1, Ordering::SeqCst);
+                copy(if n % 2 == 0 { SQL_GUARD } else { STEERING_ONLY }, &file);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    wait_for("the churn to start", async || {
+        writes.load(Ordering::SeqCst) > 10
+    })
+    .await;
+    copy(SQL_GUARD, &dir.path().join("tenants/b/sql.wasm"));
+    wait_for(
+        "tenant b's new guard while another tenant churns",
+        async || content(&steer(&reg, Some("b"), DELETE).await).is_some(),
+    )
+    .await;
+    let when_b_was_live = writes.load(Ordering::SeqCst);
+    wait_for(
+        "the churning tenant, loaded though never quiet",
+        async || {
+            reg.plugin_set().tenants.contains_key("churn")
+                && toolgate::watch::unsettled_reloads() > unsettled
+        },
+    )
+    .await;
+    assert!(
+        writes.load(Ordering::SeqCst) > when_b_was_live,
+        "the churn went on all along"
+    );
+    stop.store(true, Ordering::SeqCst);
+    churn.join().expect("churn thread");
+}
+
+/// A reload reads only the directories whose entries changed since their
+/// last load; the watcher's reload of one directory reads that one only.
+#[tokio::test]
+async fn a_reload_reads_only_the_directories_that_changed() {
+    use toolgate::watch::Dir;
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(SQL_GUARD, &dir.path().join("sql.wasm"));
+    for t in 0..20 {
+        copy(
+            SQL_GUARD,
+            &dir.path().join(format!("tenants/t{t:02}/sql.wasm")),
+        );
+    }
+    let reg = open(dir.path(), None).await;
+    // Files changed within the file system's timestamp granularity are
+    // read again; once they are older, nothing is.
+    wait_for("a reload with nothing to read", async || {
+        reg.reload().await.expect("reload").read.is_empty()
+    })
+    .await;
+    let t07 = dir.path().join("tenants/t07");
+    copy(STEERING_ONLY, &t07.join("sql.wasm"));
+    let report = reg.reload().await.expect("reload");
+    assert_eq!(report.read, std::slice::from_ref(&t07));
+    assert_eq!(report.loaded, [t07.join("sql.wasm")]);
+    // One directory named: that one is read, whatever its stamp.
+    let report = reg
+        .reload_dirs(&[Dir::Tenant("t03".into())])
+        .await
+        .expect("reload");
+    assert_eq!(report.read, [dir.path().join("tenants/t03")]);
+    assert!(report.loaded.is_empty(), "{:?}", report.loaded);
+}
+
+#[test]
+fn a_change_belongs_to_its_directory() {
+    use toolgate::watch::Dir;
+    let root = Path::new("/p");
+    let of = |p: &str| Dir::of(root, Path::new(p));
+    assert_eq!(of("/p/sql.wasm"), Dir::Global);
+    assert_eq!(of("/p/toolgate.toml"), Dir::Global);
+    assert_eq!(of("/p/tenants/acme"), Dir::Tenant("acme".into()));
+    assert_eq!(of("/p/tenants/acme/x/y.wasm"), Dir::Tenant("acme".into()));
+    assert_eq!(of("/p/tenants"), Dir::All);
+    assert_eq!(of("/elsewhere"), Dir::All);
+}

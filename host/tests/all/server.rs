@@ -1872,3 +1872,117 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
     );
     s.stop().await;
 }
+
+/// `serve` answers as soon as the global directory is loaded: a tenant
+/// still loading (its start function spins for the whole load probe) is
+/// answered 503 with `Retry-After` — never decided without its guards —
+/// and `/readyz` names it, while `/healthz`, the global chain and every
+/// tenant already loaded answer; each tenant comes online when it is ready.
+#[test]
+fn the_binary_serves_from_its_first_second_and_tenants_come_online_one_by_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(SQL_GUARD, dir.path().join("10-sql-guard.wasm")).expect("copy");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[ceilings]\ntimeout_ms = 600000\nfuel = 9223372036854775807\n\n\
+         [[plugin]]\npath = \"10-sql-guard.wasm\"\n",
+    )
+    .expect("write");
+    let spin = dir.path().join("tenants").join("spin");
+    std::fs::create_dir_all(&spin).expect("mkdir");
+    std::fs::write(
+        spin.join("spin.wasm"),
+        super::tenant_files::spinning_start(),
+    )
+    .expect("write");
+    std::fs::write(
+        spin.join("toolgate.toml"),
+        "[[plugin]]\npath = \"spin.wasm\"\ntimeout_ms = 600000\nfuel = 9223372036854775807\n",
+    )
+    .expect("write");
+    let b = dir.path().join("tenants").join("b");
+    std::fs::create_dir_all(&b).expect("mkdir");
+    std::fs::copy(NO_EMAIL, b.join("no-email.wasm")).expect("copy");
+    let (mut child, addr, banner) = spawn_serve(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--no-cache",
+            "--probe-timeout-ms",
+            "600000",
+        ],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = reqwest::Client::new();
+    let call = |tenant: &str, args: Value| {
+        runtime.block_on(async {
+            let r = client
+                .post(format!("http://{addr}/v1/steering"))
+                .json(&json!({"event": {"run_id": "r", "call_id": "c", "tool_name": "send_email", "args": args}, "tenant": tenant}))
+                .send()
+                .await
+                .expect("request");
+            let status = r.status();
+            let retry = r.headers().get("retry-after").is_some();
+            let body: Value = r.json().await.expect("JSON");
+            (status, retry, body)
+        })
+    };
+    let get = |path: &str| {
+        runtime.block_on(async {
+            let r = client
+                .get(format!("http://{addr}{path}"))
+                .send()
+                .await
+                .expect("request");
+            let status = r.status();
+            (status, r.json::<Value>().await.expect("JSON"))
+        })
+    };
+    // The spinning tenant is still loading: answered, refused, named.
+    let (status, retry, body) = call("spin", json!({"to": "a@b.c"}));
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body} {banner}");
+    assert!(retry, "Retry-After");
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("error")
+            .contains("tenant `spin` is not ready"),
+        "{body}"
+    );
+    let (status, ready) = get("/readyz");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{ready}");
+    assert!(
+        ready["tenants"]
+            .as_array()
+            .expect("tenants")
+            .contains(&json!("spin")),
+        "{ready}"
+    );
+    assert_eq!(get("/healthz").0, StatusCode::OK);
+    // The global chain serves.
+    let (status, _, body) = call("nobody", json!({"sql": "DELETE FROM t"}));
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Tenant b comes online on its own, spin still loading.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, _, body) = call("b", json!({"to": "a@b.c"}));
+        if status == StatusCode::OK {
+            assert_eq!(body["action"], "skip", "no-email steers: {body}");
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(Instant::now() < deadline, "tenant b never came online");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, ready) = get("/readyz");
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{ready}");
+    assert_eq!(ready["tenants"], json!(["spin"]), "{ready}");
+    assert_eq!(call("spin", json!({})).0, StatusCode::SERVICE_UNAVAILABLE);
+    let _ = child.kill();
+    let _ = child.wait();
+}

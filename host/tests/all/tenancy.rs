@@ -319,33 +319,35 @@ async fn tenants_beyond_the_pool_or_the_memory_budget_are_refused_at_load() {
     );
     let reg = open(dir.path()).await;
     let set = reg.plugin_set();
-    assert_eq!(
-        set.tenants.keys().collect::<Vec<_>>(),
-        ["a", "b"],
+    // Two fit; which two is the order they finished loading in (the
+    // directories load at once), never their names.
+    assert_eq!(set.tenants.len(), 2, "{:?}", set.errors);
+    let (refused, why) = set.refused.iter().next().expect("one refused");
+    assert!(!set.tenants.contains_key(refused));
+    assert!(
+        set.errors[0]
+            .message
+            .contains(&format!("no capacity left for tenant `{refused}`")),
         "{:?}",
         set.errors
     );
     assert!(
-        set.errors[0]
-            .message
-            .contains("no capacity left for tenant `c`"),
-        "{:?}",
-        set.errors
+        why.contains("tenant share(s) of 320 MiB (memory and compiled code) need 1472 MiB; the memory budget is 1152 MiB"),
+        "{why}"
     );
-    assert!(
-        set.errors[0]
-            .message
-            .contains("tenant share(s) of 320 MiB (memory and compiled code) need 1472 MiB; the memory budget is 1152 MiB"),
-        "{:?}",
-        set.errors
-    );
-    // The engine has 32 slots: 16 global + 2 × 8 + 1 probe slot do not fit.
+    let serving: Vec<String> = set.tenants.keys().cloned().collect();
+    drop(set);
+    // The engine has 32 slots: 16 global + 2 × 8 + 1 probe slot do not fit;
+    // one of the two serving keeps serving.
     write(
         &manifest,
         "[shares]\nglobal_instances = 16\ntenant_instances = 8\n",
     );
     let report = reg.reload().await.expect("reload");
-    assert_eq!(reg.plugin_set().tenants.keys().collect::<Vec<_>>(), ["a"]);
+    let kept: Vec<String> = reg.plugin_set().tenants.keys().cloned().collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert!(serving.contains(&kept[0]), "{kept:?} {serving:?}");
+
     assert!(
         report.errors.iter().any(|e| e.message.contains("32")),
         "{:?}",
@@ -868,6 +870,63 @@ async fn a_tenant_s_guard_log_is_held_to_its_budget_and_no_one_else_s() {
     assert_eq!(warned, 1, "said once, naming the tenant:\n{text}");
 }
 
+/// The host's own lines about a tenant's calls — a fault on every call,
+/// with quarantine off — are held to the tenant's log budget too: a
+/// tenant whose guard traps on every call cannot flood the log, the log
+/// says lines are dropped, naming the tenant, and another tenant's fault
+/// lines are all written.
+#[tokio::test]
+async fn the_host_s_lines_about_a_tenant_s_faults_are_held_to_its_log_budget() {
+    let kept = Kept::default();
+    let writer = kept.clone();
+    let _log = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("tenants/a/hostile.wasm", HOSTILE),
+            ("tenants/b/hostile.wasm", HOSTILE),
+        ],
+    );
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[shares]\ntenant_log_kib_per_s = 1\n\n[quarantine]\nfaults = 0\n",
+    );
+    let reg = open(dir.path()).await;
+    for _ in 0..200 {
+        let d = steer_as(&reg, Some("a"), "trap", json!({})).await;
+        assert_eq!(d.trace[0].fault, Some(Fault::Trap), "{:?}", d.trace);
+    }
+    for _ in 0..3 {
+        let d = steer_as(&reg, Some("b"), "trap", json!({})).await;
+        assert_eq!(d.trace[0].fault, Some(Fault::Trap), "{:?}", d.trace);
+    }
+    let text = String::from_utf8(kept.0.lock().expect("log").clone()).expect("UTF-8");
+    let faults_of = |plugin: &str| {
+        text.lines()
+            .filter(|l| l.contains("guard faulted") && l.contains(&format!("plugin=\"{plugin}\"")))
+            .count()
+    };
+    let (a, b) = (faults_of("a/hostile"), faults_of("b/hostile"));
+    // 1 KiB a second, each line counted at 160 bytes and its detail: a
+    // handful of the 200, however fast they came.
+    assert!((1..200).contains(&a), "{a} of a's 200 fault lines written");
+    assert_eq!(b, 3, "b's fault lines are all written");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("tenant_log_kib_per_s") && l.contains("`a`")),
+        "the log says a's lines are dropped:\n{text}"
+    );
+    let set = reg.plugin_set();
+    assert!(set.describe().shares.tenants["a"].log_dropped_bytes > 0);
+}
+
 /// Tenant `a` keeps both cores busy with plain, quick calls — nothing
 /// hostile anywhere — while tenant `b`'s own sql-guard gets DELETEs whose
 /// SQL is 512 KiB long (a long generated query), so each of its calls runs
@@ -976,4 +1035,89 @@ async fn another_tenants_plain_load_never_turns_a_guard_off() {
         "b's guard was consulted on {steered} of 12 calls ({not_decided} not decided)"
     );
     assert!(flooded > 1000, "a's flood ran: {flooded} calls");
+}
+
+/// With the memory budget full, a tenant added whose name sorts first is
+/// refused — its calls answered not ready, never decided without its
+/// guards — and the tenants serving keep serving; a tenant removed frees
+/// its share for the newcomer at the next reload.
+#[tokio::test]
+async fn a_newcomer_that_does_not_fit_never_evicts_a_serving_tenant() {
+    use toolgate::registry::NotReady;
+    use toolgate::request::{DecideRequest, NotDecided};
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("tenants/t01/sql-guard.wasm", SQL_GUARD),
+            ("tenants/t02/sql-guard.wasm", SQL_GUARD),
+        ],
+    );
+    // Room for the global share and two tenants' (512 + 2 × 320 MiB).
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[shares]\nglobal_memory_mib = 512\ntenant_memory_mib = 256\ntenant_code_mib = 64\n\
+         memory_budget_mib = 1152\n",
+    );
+    let reg = open(dir.path()).await;
+    assert_eq!(
+        reg.plugin_set().tenants.keys().collect::<Vec<_>>(),
+        ["t01", "t02"]
+    );
+    let delete = |tenant: &str| {
+        let body = json!({
+            "event": {"run_id": "r", "call_id": "c", "tool_name": "run_query", "args": {"sql": "DELETE FROM users"}},
+            "tenant": tenant,
+        });
+        DecideRequest::parse(toolgate::Seam::Steering, body.to_string().as_bytes())
+            .expect("request")
+    };
+    let steered = |d: &Decision<toolgate::Verdict>| matches!(&d.result, toolgate::Verdict::Steering(Some(skip)) if skip.content == WHERE);
+    // A newcomer that sorts first.
+    put(dir.path(), &[("tenants/t00/sql-guard.wasm", SQL_GUARD)]);
+    let report = reg.reload().await.expect("reload");
+    let set = reg.plugin_set();
+    assert_eq!(
+        set.tenants.keys().collect::<Vec<_>>(),
+        ["t01", "t02"],
+        "{:?}",
+        report.errors
+    );
+    let why = &set.refused["t00"];
+    assert!(why.contains("no capacity left for tenant `t00`"), "{why}");
+    assert!(why.contains("memory_budget_mib"), "{why}");
+    assert!(
+        report
+            .errors
+            .iter()
+            .any(|e| e.message.contains("tenant `t00`")),
+        "{:?}",
+        report.errors
+    );
+    // Those serving still steer; the newcomer is answered not ready.
+    for t in ["t01", "t02"] {
+        let d = delete(t).decide(&set).await.expect("decided");
+        assert!(steered(&d), "{t}: {:?}", d.result);
+    }
+    match delete("t00").decide(&set).await {
+        Err(NotDecided::NotReady(NotReady::Refused { tenant, why })) => {
+            assert_eq!(tenant, "t00");
+            assert!(why.contains("memory_budget_mib"), "{why}");
+        }
+        other => panic!("t00's call was not refused: {other:?}"),
+    }
+    // Reloading again changes nothing: who serves keeps serving.
+    reg.reload().await.expect("reload");
+    assert_eq!(
+        reg.plugin_set().tenants.keys().collect::<Vec<_>>(),
+        ["t01", "t02"]
+    );
+    // A tenant removed frees its share.
+    std::fs::remove_dir_all(dir.path().join("tenants/t02")).expect("rm");
+    reg.reload().await.expect("reload");
+    let set = reg.plugin_set();
+    assert_eq!(set.tenants.keys().collect::<Vec<_>>(), ["t00", "t01"]);
+    assert!(set.refused.is_empty(), "{:?}", set.refused);
+    let d = delete("t00").decide(&set).await.expect("decided");
+    assert!(steered(&d), "{:?}", d.result);
 }

@@ -647,6 +647,18 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
             r.json::<serde_json::Value>().await.expect("JSON")
         })
     };
+    // Tenants come online after the server listens: wait for all.
+    let ready = || {
+        rt.block_on(async {
+            let r = client.get(format!("{base}/readyz")).send().await;
+            r.is_ok_and(|r| r.status().is_success())
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(!steer_good().is_null(), "the good tenant's guard steers");
 
     // Broken before the start (a FIFO would hang a reader) or after.

@@ -68,15 +68,18 @@ pyo3::create_exception!(
      (`[shares] tenant_requests`) for the share's whole wait, or was over its rate \
      (`[shares] tenant_rate`) by more than that wait (what `toolgate serve` answers with 429); \
      or a guard of its chain could not be run in time — no instance slot, its share taken, or \
-     starved of CPU on a busy host (`overloaded`; `toolgate serve` answers 503). The message \
-     names the limit or the guard. Nothing was decided; retrying later may succeed."
+     starved of CPU on a busy host (`overloaded`; `toolgate serve` answers 503); or its \
+     tenant's guards are not serving yet: its directory still loading, or its share not \
+     admitted (503). The message names the limit, the guard or the tenant. Nothing was \
+     decided; retrying later may succeed."
 );
 
 /// Why a seam request got no answer.
 enum Refused {
     /// The request is invalid (`RequestError`).
     Invalid(String),
-    /// Its account had no place for it (`BusyError`).
+    /// Its account had no place for it, or its tenant is not ready
+    /// (`BusyError`).
     Busy(String),
 }
 

@@ -624,9 +624,11 @@ async fn open(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<toolgate
 /// Plugins that fail are warned about; a manifest that fails is an error,
 /// so a broken manifest never silently runs fewer guards.
 ///
-/// `serve` passes `global_only`: a tenant's broken manifest must not stop
-/// the server from starting (tenants are not trusted); it is warned about
-/// and that tenant runs the global chain only.
+/// `serve` passes `global_only`: only the global directory is loaded (the
+/// tenants are pending, see [`toolgate::Registry::start_with`], so the
+/// server answers at once); a tenant's broken manifest must not stop the
+/// server from starting (tenants are not trusted); it is logged and that
+/// tenant runs the global chain only.
 async fn open_for(
     dir: &Path,
     cache: &CacheArgs,
@@ -634,7 +636,7 @@ async fn open_for(
     policy: &PolicyArgs,
     global_only: bool,
 ) -> Result<toolgate::Registry> {
-    let registry = open_registry(dir, cache, load, policy).await?;
+    let registry = open_registry(dir, cache, load, policy, global_only).await?;
     let set = registry.plugin_set();
     let global_manifest = dir.join(toolgate::manifest::FILE_NAME);
     let manifest_errors: Vec<&toolgate::registry::LoadIssue> = set
@@ -812,6 +814,7 @@ async fn open_registry(
     cache: &CacheArgs,
     load: &LoadArgs,
     policy: &PolicyArgs,
+    global_only: bool,
 ) -> Result<toolgate::Registry> {
     if !dir.is_dir() {
         return Err(bad(format!(
@@ -826,11 +829,15 @@ async fn open_registry(
         policy,
         load: load.limits()?,
     };
-    Ok(toolgate::Registry::open_with(engine, dir, options).await?)
+    Ok(if global_only {
+        toolgate::Registry::start_with(engine, dir, options).await?
+    } else {
+        toolgate::Registry::open_with(engine, dir, options).await?
+    })
 }
 
 async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
-    let registry = open_registry(dir, cache, load, &PolicyArgs::default())
+    let registry = open_registry(dir, cache, load, &PolicyArgs::default(), false)
         .await
         .with_context(|| format!("listing {}", dir.display()))?;
     let set = registry.plugin_set();
@@ -847,6 +854,7 @@ async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
             "plugins": description.global,
             "tenants": description.tenants,
             "errors": errors,
+            "refused": description.refused,
             "policy": description.policy,
             "shares": description.shares,
             "cache": {"dir": registry.cache().dir(), "stats": registry.cache_stats()},
@@ -955,12 +963,29 @@ async fn serve(args: ServeArgs) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
     let router = server::router(Arc::clone(&registry), Arc::clone(&metrics), config.clone());
     say!(
-        "toolgate: serving {} global plugin(s) and {} tenant(s) from {} on http://{addr}",
+        "toolgate: serving {} global plugin(s), {} tenant(s) loading (GET /readyz), from {} on \
+         http://{addr}",
         set.global.plugins().len(),
-        set.tenants.len(),
+        set.pending.len(),
         args.plugins.display()
     );
     drop(set);
+    // Tenants come online as each is loaded; until then their calls are
+    // answered 503 (not ready).
+    let loading = {
+        let registry = Arc::clone(&registry);
+        tokio::spawn(async move {
+            if let Ok(report) = registry.load_pending().await {
+                let set = registry.plugin_set();
+                say!(
+                    "toolgate: {} tenant(s) loaded ({} refused, {} load error(s))",
+                    set.tenants.len(),
+                    set.refused.len(),
+                    report.errors.len()
+                );
+            }
+        })
+    };
     server::serve_with(
         listener,
         router,
@@ -971,6 +996,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     .await?;
     #[cfg(unix)]
     hup.abort();
+    loading.abort();
     say!("toolgate: shut down");
     Ok(())
 }
