@@ -94,6 +94,8 @@ pub mod turns;
 pub mod cache;
 #[path = "load/compile.rs"]
 pub mod compile;
+#[path = "load/compile_queue.rs"]
+pub mod compile_queue;
 #[path = "load/dir.rs"]
 pub mod dir;
 #[path = "load/files.rs"]

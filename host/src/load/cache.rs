@@ -14,6 +14,10 @@
 //! or renamed under another component's key is refused like a corrupt one
 //! — deleted and rebuilt from the component's own bytes.
 //!
+//! Compiles that failed are recorded beside the entries, `<key>.failed`
+//! ([`CompileFailure`]), so a restart does not compile them again; a record
+//! expires after [`FAILURE_TTL`].
+//!
 //! Location: `$TOOLGATE_CACHE_DIR` if set (`off` or empty disables the
 //! cache), else `$XDG_CACHE_HOME/toolgate`, else `$HOME/.cache/toolgate`.
 //! Entries are never evicted; deleting the directory is always safe.
@@ -408,14 +412,21 @@ fn read_entry(engine: &Engine, entry: &Path, header: &Header) -> Result<Option<C
 }
 
 fn write_entry(component: &Component, entry: &Path, header: &Header) -> std::io::Result<()> {
-    let dir = entry.parent().unwrap_or(Path::new("."));
+    let code = component.serialize().map_err(std::io::Error::other)?;
+    let mut bytes = Vec::with_capacity(HEADER_LEN + code.len() + 32);
+    bytes.extend_from_slice(&header.0);
+    bytes.extend_from_slice(&code);
+    let sum = Sha256::digest(&bytes);
+    bytes.extend_from_slice(&sum);
+    write_private(entry, &bytes)
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file, `0600`,
+/// renamed into place), creating its directory `0700`.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
     create_private_dir(dir)?;
-    let bytes = component.serialize().map_err(std::io::Error::other)?;
-    let mut h = Sha256::new();
-    h.update(header.0);
-    h.update(&bytes);
-    let sum = h.finalize();
-    let name = entry
+    let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -430,11 +441,9 @@ fn write_entry(component: &Component, entry: &Path, header: &Header) -> std::io:
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let mut f = options.open(&tmp)?;
-        f.write_all(&header.0)?;
-        f.write_all(&bytes)?;
-        f.write_all(&sum)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, entry)
+        std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -457,4 +466,191 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         other => other,
     }
+}
+
+/// How long a compile failure is remembered on disk: after that the
+/// component is compiled again (say, a compile that ran out of time on a
+/// machine busy then).
+pub const FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// A compile that failed, remembered on disk by [`CompiledCache`] so a
+/// restart does not compile the same bytes again: not a component that
+/// compiles, or one past the compile's time or memory bound.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct CompileFailure {
+    /// SHA-256 (hex) of the component.
+    pub digest: String,
+    /// Whether it went past a bound ([`Error::CompileBound`]) rather than
+    /// not compiling ([`Error::Compile`]).
+    pub bound: bool,
+    /// What the compile said.
+    pub message: String,
+    /// When it failed, in seconds since the Unix epoch.
+    pub at: u64,
+}
+
+impl CompileFailure {
+    /// The failure `e` of the component with SHA-256 `digest`, if it is
+    /// one worth remembering (the component's doing, not the host's).
+    pub fn of(digest: &str, e: &Error) -> Option<CompileFailure> {
+        let (bound, message) = match e {
+            Error::Compile { message, .. } => (false, message),
+            Error::CompileBound { message, .. } => (true, message),
+            _ => return None,
+        };
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Some(CompileFailure {
+            digest: digest.to_string(),
+            bound,
+            message: message.clone(),
+            at,
+        })
+    }
+
+    /// The error of loading `path` again, saying it is remembered.
+    pub fn error(&self, path: &Path) -> Error {
+        let message = format!(
+            "{} (remembered from an earlier compile: compiled again when the file, the \
+             compile limits or toolgate change, after 24 h, or when failures are forgotten)",
+            self.message
+        );
+        let path = path.to_path_buf();
+        if self.bound {
+            Error::CompileBound { path, message }
+        } else {
+            Error::Compile { path, message }
+        }
+    }
+}
+
+/// Largest failure file read: a message is at most a few KiB.
+const MAX_FAILURE_BYTES: u64 = 64 << 10;
+
+impl CompiledCache {
+    /// The failure file of the component with SHA-256 `digest` compiled
+    /// under `engine` with `settings` (the compiler and its bounds, in any
+    /// stable form): a change to any of them, or to toolgate's version,
+    /// is another file.
+    fn failure_path(&self, engine: &Engine, digest: &str, settings: &str) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        let mut h = Sha256::new();
+        h.update(b"toolgate-failed-v1\0");
+        h.update(env!("CARGO_PKG_VERSION").as_bytes());
+        h.update(b"\0");
+        h.update(key(engine, digest).as_bytes());
+        h.update(b"\0");
+        h.update(settings.as_bytes());
+        Some(dir.join(format!("{}.failed", hex(&h.finalize()))))
+    }
+
+    /// The compile failure remembered for the component with SHA-256
+    /// `digest` under `engine` and `settings`, if any within
+    /// [`FAILURE_TTL`]; an expired or unusable record is deleted.
+    /// Blocking.
+    pub fn remembered_failure(
+        &self,
+        engine: &Engine,
+        digest: &str,
+        settings: &str,
+    ) -> Option<CompileFailure> {
+        let path = self.failure_path(engine, digest, settings)?;
+        self.check_dir().ok()?;
+        match read_failure(&path) {
+            Ok(None) => None,
+            Ok(Some(f)) if f.digest == digest && !expired(f.at) => Some(f),
+            Ok(Some(_)) => {
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+            Err(why) => {
+                tracing::warn!(entry = %path.display(), "compile failure record unusable, deleted: {why}");
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
+    }
+
+    /// Remembers `failure` of the component compiled under `engine` and
+    /// `settings` (see [`CompiledCache::remembered_failure`]); a failure
+    /// to write is logged, never fatal. Blocking.
+    pub fn remember_failure(&self, engine: &Engine, settings: &str, failure: &CompileFailure) {
+        let Some(path) = self.failure_path(engine, &failure.digest, settings) else {
+            return;
+        };
+        if self.check_dir().is_err() {
+            return;
+        }
+        let written = serde_json::to_vec(failure)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| write_private(&path, &bytes));
+        if let Err(e) = written {
+            tracing::warn!(entry = %path.display(), "cannot write compile failure record: {e}");
+        }
+    }
+
+    /// Forgets every compile failure remembered on disk: each is compiled
+    /// again when next loaded. Blocking.
+    pub fn forget_failures(&self) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "failed")
+                && let Err(e) = std::fs::remove_file(&path)
+            {
+                tracing::warn!(entry = %path.display(), "cannot delete compile failure record: {e}");
+            }
+        }
+    }
+}
+
+fn expired(at: u64) -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // A record from the future (a clock set back) is not trusted either.
+    at > now || now - at >= FAILURE_TTL.as_secs()
+}
+
+/// `Ok(None)`: no record. `Err`: a record that must be deleted. Opened
+/// without following a symlink or blocking on a FIFO; only a small regular
+/// file owned by toolgate's user is read.
+fn read_failure(path: &Path) -> Result<Option<CompileFailure>, String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    );
+    let file = match options.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read: {e}")),
+    };
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > MAX_FAILURE_BYTES {
+        return Err(format!("larger than {MAX_FAILURE_BYTES} bytes"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        check_owner_and_mode(path, meta.uid(), meta.mode()).map_err(|e| e.to_string())?;
+    }
+    let mut data = Vec::new();
+    file.take(MAX_FAILURE_BYTES)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    serde_json::from_slice(&data)
+        .map(Some)
+        .map_err(|e| format!("not a compile failure record: {e}"))
 }

@@ -13,21 +13,24 @@
 //!   child limits itself (`RLIMIT_DATA` to the memory bound, `RLIMIT_CPU` as
 //!   a backstop, no core dumps), compiles with the host's engine settings
 //!   and writes the native code back; the parent kills it at the time bound
-//!   and loads the code it returned. A compile bomb costs at most the
-//!   bounds, and the parent's memory never sees it.
+//!   and loads the code it returned, and it dies with the parent (Linux:
+//!   `PR_SET_PDEATHSIG`). A compile bomb costs at most the bounds, and the
+//!   parent's memory never sees it.
 //! - [`Compiler::InProcess`] (the library default, as a library has no
 //!   child program of its own to run): the compile runs on a blocking
 //!   thread; the registry stops waiting at the time bound and reports the
 //!   plugin refused, but the thread runs on until the compiler finishes,
 //!   holding its compile slot, and memory is not bounded.
 //!
-//! Either way a refused compile is remembered (see [`crate::registry`]): the
-//! same bytes with the same settings are not compiled again.
+//! Either way a refused compile is remembered (see [`crate::registry`]),
+//! and recorded in the compiled cache ([`crate::cache::CompileFailure`]):
+//! the same bytes with the same settings are not compiled again, not even
+//! after a restart. Which compile runs when is [`crate::compile_queue`]'s.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::Component;
@@ -103,23 +106,52 @@ impl Compiler {
         bytes: &[u8],
         bounds: &CompileBounds,
     ) -> Result<Component, Error> {
-        match self {
+        self.compile_measured(engine, path, bytes, bounds).0
+    }
+
+    /// Like [`Compiler::compile`], with the CPU time the compile used:
+    /// the child process's user and system time
+    /// ([`Compiler::Subprocess`]), or the wall-clock time
+    /// ([`Compiler::InProcess`], whose compiler threads are not told apart
+    /// from this process's). What a tenant's compiles are charged (see
+    /// [`crate::compile_queue`]).
+    pub fn compile_measured(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        bytes: &[u8],
+        bounds: &CompileBounds,
+    ) -> (Result<Component, Error>, Duration) {
+        let start = Instant::now();
+        let mut cpu = None;
+        let compiled = match self {
             Compiler::InProcess => crate::plugin::compile(engine, path, bytes),
-            Compiler::Subprocess { program, args } => {
-                check_header(path, bytes)?;
-                let code = run_child(program, args, engine.config(), path, bytes, bounds)?;
-                // SAFETY: `code` is what `wasmtime::Engine::precompile_component`
-                // returned in our own compile child ([`child_main`]), read whole from
-                // its stdout pipe; nothing else can write to that pipe. wasmtime
-                // still checks the header and the engine compatibility.
-                unsafe { Component::deserialize(engine.wasmtime(), &code) }.map_err(|e| {
-                    Error::Compile {
-                        path: path.into(),
-                        message: format!("cannot load the compiled code: {e:#}"),
-                    }
+            Compiler::Subprocess { program, args } => check_header(path, bytes)
+                .and_then(|()| {
+                    run_child(
+                        program,
+                        args,
+                        engine.config(),
+                        path,
+                        bytes,
+                        bounds,
+                        &mut cpu,
+                    )
                 })
-            }
-        }
+                .and_then(|code| {
+                    // SAFETY: `code` is what `wasmtime::Engine::precompile_component`
+                    // returned in our own compile child ([`child_main`]), read whole
+                    // from its stdout pipe; nothing else can write to that pipe.
+                    // wasmtime still checks the header and the engine compatibility.
+                    unsafe { Component::deserialize(engine.wasmtime(), &code) }.map_err(|e| {
+                        Error::Compile {
+                            path: path.into(),
+                            message: format!("cannot load the compiled code: {e:#}"),
+                        }
+                    })
+                }),
+        };
+        (compiled, cpu.unwrap_or_else(|| start.elapsed()))
     }
 }
 
@@ -135,8 +167,9 @@ fn child_args(config: &EngineConfig, bounds: &CompileBounds) -> Vec<String> {
         format!("--max-memory-bytes={}", config.max_memory_bytes),
         format!("--max-wasm-stack={}", config.max_wasm_stack),
         format!("--data-bytes={}", bounds.memory_bytes),
-        // A backstop if the parent dies: the wall-clock bound is the
-        // parent's, and parallel compilation uses more than one core.
+        // A backstop: the wall-clock bound is the parent's (the child
+        // also dies with the parent), and parallel compilation uses more
+        // than one core.
         format!(
             "--cpu-secs={}",
             bounds.timeout.as_secs().saturating_mul(4).max(4)
@@ -144,6 +177,8 @@ fn child_args(config: &EngineConfig, bounds: &CompileBounds) -> Vec<String> {
     ]
 }
 
+/// Runs the compile child on `bytes`: its native code, or why not. `cpu`
+/// gets the CPU time the child used (user and system), once it is reaped.
 fn run_child(
     program: &Path,
     leading: &[OsString],
@@ -151,6 +186,7 @@ fn run_child(
     path: &Path,
     bytes: &[u8],
     bounds: &CompileBounds,
+    cpu: &mut Option<Duration>,
 ) -> Result<Vec<u8>, Error> {
     let spawn_failed = |e: std::io::Error| Error::Compiler {
         path: path.into(),
@@ -161,14 +197,15 @@ fn run_child(
         ),
         source: Some(e),
     };
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(leading)
         .args(child_args(config, bounds))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_failed)?;
+        .stderr(Stdio::piped());
+    die_with_parent(&mut command);
+    let mut child = command.spawn().map_err(spawn_failed)?;
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
@@ -200,21 +237,28 @@ fn run_child(
     });
     let start = Instant::now();
     let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
+    // Reaped here (not by `child.wait`) for the CPU time it used; until
+    // then its pid is its own, so `child.kill` is safe.
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    let ended = loop {
+        match reap(pid, false) {
+            Ok(Some(ended)) => break Some(ended),
             Ok(None) if start.elapsed() >= bounds.timeout => {
                 timed_out = true;
                 let _ = child.kill();
-                break child.wait().ok();
+                break reap(pid, true).ok().flatten();
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(5)),
             Err(_) => {
                 let _ = child.kill();
-                break child.wait().ok();
+                break reap(pid, true).ok().flatten();
             }
         }
     };
+    let status = ended.map(|(status, used)| {
+        *cpu = Some(used);
+        status
+    });
     let _ = writer.join();
     let out = reader.join().unwrap_or_default();
     let err = String::from_utf8_lossy(&errs.join().unwrap_or_default()).into_owned();
@@ -293,6 +337,65 @@ fn run_child(
             format!(": {}", tail(err, 300))
         }
     )))
+}
+
+/// Makes the child `command` starts die with this process (Linux:
+/// `PR_SET_PDEATHSIG`, set in the child before it runs the program): a
+/// server killed outright leaves no compile running. The signal comes
+/// when the *thread* that spawned the child ends; [`run_child`]'s thread
+/// waits for the child, so it outlives it.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use rustix::process::{Signal, getpid, getppid, set_parent_process_death_signal};
+    use std::os::unix::process::CommandExt;
+    let parent = getpid();
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it makes two system calls
+    // and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            set_parent_process_death_signal(Some(Signal::KILL))?;
+            // The parent died before the signal was asked for: none will
+            // come, so do not start.
+            if getppid() != Some(parent) {
+                return Err(rustix::io::Errno::SRCH.into());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_: &mut Command) {}
+
+/// Reaps child `pid` if it has ended (`block`: waits for it to end): its
+/// exit status and the CPU time it used (user and system).
+fn reap(pid: i32, block: bool) -> std::io::Result<Option<(ExitStatus, Duration)>> {
+    use std::os::unix::process::ExitStatusExt;
+    let mut status = 0;
+    // SAFETY: `rusage` is plain integers, for which zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: `pid` is our own child, not yet reaped; both pointers
+        // are to live locals.
+        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if r == pid {
+            let time = |t: libc::timeval| {
+                Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+                    + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+            };
+            let used = time(usage.ru_utime) + time(usage.ru_stime);
+            return Ok(Some((ExitStatus::from_raw(status), used)));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
 }
 
 fn memory_message(bounds: &CompileBounds) -> String {

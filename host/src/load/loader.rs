@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::Semaphore;
 use wasmtime::component::Component;
 
-use crate::cache::{CacheOutcome, CompiledCache, Lookup};
+use crate::cache::{CacheOutcome, CompileFailure, CompiledCache, Lookup};
 use crate::compile::{CompileBounds, Compiler};
+use crate::compile_queue::{CompileQueue, CompileStats};
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::files::{Opened, PluginDir, Symlinks};
@@ -154,8 +154,15 @@ pub struct LoadLimits {
     /// The time and memory bound of one compile. Default: 120 s, 2 GiB.
     pub compile: CompileBounds,
     /// Compiles that may run at once, all directories together (a
-    /// directory never runs more than one). Default: 2.
+    /// directory never runs more than one); waiting ones are served
+    /// the global directory's first, then tenant by tenant in turn (see
+    /// [`crate::compile_queue`]). Default: 2.
     pub compile_jobs: usize,
+    /// CPU time a tenant's compiles may use per minute: a tenant that used
+    /// more in the last minute waits to compile until it is back under.
+    /// The global directory's compiles are not counted. Zero: no budget.
+    /// Default: 10 s.
+    pub tenant_compile_cpu: Duration,
     /// The most the load probe (one instantiation of a new plugin) may
     /// take, whatever the plugin's own `timeout`. Default: 1 s.
     pub probe_timeout: Duration,
@@ -169,6 +176,7 @@ impl Default for LoadLimits {
             compiler: Compiler::default(),
             compile: CompileBounds::default(),
             compile_jobs: 2,
+            tenant_compile_cpu: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(1),
         }
     }
@@ -306,8 +314,8 @@ pub(crate) struct Loader {
     root: PathBuf,
     cache: Arc<CompiledCache>,
     limits: LoadLimits,
-    /// The compile queue: FIFO, `compile_jobs` at a time.
-    compile_slots: Arc<Semaphore>,
+    /// The compile queue: `compile_jobs` at a time, tenants in turn.
+    compile_queue: Arc<CompileQueue>,
     /// Components compiled by this loader, by digest: a plugin whose
     /// settings change is re-linked, not recompiled.
     compiled: std::sync::Mutex<HashMap<String, Component>>,
@@ -358,7 +366,7 @@ impl Loader {
             engine,
             root,
             cache: Arc::new(cache),
-            compile_slots: Arc::new(Semaphore::new(limits.compile_jobs.max(1))),
+            compile_queue: CompileQueue::new(limits.compile_jobs, limits.tenant_compile_cpu),
             limits,
             compiled: Default::default(),
             snapshots: AutoSnapshots::default(),
@@ -389,6 +397,11 @@ impl Loader {
     /// The caps on files, compiles and the load probe.
     pub(crate) fn limits(&self) -> &LoadLimits {
         &self.limits
+    }
+
+    /// The compile queue's counts, by directory.
+    pub(crate) fn compile_stats(&self) -> CompileStats {
+        self.compile_queue.stats()
     }
 
     /// The tenant names under `root/tenants` (valid, real directories),
@@ -588,7 +601,7 @@ impl Loader {
                 continue;
             }
             match self
-                .load_plugin(entry.spec.clone(), bytes, digest, &share, report)
+                .load_plugin(key, entry.spec.clone(), bytes, digest, &share, report)
                 .await
             {
                 Ok(plugin) => {
@@ -653,6 +666,7 @@ impl Loader {
     /// child process, memory); the probe has its own deadline.
     async fn load_plugin(
         &self,
+        key: &ScopeKey,
         spec: PluginSpec,
         bytes: Vec<u8>,
         digest: String,
@@ -662,7 +676,7 @@ impl Loader {
         let status = match crate::snapshot::plan(spec.snapshot, &bytes) {
             Some(status) => status,
             None => match self
-                .load_snapshot(&spec, &bytes, &digest, share, report)
+                .load_snapshot(key, &spec, &bytes, &digest, share, report)
                 .await
             {
                 Ok(plugin) => return Ok(plugin),
@@ -677,7 +691,8 @@ impl Loader {
         let component = match known {
             Some(c) => c,
             None => {
-                let (component, outcome) = self.compile(&spec.path, bytes, Some(&digest)).await?;
+                let (component, outcome) =
+                    self.compile(key, &spec.path, bytes, Some(&digest)).await?;
                 match outcome {
                     CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
                     CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
@@ -703,52 +718,71 @@ impl Loader {
         Ok(plugin)
     }
 
-    /// The cache first (no queue; none without `digest`), else a bounded
-    /// compile in the queue, stored in the cache under `digest`.
+    /// The cache first (no queue; none without `digest`), then the
+    /// failures remembered in the cache, else a bounded compile in
+    /// directory `key`'s turn of the queue, stored in the cache under
+    /// `digest` (its failure too, if the component's doing).
     async fn compile(
         &self,
+        key: &ScopeKey,
         path: &Path,
         bytes: Vec<u8>,
         digest: Option<&str>,
     ) -> Result<(Component, CacheOutcome), Error> {
+        // What a remembered failure is told apart by, beside the bytes and
+        // the engine: a failure under other bounds may not recur.
+        let settings = format!("{:?}\0{:?}", self.limits.compiler, self.limits.compile);
         let found = match digest {
-            None => Lookup::Miss,
+            None => (Lookup::Miss, None),
             Some(d) => {
-                let (engine, cache, d) =
-                    (self.engine.clone(), Arc::clone(&self.cache), d.to_string());
-                tokio::task::spawn_blocking(move || cache.lookup(&engine, &d))
-                    .await
-                    .map_err(join_error)?
+                let (engine, cache, d, settings) = (
+                    self.engine.clone(),
+                    Arc::clone(&self.cache),
+                    d.to_string(),
+                    settings.clone(),
+                );
+                tokio::task::spawn_blocking(move || match cache.lookup(&engine, &d) {
+                    hit @ Lookup::Hit(_) => (hit, None),
+                    other => (other, cache.remembered_failure(&engine, &d, &settings)),
+                })
+                .await
+                .map_err(join_error)?
             }
         };
         let outcome = match found {
-            Lookup::Hit(c) => return Ok((c, CacheOutcome::Hit)),
-            Lookup::Miss => CacheOutcome::Compiled,
-            Lookup::Rebuilt => CacheOutcome::Rebuilt,
+            (Lookup::Hit(c), _) => return Ok((c, CacheOutcome::Hit)),
+            (_, Some(failed)) => return Err(failed.error(path)),
+            (Lookup::Miss, None) => CacheOutcome::Compiled,
+            (Lookup::Rebuilt, None) => CacheOutcome::Rebuilt,
         };
-        let slot = Arc::clone(&self.compile_slots)
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Engine("the compile queue is closed".into()))?;
+        let mut slot = self.compile_queue.acquire(key).await?;
         let (engine, cache, d) = (
             self.engine.clone(),
             Arc::clone(&self.cache),
             digest.map(str::to_string),
         );
-        let (compiler, bounds, p) = (
+        let (compiler, bounds, p, s) = (
             self.limits.compiler.clone(),
             self.limits.compile.clone(),
             path.to_path_buf(),
+            settings.clone(),
         );
         let task = tokio::task::spawn_blocking(move || {
             // The slot is held until the compile really ends, even when
-            // the reload stopped waiting for it.
-            let _slot = slot;
-            let component = compiler.compile(&engine, &p, &bytes, &bounds)?;
-            if let Some(d) = d {
-                cache.store(&engine, &d, &component);
+            // the reload stopped waiting for it, and charged its cost.
+            let (compiled, cpu) = compiler.compile_measured(&engine, &p, &bytes, &bounds);
+            slot.charge(cpu);
+            drop(slot);
+            match (&compiled, d) {
+                (Ok(component), Some(d)) => cache.store(&engine, &d, component),
+                (Err(e), Some(d)) => {
+                    if let Some(failed) = CompileFailure::of(&d, e) {
+                        cache.remember_failure(&engine, &s, &failed);
+                    }
+                }
+                (_, None) => {}
             }
-            Ok::<_, Error>(component)
+            compiled
         });
         // A child process is killed at the bound itself; give it time to
         // report. An in-process compile cannot be stopped: stop waiting.
@@ -757,13 +791,22 @@ impl Loader {
             Compiler::Subprocess { .. } => self.limits.compile.timeout + Duration::from_secs(10),
         };
         match tokio::time::timeout(wait, task).await {
-            Err(_) => Err(Error::CompileBound {
-                path: path.to_path_buf(),
-                message: format!(
-                    "took longer than the compile time limit of {} ms",
-                    self.limits.compile.timeout.as_millis()
-                ),
-            }),
+            Err(_) => {
+                let e = Error::CompileBound {
+                    path: path.to_path_buf(),
+                    message: format!(
+                        "took longer than the compile time limit of {} ms",
+                        self.limits.compile.timeout.as_millis()
+                    ),
+                };
+                if let Some(failed) = digest.and_then(|d| CompileFailure::of(d, &e)) {
+                    let (engine, cache) = (self.engine.clone(), Arc::clone(&self.cache));
+                    tokio::task::spawn_blocking(move || {
+                        cache.remember_failure(&engine, &settings, &failed);
+                    });
+                }
+                Err(e)
+            }
             Ok(joined) => Ok((joined.map_err(join_error)??, outcome)),
         }
     }
@@ -952,6 +995,7 @@ impl Loader {
     /// bytes, configuration and limits stay the same.
     async fn load_snapshot(
         &self,
+        scope: &ScopeKey,
         spec: &PluginSpec,
         bytes: &[u8],
         digest: &str,
@@ -968,7 +1012,7 @@ impl Loader {
             let component = match known {
                 Some(c) => c,
                 None => {
-                    let c = self.make_snapshot(spec, bytes, &key, report).await?;
+                    let c = self.make_snapshot(scope, spec, bytes, &key, report).await?;
                     if let Ok(mut m) = self.compiled.lock() {
                         m.insert(key.clone(), c.clone());
                     }
@@ -1000,6 +1044,7 @@ impl Loader {
     /// cache, else made (warm-up included) and stored.
     async fn make_snapshot(
         &self,
+        scope: &ScopeKey,
         spec: &PluginSpec,
         bytes: &[u8],
         key: &str,
@@ -1022,7 +1067,7 @@ impl Loader {
         let instrumented = crate::snapshot::instrument(Arc::clone(&wasm)).await?;
         let instrumenting = start.elapsed();
         let (instrumented, _) = self
-            .compile(&spec.path, instrumented, None)
+            .compile(scope, &spec.path, instrumented, None)
             .await
             .map_err(|e| format!("compiling it instrumented: {e}"))?;
         let compiling = start.elapsed();
@@ -1041,7 +1086,7 @@ impl Loader {
         .await?;
         let (warming, size) = (start.elapsed(), snapshot.len());
         let (component, _) = self
-            .compile(&spec.path, snapshot, None)
+            .compile(scope, &spec.path, snapshot, None)
             .await
             .map_err(|e| format!("compiling the snapshot: {e}"))?;
         tracing::info!(

@@ -388,6 +388,12 @@ impl Registry {
         self.loader.snapshots().warm_ups()
     }
 
+    /// The compile queue's counts: compiles running and waiting, and each
+    /// directory's compiles, CPU time and budget waits.
+    pub fn compile_stats(&self) -> crate::compile_queue::CompileStats {
+        self.loader.compile_stats()
+    }
+
     /// The caps on files, compiles and the load probe.
     pub fn load_limits(&self) -> &LoadLimits {
         self.loader.limits()
@@ -595,8 +601,9 @@ impl Registry {
         Ok(report)
     }
 
-    /// Forgets every remembered load failure: the next reload tries each
-    /// failed plugin again (say, after a compile ran out of time on a busy
+    /// Forgets every remembered load failure (and the compile failures the
+    /// compiled cache keeps on disk): the next reload tries each failed
+    /// plugin again (say, after a compile ran out of time on a busy
     /// machine). Without this, a failed plugin is tried again only when its
     /// bytes or settings change.
     pub fn forget_failures(&self) {
@@ -608,6 +615,7 @@ impl Registry {
             false
         });
         self.loader.snapshots().forget_failures();
+        self.loader.cache().forget_failures();
     }
 
     /// The policy the global manifest sets, else the options'.

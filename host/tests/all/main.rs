@@ -8,6 +8,7 @@ mod autosnap;
 mod cache;
 mod chains;
 mod cli;
+mod compiles;
 mod contract;
 mod examples;
 mod fuzz;

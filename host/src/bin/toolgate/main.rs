@@ -131,9 +131,14 @@ struct LoadArgs {
     /// Most memory (RLIMIT_DATA of the compiling child process) one compile may use, in MiB.
     #[arg(long, default_value_t = 2048)]
     compile_memory_mib: u64,
-    /// Compiles that may run at once (each directory runs at most one).
+    /// Compiles that may run at once (each directory runs at most one; waiting ones
+    /// are served the global directory's first, then tenant by tenant in turn).
     #[arg(long, default_value_t = 2)]
     compile_jobs: usize,
+    /// CPU time a tenant's compiles may use per minute, in milliseconds: a tenant
+    /// that used more in the last minute waits to compile (0: no budget).
+    #[arg(long, default_value_t = 10_000)]
+    tenant_compile_cpu_ms: u64,
     /// Longest the load probe (one instantiation of a new plugin) may take, in
     /// milliseconds, whatever the plugin's own timeout.
     #[arg(long, default_value_t = 1000)]
@@ -181,6 +186,7 @@ impl LoadArgs {
                 memory_bytes: self.compile_memory_mib.saturating_mul(1 << 20),
             },
             compile_jobs: self.compile_jobs,
+            tenant_compile_cpu: Duration::from_millis(self.tenant_compile_cpu_ms),
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
         })
     }
@@ -858,6 +864,7 @@ async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
             "policy": description.policy,
             "shares": description.shares,
             "cache": {"dir": registry.cache().dir(), "stats": registry.cache_stats()},
+            "compiles": registry.compile_stats(),
         }))?
     );
     Ok(())
