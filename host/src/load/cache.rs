@@ -646,6 +646,7 @@ fn read_failure(path: &Path) -> Result<Option<CompileFailure>, String> {
         use std::os::unix::fs::MetadataExt;
         check_owner_and_mode(path, meta.uid(), meta.mode()).map_err(|e| e.to_string())?;
     }
+    use std::io::Read;
     let mut data = Vec::new();
     file.take(MAX_FAILURE_BYTES)
         .read_to_end(&mut data)

@@ -901,11 +901,11 @@ async fn the_host_s_lines_about_a_tenant_s_faults_are_held_to_its_log_budget() {
     let reg = open(dir.path()).await;
     for _ in 0..200 {
         let d = steer_as(&reg, Some("a"), "trap", json!({})).await;
-        assert_eq!(d.trace[0].fault, Some(Fault::Trap), "{:?}", d.trace);
+        assert_eq!(d.trace[0].fault, Some(Fault::Unreachable), "{:?}", d.trace);
     }
     for _ in 0..3 {
         let d = steer_as(&reg, Some("b"), "trap", json!({})).await;
-        assert_eq!(d.trace[0].fault, Some(Fault::Trap), "{:?}", d.trace);
+        assert_eq!(d.trace[0].fault, Some(Fault::Unreachable), "{:?}", d.trace);
     }
     let text = String::from_utf8(kept.0.lock().expect("log").clone()).expect("UTF-8");
     let faults_of = |plugin: &str| {
