@@ -296,12 +296,13 @@ impl LongLane {
 
     /// The lane a long call of `progress` runs in: the fair one while its
     /// account has used no more than its part of the guards' recent CPU
-    /// time (see [`CpuMeter`]); the low one otherwise, and for calls
-    /// charged to no account.
+    /// time (see [`CpuMeter`]), the low one otherwise. A call charged to no
+    /// account (a library user's plugin outside a registry: there is no one
+    /// to be fair to) runs in the fair one.
     fn lane_for(&self, progress: &Progress) -> &Lane {
         match &progress.account {
-            Some(account) if self.meter.within_part(account) => &self.fair,
-            _ => &self.low,
+            Some(account) if !self.meter.within_part(account) => &self.low,
+            _ => &self.fair,
         }
     }
 
@@ -857,11 +858,23 @@ mod tests {
 
     /// Where a call that turns long runs: the thread it started on, the
     /// thread it ended on, and the latter's scheduling class and nice value.
+    /// An account that has used more than its part of the CPU on `lane`.
+    fn over_its_part(lane: &LongLane) -> Arc<CpuUse> {
+        let (flooder, other) = (AccountTurn::default(), AccountTurn::default());
+        lane.meter.record(&flooder.cpu, Duration::from_millis(100));
+        lane.meter.record(&other.cpu, Duration::from_millis(1));
+        flooder.cpu
+    }
+
+    /// Where a call of an account over its part that turns long runs.
     async fn run_turning_long(
         priority: LanePriority,
     ) -> (Option<String>, Option<String>, i32, Option<i32>) {
         let lane = LongLane::new(1, priority);
-        let progress = Arc::new(Progress::default());
+        let progress = Arc::new(Progress {
+            account: Some(over_its_part(&lane)),
+            ..Progress::default()
+        });
         let flag = Arc::clone(&progress);
         let call = Box::pin(async move {
             tokio::task::yield_now().await;
@@ -910,7 +923,7 @@ mod tests {
         let lane = LongLane::new(1, LanePriority::default());
         let (flooder, bystander) = (AccountTurn::default(), AccountTurn::default());
         assert_eq!(lane_name(&lane, Some(&flooder)), "fair", "nothing run yet");
-        assert_eq!(lane_name(&lane, None), "low", "a call of no account");
+        assert_eq!(lane_name(&lane, None), "fair", "a call of no account");
         for _ in 0..100 {
             lane.meter.record(&flooder.cpu, Duration::from_millis(5));
         }
@@ -994,7 +1007,7 @@ mod tests {
         let call = Box::pin(async move {
             loop {
                 counted.fetch_add(1, Ordering::Relaxed);
-                if thread_name().as_deref() == Some("toolgate-long") {
+                if thread_name().as_deref() == Some(FAIR_THREADS) {
                     seen.store(true, Ordering::Relaxed);
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(1)).await;
@@ -1036,7 +1049,7 @@ mod tests {
         // threads of a higher class): a call moved there cannot run, not
         // even to notice its deadline.
         let (free, busy_until_freed) = std::sync::mpsc::channel::<()>();
-        let Some(threads) = &lane.low.threads.0 else {
+        let Some(threads) = &lane.fair.threads.0 else {
             panic!("the lane's threads start")
         };
         threads.spawn(async move {
@@ -1104,7 +1117,7 @@ mod tests {
             .run(&progress, false, call)
             .await
             .expect("the call ends");
-        assert_ne!(ended_on.as_deref(), Some("toolgate-long"));
+        assert_ne!(ended_on.as_deref(), Some(FAIR_THREADS));
         assert!(!progress.long.load(Ordering::Relaxed));
         // Its run time is what it spent on the CPU (1 ms by the wall clock
         // at most, then the CPU clock), not the 24 ms it was kept off it.
@@ -1127,7 +1140,7 @@ mod tests {
             .run(&progress, false, polled_call(8, spin))
             .await
             .expect("the call ends");
-        assert_eq!(ended_on.as_deref(), Some("toolgate-long"));
+        assert_eq!(ended_on.as_deref(), Some(FAIR_THREADS));
     }
 
     #[tokio::test]
@@ -1138,7 +1151,7 @@ mod tests {
             .run(&progress, true, polled_call(1, || {}))
             .await
             .expect("the call ends");
-        assert_eq!(ended_on.as_deref(), Some("toolgate-long"), "its only poll");
+        assert_eq!(ended_on.as_deref(), Some(FAIR_THREADS), "its only poll");
         assert!(progress.long.load(Ordering::Relaxed), "it takes turns");
         assert!(!progress.ran_long(), "it did not run long");
         // Its polls are clocked on the lane too.
