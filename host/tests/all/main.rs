@@ -10,6 +10,7 @@ mod chains;
 mod cli;
 mod contract;
 mod examples;
+mod fresh;
 mod fuzz;
 mod hostile;
 mod http_limits;
