@@ -1573,3 +1573,53 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
     );
     s.stop().await;
 }
+
+/// The request's `state` reaches the guard as sent — integers beyond
+/// `i64` and `f64`, keys out of order — at steering and rewrite, and
+/// `{}` when the request has none (the `memo` guest echoes it).
+#[tokio::test]
+async fn state_reaches_the_guard_over_http_as_sent() {
+    let s = Running::start(
+        &[("memo.wasm", toolgate_tests::MEMO)],
+        ServerConfig::default(),
+    )
+    .await;
+    let state = r#"{"z":18446744073709551616,"a":{"y":-170141183460469231731687303715884105729,"b":0.1},"tenant":"acme"}"#;
+    let steering = r#"{"run_id": "r", "tool_name": "t", "call_id": "c", "args": {}}"#;
+    let dispatch = r#"{"run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "d",
+        "tool_name": "t", "args": {}, "available_tools": ["t"]}"#;
+    let post = |path: &'static str, body: String| {
+        let request = s
+            .client
+            .post(s.url(path))
+            .header("content-type", "application/json")
+            .body(body);
+        async move {
+            let response = request.send().await.expect("request");
+            assert_eq!(response.status(), StatusCode::OK);
+            response.text().await.expect("body")
+        }
+    };
+    let seen = format!(r#"{{"calls":1,"last":null,"state":{state}}}"#);
+    let text = post(
+        "/v1/steering",
+        format!(r#"{{"event": {steering}, "state": {state}}}"#),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(answer["content"].as_str(), Some(seen.as_str()), "{text}");
+    let text = post(
+        "/v1/rewrite",
+        format!(r#"{{"event": {dispatch}, "state": {state}}}"#),
+    )
+    .await;
+    assert!(text.contains(&format!(r#""args":{seen}"#)), "{text}");
+    let text = post("/v1/steering", format!(r#"{{"event": {steering}}}"#)).await;
+    let answer: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(
+        answer["content"].as_str(),
+        Some(r#"{"calls":1,"last":null,"state":{}}"#),
+        "{text}"
+    );
+    s.stop().await;
+}
