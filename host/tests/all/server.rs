@@ -1623,3 +1623,33 @@ async fn state_reaches_the_guard_over_http_as_sent() {
     );
     s.stop().await;
 }
+
+/// A request nested 127 levels deep (the body's own object the first) is
+/// answered; one level more — 128, serde_json's recursion limit — is
+/// refused with 400 naming the line and the column (README: "refuse a
+/// request nested 128 levels deep or deeper").
+#[tokio::test]
+async fn the_nesting_limit_is_at_128_levels() {
+    let s = Running::start(&[("sql-guard.wasm", SQL_GUARD)], ServerConfig::default()).await;
+    // `{"event": {..., "args": {"deep": [[...1...]]}}}`: three objects, then
+    // `depth - 3` arrays.
+    let body = |depth: usize| {
+        let arrays = depth - 3;
+        format!(
+            r#"{{"event": {{"run_id": "r", "tool_name": "search", "call_id": "c", "args": {{"deep": {}1{}}}}}}}"#,
+            "[".repeat(arrays),
+            "]".repeat(arrays)
+        )
+    };
+    let (status, answer) = s.post_raw("/v1/steering", body(127)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer, Value::Null);
+    let (status, answer) = s.post_raw("/v1/steering", body(128)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let error = answer.to_string();
+    assert!(
+        error.contains("recursion limit") && error.contains("line 1") && error.contains("column"),
+        "{error}"
+    );
+    s.stop().await;
+}
