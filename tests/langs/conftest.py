@@ -119,12 +119,15 @@ def check(
     return json.loads(proc.stdout)
 
 
-def replay(toolgate_bin: Path, plugins: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Runs `{seam, event, state?}` lines through `toolgate replay --json`; one decision per line."""
+def replay(
+    toolgate_bin: Path, plugins: Path, lines: list[dict[str, Any]], *options: str
+) -> list[dict[str, Any]]:
+    """Runs `{seam, event, state?}` lines through `toolgate replay --json`
+    (with `options`); one decision per line."""
     trace = plugins / "events.jsonl"
     trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
     proc = subprocess.run(
-        [str(toolgate_bin), "replay", "--plugins", str(plugins), "--json", str(trace)],
+        [str(toolgate_bin), "replay", "--plugins", str(plugins), "--json", *options, str(trace)],
         capture_output=True,
         text=True,
         timeout=900,

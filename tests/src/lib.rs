@@ -28,8 +28,10 @@
 //! | [`SCRIPTED`] | all four | answers as its config scripts |
 //! | [`STEERING_ONLY`] | steering | always proceeds |
 //! | [`REWRITE_ONLY`] | rewrite | never rewrites |
+//! | [`MEMO`] | steering, rewrite, result | tries to carry state across calls; reports it and the event's `state` |
 //!
-//! The hostile and scripted programs document their configuration in
-//! `tests/guests/hostile/src/lib.rs` and `tests/guests/scripted/src/lib.rs`.
+//! The hostile and scripted programs document their configuration, and memo
+//! its answers, in
+//! `tests/guests/{hostile,scripted,memo}/src/lib.rs`.
 
 include!(concat!(env!("OUT_DIR"), "/programs.rs"));

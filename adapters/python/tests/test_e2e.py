@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import pytest
 from agent_kit import call, calls, make_agent, say, scope
-from toolgate_server import SetupError, ToolgateServer, plugin_dir, rust_plugin
+from toolgate_server import SetupError, ToolgateServer, plugin_dir, required_guest, rust_plugin
 
-from toolgate_symfonic import FAIL_CLOSED_MESSAGE, ToolgateHandler
+from toolgate_symfonic import FAIL_CLOSED_MESSAGE, STATE_KEYS, ToolgateHandler
 
 WHERE_MESSAGE = "Add a WHERE clause before running this query."
 ROUTING_KEYWORDS = {"run_query": ["query"], "send_email": ["email"], "delete_user": ["delete"]}
@@ -743,3 +743,45 @@ def test_a_rewrite_changes_only_what_the_guard_changed(guards: StartGuards) -> N
         if key != "sql":
             assert out[key] is args[key], (key, out[key])
     assert set(out) == set(args)
+
+
+def test_the_adapters_state_reaches_the_guard(guards: StartGuards) -> None:
+    # The memo test guest cancels every call with the state it got (and
+    # what it found of earlier calls: nothing, on a fresh instance).
+    import json
+
+    try:
+        memo = required_guest("memo")
+    except SetupError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    g = guards(extra={"memo.wasm": memo})
+    agent, t = make_agent(
+        [
+            calls(("run_query", "c1", {"sql": "SELECT 1"}), ("list_tables", "l1", {})),
+            say("done"),
+        ]
+    )
+    handler = g.handler()
+    run_agent(agent, handler, "find the users", scope=scope("acme"))
+
+    assert t.ran == []
+    for call_id in ("c1", "l1"):
+        message = t.tool_message(call_id)
+        assert message.status == "success", message
+        seen = json.loads(message.content)
+        assert seen["calls"] == 1 and seen["last"] is None, seen
+        state = seen["state"]
+        assert list(state) == list(STATE_KEYS), state
+        assert state["tenant_id"] == "acme", state
+        assert state["query"] == "find the users", state
+        assert isinstance(state["run_id"], str) and state["run_id"], state
+        # memo rewrote both calls of the turn to what it saw at the rewrite
+        # seam, where symfonic's state has no tool calls yet; steering sees
+        # the turn's calls as they will run.
+        rewritten = {"calls": 1, "last": None, "state": {**state, "tool_calls": []}}
+        assert state["tool_calls"] == [
+            {"name": "run_query", "args": rewritten, "id": "c1"},
+            {"name": "list_tables", "args": rewritten, "id": "l1"},
+        ], state
+    assert handler.failures == {}
+

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from toolgate_server import plugin_dir, rust_plugin, built_guest
+from toolgate_server import plugin_dir, required_guest, rust_plugin
 
 from toolgate import BusyError, Host, RequestError, ToolgateError
 
@@ -56,9 +56,7 @@ def test_steering_and_its_trace(tmp_path: Path) -> None:
 def test_big_integers_and_key_order_survive(tmp_path: Path) -> None:
     # The scripted test guest answers the rewrite seam with the JSON text of
     # its configuration verbatim: what the host parses is what Python gets.
-    scripted = built_guest("scripted")
-    if scripted is None:
-        pytest.skip("the scripted test guest is not built (cargo test --workspace builds it)")
+    scripted = required_guest("scripted")
     big = 18446744073709551616123
     raw = f'{{"zeta":{big},"sql":"SELECT 1","alpha":[1,-{big},2.5]}}'
     plugins = plugin_dir(tmp_path / "plugins", {"scripted.wasm": scripted})
@@ -78,6 +76,44 @@ def test_big_integers_and_key_order_survive(tmp_path: Path) -> None:
     }
     assert list(answer["args"]) == ["zeta", "sql", "alpha"]
     assert isinstance(answer["args"]["zeta"], int)
+
+
+def test_state_reaches_the_guard_as_passed_and_no_call_sees_another(tmp_path: Path) -> None:
+    # The memo test guest echoes the state it got, with what it found of
+    # earlier calls (a static counter, the previous call id): nothing, on a
+    # fresh instance per call.
+    import json
+
+    host = host_over(tmp_path, {"memo.wasm": required_guest("memo")})
+    big = 18446744073709551616123
+    state = {"zeta": big, "alpha": {"y": -big, "b": 0.1}, "tenant": "acme"}
+    dispatch = {
+        "run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "d1",
+        "tool_name": "run_query", "args": {}, "available_tools": ["run_query"],
+    }
+
+    async def go() -> list[Any]:
+        answers = []
+        for i in range(8):
+            event = {**steering_event("SELECT 1"), "call_id": f"c{i}"}
+            answers.append(await host.steering(event, state={**state, "turn": i}))
+        answers.append(await host.rewrite(dispatch, state=state))
+        answers.append(await host.steering(steering_event("SELECT 1")))
+        return answers
+
+    *steered, rewritten, bare = asyncio.run(go())
+    for i, answer in enumerate(steered):
+        assert answer["action"] == "skip" and answer["is_error"] is False, answer
+        seen = json.loads(answer["content"])
+        assert seen == {"calls": 1, "last": None, "state": {**state, "turn": i}}, i
+        assert list(seen["state"]) == ["zeta", "alpha", "tenant", "turn"]
+        assert list(seen["state"]["alpha"]) == ["y", "b"]
+    assert rewritten == {
+        "tool_name": "run_query",
+        "args": {"calls": 1, "last": None, "state": state},
+    }
+    assert list(rewritten["args"]["state"]) == ["zeta", "alpha", "tenant"]
+    assert json.loads(bare["content"]) == {"calls": 1, "last": None, "state": {}}
 
 
 def test_request_text_reads_back_as_json_dumps_does(tmp_path: Path) -> None:

@@ -65,6 +65,19 @@ def built_guest(name: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def required_guest(name: str) -> Path:
+    """A built test guest (``tests/guests``); raises SetupError naming what
+    to build when it is absent (a test that needs it fails, never skips)."""
+    path = built_guest(name)
+    if path is None:
+        where = env_path("TOOLGATE_GUESTS", "target/wasm-guests/wasm32-wasip2/release")
+        raise SetupError(
+            f"test guest {where / (name + '.wasm')} is missing: `cargo test --workspace` "
+            "builds it, or set TOOLGATE_GUESTS"
+        )
+    return path
+
+
 def plugin_dir(target: Path, components: dict[str, Path]) -> Path:
     """Copies components into ``target`` under the given file names
     (``tenants/<name>/x.wasm`` makes the tenant's directory)."""

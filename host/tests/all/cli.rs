@@ -538,3 +538,81 @@ fn replay_takes_a_null_state_and_answers_as_http() {
     }
     assert_ne!(replayed[0]["result"], json!(null), "{text}");
 }
+
+/// A state with integers no `i64`/`f64` holds and keys out of order: what
+/// every face must hand a guard exactly as it came.
+const ODD_STATE: &str = r#"{"z":18446744073709551616,"a":{"y":-170141183460469231731687303715884105729,"b":0.1},"tenant":"acme"}"#;
+
+/// `check --state` and each line's `state` in `replay` reach the guard as
+/// written, at steering and rewrite; a line without one hands it `{}`. The
+/// `memo` guest echoes the state it got (and sees no earlier call).
+#[test]
+fn state_reaches_the_guard_through_check_and_replay() {
+    let dir = plugin_dir(&[("memo.wasm", toolgate_tests::MEMO)]);
+    let plugins = dir.path().display().to_string();
+    let state_file = dir.path().join("state.json");
+    std::fs::write(&state_file, ODD_STATE).expect("write");
+    let event = r#"{"run_id": "r", "tool_name": "t", "call_id": "c", "args": {}}"#;
+    let out = run(
+        &[
+            "check",
+            "--plugins",
+            &plugins,
+            "--seam",
+            "steering",
+            "--event",
+            "-",
+            "--state",
+            &state_file.display().to_string(),
+        ],
+        event,
+    );
+    let content = stdout_json(&out)["result"]["content"].clone();
+    assert_eq!(
+        content.as_str(),
+        Some(format!(r#"{{"calls":1,"last":null,"state":{ODD_STATE}}}"#).as_str()),
+        "{content}"
+    );
+
+    let dispatch = r#"{"run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "d", "tool_name": "t", "args": {}, "available_tools": ["t"]}"#;
+    let trace = format!(
+        "{{\"seam\": \"steering\", \"event\": {event}, \"state\": {ODD_STATE}}}\n\
+         {{\"seam\": \"rewrite\", \"event\": {dispatch}, \"state\": {ODD_STATE}}}\n\
+         {{\"seam\": \"steering\", \"event\": {event}}}\n"
+    );
+    let file = dir.path().join("trace.jsonl");
+    std::fs::write(&file, trace).expect("write");
+    let out = run(
+        &[
+            "replay",
+            "--json",
+            "--plugins",
+            &plugins,
+            &file.display().to_string(),
+        ],
+        "",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().take_while(|l| *l != "--").collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let steered: Value = serde_json::from_str(lines[0]).expect("JSON line");
+    assert_eq!(
+        steered["result"]["content"].as_str(),
+        content.as_str(),
+        "{text}"
+    );
+    // The rewrite's args are what memo found: the state as written.
+    assert!(
+        lines[1].contains(&format!(
+            r#""args":{{"calls":1,"last":null,"state":{ODD_STATE}}}"#
+        )),
+        "{text}"
+    );
+    let bare: Value = serde_json::from_str(lines[2]).expect("JSON line");
+    assert_eq!(
+        bare["result"]["content"].as_str(),
+        Some(r#"{"calls":1,"last":null,"state":{}}"#),
+        "{text}"
+    );
+}

@@ -11,9 +11,11 @@ mod cli;
 mod compiles;
 mod contract;
 mod examples;
+mod fresh;
 mod fuzz;
 mod hostile;
 mod http_limits;
+mod logged;
 mod manifest;
 mod prepared;
 mod reload;
@@ -157,4 +159,34 @@ pub fn tight() -> Limits {
 /// The empty state.
 pub fn no_state() -> Value {
     json!({})
+}
+
+/// A writer the test's log goes to, kept for reading.
+#[derive(Clone, Default)]
+pub struct Kept(pub Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Kept {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        String::from_utf8(bytes).expect("the log is UTF-8")
+    }
+}
+
+impl std::io::Write for Kept {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

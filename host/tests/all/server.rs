@@ -1985,4 +1985,83 @@ fn the_binary_serves_from_its_first_second_and_tenants_come_online_one_by_one() 
     assert_eq!(call("spin", json!({})).0, StatusCode::SERVICE_UNAVAILABLE);
     let _ = child.kill();
     let _ = child.wait();
+
+/// The request's `state` reaches the guard as sent — integers beyond
+/// `i64` and `f64`, keys out of order — at steering and rewrite, and
+/// `{}` when the request has none (the `memo` guest echoes it).
+#[tokio::test]
+async fn state_reaches_the_guard_over_http_as_sent() {
+    let s = Running::start(
+        &[("memo.wasm", toolgate_tests::MEMO)],
+        ServerConfig::default(),
+    )
+    .await;
+    let state = r#"{"z":18446744073709551616,"a":{"y":-170141183460469231731687303715884105729,"b":0.1},"tenant":"acme"}"#;
+    let steering = r#"{"run_id": "r", "tool_name": "t", "call_id": "c", "args": {}}"#;
+    let dispatch = r#"{"run_id": "r", "iteration_index": 0, "node_name": "react", "call_id": "d",
+        "tool_name": "t", "args": {}, "available_tools": ["t"]}"#;
+    let post = |path: &'static str, body: String| {
+        let request = s
+            .client
+            .post(s.url(path))
+            .header("content-type", "application/json")
+            .body(body);
+        async move {
+            let response = request.send().await.expect("request");
+            assert_eq!(response.status(), StatusCode::OK);
+            response.text().await.expect("body")
+        }
+    };
+    let seen = format!(r#"{{"calls":1,"last":null,"state":{state}}}"#);
+    let text = post(
+        "/v1/steering",
+        format!(r#"{{"event": {steering}, "state": {state}}}"#),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(answer["content"].as_str(), Some(seen.as_str()), "{text}");
+    let text = post(
+        "/v1/rewrite",
+        format!(r#"{{"event": {dispatch}, "state": {state}}}"#),
+    )
+    .await;
+    assert!(text.contains(&format!(r#""args":{seen}"#)), "{text}");
+    let text = post("/v1/steering", format!(r#"{{"event": {steering}}}"#)).await;
+    let answer: Value = serde_json::from_str(&text).expect("JSON");
+    assert_eq!(
+        answer["content"].as_str(),
+        Some(r#"{"calls":1,"last":null,"state":{}}"#),
+        "{text}"
+    );
+    s.stop().await;
+}
+
+/// A request nested 127 levels deep (the body's own object the first) is
+/// answered; one level more — 128, serde_json's recursion limit — is
+/// refused with 400 naming the line and the column (README: "refuse a
+/// request nested 128 levels deep or deeper").
+#[tokio::test]
+async fn the_nesting_limit_is_at_128_levels() {
+    let s = Running::start(&[("sql-guard.wasm", SQL_GUARD)], ServerConfig::default()).await;
+    // `{"event": {..., "args": {"deep": [[...1...]]}}}`: three objects, then
+    // `depth - 3` arrays.
+    let body = |depth: usize| {
+        let arrays = depth - 3;
+        format!(
+            r#"{{"event": {{"run_id": "r", "tool_name": "search", "call_id": "c", "args": {{"deep": {}1{}}}}}}}"#,
+            "[".repeat(arrays),
+            "]".repeat(arrays)
+        )
+    };
+    let (status, answer) = s.post_raw("/v1/steering", body(127)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer, Value::Null);
+    let (status, answer) = s.post_raw("/v1/steering", body(128)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let error = answer.to_string();
+    assert!(
+        error.contains("recursion limit") && error.contains("line 1") && error.contains("column"),
+        "{error}"
+    );
+    s.stop().await;
 }

@@ -786,24 +786,6 @@ async fn a_tenant_that_trips_a_global_guard_quarantines_it_for_itself_only() {
     assert_eq!(d.trace[0].fault, Some(Fault::Quarantined), "{:?}", d.trace);
 }
 
-/// A writer the test's log goes to, kept for reading.
-#[derive(Clone, Default)]
-struct Kept(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Kept {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A tenant's guards write at most its log budget a second: lines beyond
 /// it are dropped and counted while its calls go on, the log says so, and
 /// another tenant's lines are not touched.
