@@ -1985,6 +1985,7 @@ fn the_binary_serves_from_its_first_second_and_tenants_come_online_one_by_one() 
     assert_eq!(call("spin", json!({})).0, StatusCode::SERVICE_UNAVAILABLE);
     let _ = child.kill();
     let _ = child.wait();
+}
 
 /// The request's `state` reaches the guard as sent — integers beyond
 /// `i64` and `f64`, keys out of order — at steering and rewrite, and
