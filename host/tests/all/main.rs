@@ -17,7 +17,7 @@
 //! | `on_error = "deny"`: steering refuses, routing hides all, rewrite and result skip the guard | `logged::deny_holds_at_every_seam`, `hostile::fail_closed_guard_steers_with_a_labelled_message` |
 //! | big integers and key order pass through every face | `chains::rewrite_passes_big_integers_and_key_order_through`, `server::big_integers_and_key_order_pass_through_http`, `server::state_reaches_the_guard_over_http_as_sent`, `cli::state_reaches_the_guard_through_check_and_replay`, `test_host.py::test_big_integers_and_key_order_survive` |
 //! | HTTP refuses a request nested 128 levels deep, naming line and column | `server::the_nesting_limit_is_at_128_levels`, `cli::nested_args_pass_up_to_the_documented_depth` |
-//! | a guard's stdout/stderr go to the log, bounded by `log_kib` | `hostile::stdout_flood_is_bounded_and_the_call_completes` |
+//! | a guard's stdout/stderr go to the log, bounded by `log_kib` | `cli::a_guards_output_reaches_the_log_bounded`, `hostile::stdout_flood_is_bounded_and_the_call_completes` |
 //! | a reload under calls loses and fails none; calls see the new version | `reload::reloads_under_concurrent_calls_lose_and_fail_nothing` |
 //! | `--max-connections`: a connection over the cap is closed, those within it served | `http_limits::the_binary_takes_connection_limits` |
 //! | `--tenant-tokens-file`: a tenant's token calls as that tenant only; the operator's endpoints are the operator's | `server::the_binary_serves_tenants_by_their_tokens_file`, `server::a_tenant_token_calls_the_seams_as_its_tenant_only` |
