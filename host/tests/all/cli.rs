@@ -616,3 +616,54 @@ fn state_reaches_the_guard_through_check_and_replay() {
         "{text}"
     );
 }
+
+/// A guard's stdout and stderr reach the log (at `info`), each stream's
+/// first `log_kib` (64 KiB) in one line with the count of bytes dropped:
+/// the hostile guest writes 100 MiB to each. Through the binary, whose log
+/// is its own process's (`TOOLGATE_LOG=info`).
+#[test]
+fn a_guards_output_reaches_the_log_bounded() {
+    let dir = plugin_dir(&[("hostile.wasm", toolgate_tests::HOSTILE)]);
+    // About 4 s of work alone; generous bounds for a busy machine.
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 600000\nfuel = 1000000000000\n",
+    )
+    .expect("write");
+    let mut child = Command::new(BIN)
+        .args(["check", "--plugins", &dir.path().display().to_string()])
+        .args(["--seam", "steering", "--event", "-"])
+        .env("TOOLGATE_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolgate");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(br#"{"run_id": "r", "tool_name": "stdout-flood", "call_id": "c", "args": {}}"#)
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    let v = stdout_json(&out);
+    assert_eq!(v["trace"][0]["outcome"], "proceed", "{v}");
+    let log = stderr(&out);
+    let run = "o".repeat(64);
+    let flooded: Vec<&str> = log.lines().filter(|l| l.contains(&run)).collect();
+    assert_eq!(flooded.len(), 2, "one line per stream");
+    let dropped = (100 << 20) - (64 << 10);
+    for (line, stream) in flooded.iter().zip(["stdout", "stderr"]) {
+        let tail = line.get(line.len().saturating_sub(120)..).unwrap_or(line);
+        assert!(line.contains("plugin=hostile"), "{tail}");
+        assert!(line.contains(&format!("stream=\"{stream}\"")), "{tail}");
+        assert!(line.contains(&format!("dropped={dropped}")), "{tail}");
+        let longest_run = line.split(|c| c != 'o').map(str::len).max();
+        assert_eq!(longest_run, Some(64 << 10), "{tail}");
+    }
+    assert!(
+        log.len() < 2 * (64 << 10) + 4096,
+        "{} bytes logged",
+        log.len()
+    );
+}

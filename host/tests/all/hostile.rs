@@ -239,6 +239,7 @@ async fn stdout_flood_is_bounded_and_the_call_completes() {
     };
     let entry = contained("stdout-flood", limits).await;
     assert_eq!(entry.outcome, Outcome::Proceed, "{entry:?}");
+    // What reaches the log: `cli::a_guards_output_reaches_the_log_bounded`.
 }
 
 #[tokio::test]

@@ -115,6 +115,31 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> Option<Durat
     .map(|()| started.elapsed())
 }
 
+/// Sends `GET /healthz` on `stream` (kept alive) and reads until a `200`
+/// status line arrives (true) or the stream closes (false).
+async fn answers_health(stream: &mut TcpStream) -> bool {
+    let request = b"GET /healthz HTTP/1.1\r\nhost: toolgate\r\n\r\n";
+    if stream.write_all(request).await.is_err() {
+        return false;
+    }
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    let read = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+            let text = String::from_utf8_lossy(&seen);
+            if text.contains("HTTP/1.1 200") && text.contains("\r\n\r\n") {
+                return true;
+            }
+        }
+    })
+    .await;
+    read.unwrap_or(false)
+}
+
 fn steer_where() -> Value {
     json!({"action": "skip", "content": "Add a WHERE clause before running this query.", "is_error": true})
 }
@@ -412,10 +437,12 @@ fn the_binary_takes_connection_limits() {
             "--no-cache",
             "--max-connections",
             "2",
+            // No timeout could cut a connection within this test: whatever
+            // closes one is the cap.
             "--idle-timeout-ms",
-            "500",
+            "600000",
             "--header-timeout-ms",
-            "500",
+            "600000",
         ],
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -423,25 +450,24 @@ fn the_binary_takes_connection_limits() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
+        // Two connections, each answered: both are being served.
         let mut held = Vec::new();
         for _ in 0..2 {
-            held.push(TcpStream::connect(&addr).await.expect("connect"));
+            let mut stream = TcpStream::connect(&addr).await.expect("connect");
+            assert!(answers_health(&mut stream).await, "within the cap");
+            held.push(stream);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        // The third is over the cap: closed at once, long before any timeout
-        // could have cut it.
+        // The third is over the cap: closed without an answer.
         let mut third = TcpStream::connect(&addr).await.expect("connect");
         assert!(
-            closed_within(&mut third, Duration::from_secs(20))
+            closed_within(&mut third, Duration::from_secs(60))
                 .await
-                .is_some()
+                .is_some(),
+            "the connection over the cap is closed"
         );
+        // ... and the two within it are still served.
         for stream in &mut held {
-            assert!(
-                closed_within(stream, Duration::from_secs(20))
-                    .await
-                    .is_some()
-            );
+            assert!(answers_health(stream).await, "still served");
         }
     });
     let _ = child.kill();

@@ -3,6 +3,25 @@
 //! Guest programs are built once by the `toolgate-tests` crate's build
 //! script (see `tests/src/lib.rs`); garbage no compiler produces is written
 //! inline as WAT here.
+//!
+//! ## Claims and the tests that fail when they break
+//!
+//! | claim (README.md, docs/) | tests |
+//! |---|---|
+//! | a fresh instance for every hook call: nothing of one call is visible to the next (plain, prepared, snapshotted) | `fresh::*` (Rust `memo`), `tests/langs/test_fresh.py` (JS, Python, Go `memo`) |
+//! | a prepared instance serves exactly one call | `fresh::a_prepared_instance_serves_one_call_and_keeps_nothing`, `prepared::*` |
+//! | a snapshot starts every call from its warm-up | `fresh::a_snapshot_*`, `tests/langs/test_fresh.py::test_a_snapshot_*` |
+//! | every event carries the hook's `state` (`{}` when none), as sent | `fresh::a_plain_instance_sees_no_earlier_call_at_any_seam` (library), `cli::state_reaches_the_guard_through_check_and_replay`, `server::state_reaches_the_guard_over_http_as_sent`, `logged::deny_holds_at_every_seam` (result seam), `test_host.py::test_state_reaches_the_guard_as_passed_and_no_call_sees_another`, `test_e2e.py::test_the_adapters_state_reaches_the_guard` (symfonic adapter, in-process and over HTTP), `tests/langs/test_fresh.py` (check, replay, serve) |
+//! | a fault is logged: `guard faulted; skipped` with plugin, seam, cause | `logged::a_fault_is_logged_once_with_plugin_seam_and_cause_at_every_seam` |
+//! | a malformed reply is dropped and logged | `logged::a_malformed_reply_is_logged_once_with_plugin_and_seam` |
+//! | `on_error = "deny"`: steering refuses, routing hides all, rewrite and result skip the guard | `logged::deny_holds_at_every_seam`, `hostile::fail_closed_guard_steers_with_a_labelled_message` |
+//! | big integers and key order pass through every face | `chains::rewrite_passes_big_integers_and_key_order_through`, `server::big_integers_and_key_order_pass_through_http`, `server::state_reaches_the_guard_over_http_as_sent`, `cli::state_reaches_the_guard_through_check_and_replay`, `test_host.py::test_big_integers_and_key_order_survive` |
+//! | HTTP refuses a request nested 128 levels deep, naming line and column | `server::the_nesting_limit_is_at_128_levels`, `cli::nested_args_pass_up_to_the_documented_depth` |
+//! | a guard's stdout/stderr go to the log, bounded by `log_kib` | `cli::a_guards_output_reaches_the_log_bounded`, `hostile::stdout_flood_is_bounded_and_the_call_completes` |
+//! | a reload under calls loses and fails none; calls see the new version | `reload::reloads_under_concurrent_calls_lose_and_fail_nothing` |
+//! | `--max-connections`: a connection over the cap is closed, those within it served | `http_limits::the_binary_takes_connection_limits` |
+//! | `--tenant-tokens-file`: a tenant's token calls as that tenant only; the operator's endpoints are the operator's | `server::the_binary_serves_tenants_by_their_tokens_file`, `server::a_tenant_token_calls_the_seams_as_its_tenant_only` |
+//! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
 mod cache;

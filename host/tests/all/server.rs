@@ -2066,3 +2066,134 @@ async fn the_nesting_limit_is_at_128_levels() {
     );
     s.stop().await;
 }
+
+/// `toolgate serve --tenant-tokens-file`: the binary reads the file; a
+/// tenant's token calls as that tenant (its own guard runs), cannot call
+/// as another (403) nor reach the operator's endpoints (403); an unknown
+/// token is refused (401); a file without `--token-file`, or one that
+/// cannot be parsed, stops the binary at start with exit 2 naming it.
+#[test]
+fn the_binary_serves_tenants_by_their_tokens_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugins = dir.path().join("plugins");
+    for (name, src) in [
+        ("tenants/acme/sql-guard.wasm", SQL_GUARD),
+        ("tenants/beta/no-email.wasm", NO_EMAIL),
+    ] {
+        let dest = plugins.join(name);
+        std::fs::create_dir_all(dest.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(src, dest).expect("copy");
+    }
+    let operator = dir.path().join("token");
+    std::fs::write(&operator, "operator-secret\n").expect("write");
+    let tenants = dir.path().join("tenants.toml");
+    std::fs::write(
+        &tenants,
+        format!(
+            "acme = \"sha256:{}\"\nbeta = \"sha256:{}\"\n",
+            hex(b"acme-secret"),
+            hex(b"beta-secret")
+        ),
+    )
+    .expect("write");
+    let (operator, tenants) = (
+        operator.display().to_string(),
+        tenants.display().to_string(),
+    );
+
+    // Refused at start: no operator token, or a file that does not parse.
+    let refused = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &plugins.display().to_string()])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(&["--tenant-tokens-file", &tenants]);
+    assert!(
+        err.contains("--tenant-tokens-file needs --token-file"),
+        "{err}"
+    );
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "acme = \"not-a-digest\"\n").expect("write");
+    let err = refused(&[
+        "--token-file",
+        &operator,
+        "--tenant-tokens-file",
+        &broken.display().to_string(),
+    ]);
+    assert!(err.contains("broken.toml") && err.contains("acme"), "{err}");
+
+    let (mut child, addr, _) = spawn_serve(
+        &plugins,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            &operator,
+            "--tenant-tokens-file",
+            &tenants,
+        ],
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let call = |token: &str, body: &Value| {
+            client
+                .post(format!("http://{addr}/v1/steering"))
+                .bearer_auth(token)
+                .json(body)
+                .send()
+        };
+        let delete = steering("run_query", json!({"sql": "DELETE FROM t"}));
+        let email = steering("send_email", json!({"to": "x@example.com"}));
+        // Each token runs its own tenant's guards.
+        let r = call("acme-secret", &delete).await.expect("request");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.json::<Value>().await.expect("JSON"), steer_where());
+        let r = call("beta-secret", &delete).await.expect("request");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.json::<Value>().await.expect("JSON"), Value::Null);
+        let r = call("beta-secret", &email).await.expect("request");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(
+            r.json::<Value>().await.expect("JSON")["action"],
+            json!("skip")
+        );
+        // beta's token cannot call as acme.
+        let mut as_acme = delete.clone();
+        as_acme["tenant"] = json!("acme");
+        let r = call("beta-secret", &as_acme).await.expect("request");
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+        let body = r.json::<Value>().await.expect("JSON");
+        assert_eq!(
+            body["error"],
+            "tenant `beta`'s token cannot call as tenant `acme`"
+        );
+        // The operator's token calls as anyone; the plugin list is its alone.
+        let r = call("operator-secret", &as_acme).await.expect("request");
+        assert_eq!(r.json::<Value>().await.expect("JSON"), steer_where());
+        for (token, status) in [
+            ("acme-secret", StatusCode::FORBIDDEN),
+            ("operator-secret", StatusCode::OK),
+        ] {
+            let r = client
+                .get(format!("http://{addr}/v1/plugins"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("request");
+            assert_eq!(r.status(), status, "{token}");
+        }
+        let r = call("nobody-secret", &delete).await.expect("request");
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}
