@@ -2151,6 +2151,17 @@ fn the_binary_serves_tenants_by_their_tokens_file() {
                 .json(body)
                 .send()
         };
+        // Tenants come online after the server answers: until `/readyz`.
+        let ready = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let r = client.get(format!("http://{addr}/readyz")).send().await;
+                if r.is_ok_and(|r| r.status() == StatusCode::OK) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        assert!(ready.await.is_ok(), "every tenant loaded");
         let delete = steering("run_query", json!({"sql": "DELETE FROM t"}));
         let email = steering("send_email", json!({"to": "x@example.com"}));
         // Each token runs its own tenant's guards.
