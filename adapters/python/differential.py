@@ -70,6 +70,7 @@ import math
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -1004,7 +1005,8 @@ class ToolgateSide:
                 tenant = f"c{i:06d}"
                 d = tenants / tenant
                 d.mkdir()
-                os.link(master, d / "scripted.wasm")
+                # A tenant's files may not be hard links (the host refuses them).
+                shutil.copyfile(master, d / "scripted.wasm")
                 (d / "toolgate.toml").write_text(manifest(case), encoding="utf-8")
                 # No state: the scripts never read it, and symfonic's is
                 # not JSON (INTENTIONAL_DIFFERENCES["state-on-every-seam"]).
