@@ -9,23 +9,8 @@
 use serde_json::json;
 use toolgate::{Fault, Outcome};
 use toolgate_tests::{HOSTILE, MEMO, SCRIPTED};
-use tracing::subscriber::DefaultGuard;
 
 use crate::*;
-
-/// Captures this thread's log at `level` and above until dropped.
-fn capture(level: tracing::Level) -> (Kept, DefaultGuard) {
-    let kept = Kept::default();
-    let writer = kept.clone();
-    let guard = tracing::subscriber::set_default(
-        tracing_subscriber::fmt()
-            .with_max_level(level)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish(),
-    );
-    (kept, guard)
-}
 
 /// The lines of `text` holding every one of `needles`.
 fn lines_with<'a>(text: &'a str, needles: &[&str]) -> Vec<&'a str> {

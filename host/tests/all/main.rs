@@ -180,6 +180,21 @@ pub fn no_state() -> Value {
     json!({})
 }
 
+/// Captures this thread's log at `level` and above until the guard is
+/// dropped.
+pub fn capture(level: tracing::Level) -> (Kept, tracing::subscriber::DefaultGuard) {
+    let kept = Kept::default();
+    let writer = kept.clone();
+    let guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    (kept, guard)
+}
+
 /// A writer the test's log goes to, kept for reading.
 #[derive(Clone, Default)]
 pub struct Kept(pub Arc<std::sync::Mutex<Vec<u8>>>);

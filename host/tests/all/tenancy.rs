@@ -791,15 +791,7 @@ async fn a_tenant_that_trips_a_global_guard_quarantines_it_for_itself_only() {
 /// another tenant's lines are not touched.
 #[tokio::test]
 async fn a_tenant_s_guard_log_is_held_to_its_budget_and_no_one_else_s() {
-    let kept = Kept::default();
-    let writer = kept.clone();
-    let _log = tracing::subscriber::set_default(
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish(),
-    );
+    let (kept, _log) = capture(tracing::Level::WARN);
     let dir = tempfile::tempdir().expect("tempdir");
     put(
         dir.path(),
@@ -823,7 +815,7 @@ async fn a_tenant_s_guard_log_is_held_to_its_budget_and_no_one_else_s() {
     let earned = 102_400 + started.elapsed().as_millis() * 103;
     let d = steer_as(&reg, Some("b"), "log-warn", json!({})).await;
     assert_eq!(d.trace[0].fault, None, "{:?}", d.trace);
-    let text = String::from_utf8(kept.0.lock().expect("log").clone()).expect("UTF-8");
+    let text = kept.text();
     let lines_of = |plugin: &str| {
         text.lines()
             .filter(|l| l.contains(&format!("plugin=\"{plugin}\"")))
@@ -859,15 +851,7 @@ async fn a_tenant_s_guard_log_is_held_to_its_budget_and_no_one_else_s() {
 /// lines are all written.
 #[tokio::test]
 async fn the_host_s_lines_about_a_tenant_s_faults_are_held_to_its_log_budget() {
-    let kept = Kept::default();
-    let writer = kept.clone();
-    let _log = tracing::subscriber::set_default(
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish(),
-    );
+    let (kept, _log) = capture(tracing::Level::WARN);
     let dir = tempfile::tempdir().expect("tempdir");
     put(
         dir.path(),
@@ -889,7 +873,7 @@ async fn the_host_s_lines_about_a_tenant_s_faults_are_held_to_its_log_budget() {
         let d = steer_as(&reg, Some("b"), "trap", json!({})).await;
         assert_eq!(d.trace[0].fault, Some(Fault::Unreachable), "{:?}", d.trace);
     }
-    let text = String::from_utf8(kept.0.lock().expect("log").clone()).expect("UTF-8");
+    let text = kept.text();
     let faults_of = |plugin: &str| {
         text.lines()
             .filter(|l| l.contains("guard faulted") && l.contains(&format!("plugin=\"{plugin}\"")))
