@@ -253,13 +253,17 @@ impl Plugin {
                 let big = store.data().limiter.memory_used() > crate::turns::BIG;
                 let remains = (store, slot, admission);
                 if big {
-                    self.engine.long_lane().drop_later(remains);
+                    self.engine.long_lane().drop_later(&progress, remains);
                 } else {
                     drop(remains);
                 }
                 (result, fuel_used)
             }
-            Err(Unfinished::Overdue) => (Err(self.starved(&progress)), progress.fuel_burnt()),
+            Err(Unfinished::Overdue) => {
+                // Its store is still on the lane, to be dropped there.
+                progress.give_back_turn();
+                (Err(self.starved(&progress)), progress.fuel_burnt())
+            }
             Err(Unfinished::ShutDown) => {
                 return Called {
                     result: Err((Fault::Overloaded, "the host is shutting down".into())),
@@ -474,8 +478,11 @@ impl Plugin {
     /// One instance made ahead of need in `slot`, if it starts and its
     /// start-up memory fits in what prepared instances may hold.
     async fn prepare(&self, mut slot: Slot) -> Option<Ready> {
-        let (mut store, _) = self.store().ok()?;
-        let instance = self.pre.instantiate_async(&mut store).await.ok()?;
+        let (mut store, progress) = self.store().ok()?;
+        let instance = self.pre.instantiate_async(&mut store).await.ok();
+        // Put aside, it must not keep the lane turn a long start-up took.
+        progress.give_back_turn();
+        let instance = instance?;
         slot.hold(store.data().limiter.memory_used() as u64)
             .then_some(Ready {
                 store,

@@ -49,13 +49,15 @@
 //! does not hold a serving thread for the millisecond or more each of its
 //! calls takes to turn long.
 //!
-//! Big teardowns go to the low threads too ([`LongLane::drop_later`]):
-//! dropping an instance whose memories grew past [`BIG`] gives them back
-//! to the kernel (`madvise`), milliseconds of kernel time a serving thread
-//! would otherwise spend. There, at the low priority, a teardown runs only
-//! on a core nothing else wants; until then the instance and its memory
-//! stay charged to its account, so a tenant whose teardowns lag behind
-//! waits on its own share.
+//! Big teardowns go to the lane's threads too ([`LongLane::drop_later`]),
+//! to the set its account's long calls would run on: dropping an instance
+//! whose memories grew past [`BIG`] gives them back to the kernel
+//! (`madvise`), milliseconds of kernel time a serving thread would
+//! otherwise spend. On the low threads a teardown runs only on a core
+//! nothing else wants; until then the instance and its memory stay charged
+//! to its account, so a tenant whose teardowns lag behind waits on its own
+//! share. What the call held of the lane (its turn) is given back when the
+//! call ends, not when its store is dropped.
 //!
 //! What this buys: calls that finish within a tick (nearly every guard)
 //! never wait for a turn, and however many guests spin, they hold at most
@@ -376,10 +378,14 @@ impl LongLane {
     }
 
     /// Drops `remains` (a big instance's store, with the pool slot and the
-    /// share it holds) on the low lane's teardown thread, at its priority,
-    /// in the order given; here if the lane has no threads.
-    pub(crate) fn drop_later(&self, remains: impl Send + 'static) {
-        match &self.low.threads.0 {
+    /// share it holds) on the teardown thread of the lane a long call of
+    /// `progress` would run in (see [`LongLane::lane_for`]), at its
+    /// priority, in the order given; here if the lane has no threads. An
+    /// account within its part of the CPU thus gets its memory back while
+    /// other work keeps every core busy; one over it, only when a core is
+    /// free.
+    pub(crate) fn drop_later(&self, progress: &Progress, remains: impl Send + 'static) {
+        match &self.lane_for(progress).threads.0 {
             Some(lane) => drop(lane.spawn_blocking(move || drop(remains))),
             None => drop(remains),
         }
@@ -480,6 +486,11 @@ pub(crate) struct Progress {
     burnt: AtomicU64,
     clock: Mutex<RunClock>,
     account: Option<Arc<CpuUse>>,
+    /// The turn a long call holds for its current slice: taken at a tick,
+    /// given back at the next one or when the call ends — never kept by a
+    /// store that outlives its call (a prepared instance, a teardown
+    /// waiting on the lane), which would hold its account's one turn.
+    turn: Mutex<Option<Held>>,
 }
 
 impl Progress {
@@ -488,6 +499,9 @@ impl Progress {
     fn clocked<T>(&self, poll: impl FnOnce() -> Poll<T>) -> Poll<T> {
         lock(&self.clock).start_poll();
         let polled = poll();
+        if polled.is_ready() {
+            self.give_back_turn();
+        }
         let mut clock = lock(&self.clock);
         clock.end_poll();
         if clock.ran >= LONG_BUSY {
@@ -495,6 +509,14 @@ impl Progress {
             self.ran_long.store(true, Ordering::Relaxed);
         }
         polled
+    }
+
+    /// Gives back the lane turn the call holds, if any: its slice is over.
+    /// A call run through [`LongLane::run`] gives it back when it ends; one
+    /// run outside it (an instance made ahead of need) must, before its
+    /// store is put aside.
+    pub(crate) fn give_back_turn(&self) {
+        drop(lock(&self.turn).take());
     }
 
     /// Whether the call ran long: past [`LONG_FUEL`] at a tick, past
@@ -706,17 +728,18 @@ impl Habit {
 }
 
 /// The turns one long call holds for its current slice.
+#[derive(Debug)]
 struct Held {
     _account: Option<OwnedSemaphorePermit>,
     _lane: OwnedSemaphorePermit,
 }
 
 /// The deadline callback's state for one call: the fuel it started with,
-/// the turn it holds, and what it shares with its caller (its deadline).
+/// the lane it takes turns in, and what it shares with its caller (its
+/// deadline, the turn it holds).
 pub(crate) struct Ticks {
     fuel: u64,
     lane: Option<(Arc<LongLane>, Option<Arc<Semaphore>>)>,
-    held: Arc<Mutex<Option<Held>>>,
     progress: Arc<Progress>,
 }
 
@@ -736,7 +759,6 @@ impl Ticks {
             fuel,
             lane: lane
                 .map(|(lane, account)| (Arc::clone(lane), account.map(|a| Arc::clone(&a.turn)))),
-            held: Arc::default(),
             progress: Arc::new(Progress {
                 budget: Some(budget),
                 bound,
@@ -783,11 +805,10 @@ impl Ticks {
             return UpdateDeadline::Yield(1);
         }
         progress.long.store(true, Ordering::Relaxed);
-        drop(lock(&self.held).take());
-        let (lane, account, held, bound, progress) = (
+        progress.give_back_turn();
+        let (lane, account, bound, progress) = (
             Arc::clone(lane),
             account.clone(),
-            Arc::clone(&self.held),
             progress.bound,
             Arc::clone(progress),
         );
@@ -816,7 +837,7 @@ impl Ticks {
                     Some(d) => tokio::time::timeout_at(d.into(), turn).await.ok().flatten(),
                     None => turn.await,
                 };
-                *lock(&held) = turn;
+                *lock(&progress.turn) = turn;
                 // Whoever gave the turn back woke this call into its
                 // thread's next slot (tokio's LIFO slot); yielding puts it
                 // behind the work already queued, as the slice boundary
@@ -1203,23 +1224,87 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_big_teardown_is_dropped_on_the_lane_thread_at_its_priority() {
-        let lane = LongLane::new(1, LanePriority::default());
+    /// Where `lane` drops a big teardown of a call of `account`.
+    async fn teardown_on(lane: &LongLane, account: Option<Arc<CpuUse>>) -> (Option<String>, i32) {
         let (tx, rx) = std::sync::mpsc::channel();
-        lane.drop_later(TellsWhere(tx));
-        let (name, class) =
-            tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(20)))
-                .await
-                .expect("joins")
-                .expect("dropped");
-        assert_eq!(name.as_deref(), Some("toolgate-long"));
+        let progress = Progress {
+            account,
+            ..Progress::default()
+        };
+        lane.drop_later(&progress, TellsWhere(tx));
+        tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(20)))
+            .await
+            .expect("joins")
+            .expect("dropped")
+    }
+
+    #[tokio::test]
+    async fn a_big_teardown_is_dropped_on_the_lane_thread_its_account_runs_long_calls_on() {
+        let lane = LongLane::new(1, LanePriority::default());
+        let (name, class) = teardown_on(&lane, Some(over_its_part(&lane))).await;
+        assert_eq!(name.as_deref(), Some(LOW_THREADS));
         if cfg!(target_os = "linux") {
-            assert_eq!(
-                class,
-                libc::SCHED_IDLE,
-                "teardown thread's scheduling class"
-            );
+            assert_eq!(class, libc::SCHED_IDLE, "low teardown thread's class");
         }
+        let (name, class) = teardown_on(&lane, Some(Arc::default())).await;
+        assert_eq!(
+            name.as_deref(),
+            Some(FAIR_THREADS),
+            "an account within its part"
+        );
+        if cfg!(target_os = "linux") {
+            assert_eq!(class, libc::SCHED_OTHER, "fair teardown thread's class");
+        }
+    }
+
+    /// Runs the tick of `ticks` at which its call turns long: takes a turn.
+    async fn tick_long(ticks: &mut Ticks) {
+        match ticks.tick(0) {
+            UpdateDeadline::YieldCustom(_, take_turn) => take_turn.await,
+            _ => panic!("a call past LONG_FUEL takes turns"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_call_gives_its_turn_back_when_it_ends_though_its_store_lives_on() {
+        let lane = LongLane::new(1, LanePriority::Nice(0));
+        let account = AccountTurn::default();
+        let bound = Some(Instant::now() + Duration::from_secs(60));
+        let turns = |lane: &Arc<LongLane>| {
+            Ticks::new(
+                Duration::from_secs(60),
+                bound,
+                LONG_FUEL,
+                Some((lane, Some(&account))),
+            )
+        };
+        // A call that ran long and ended, its store (and ticks) kept: an
+        // instance made ahead of need, or a big teardown not yet run.
+        let mut kept = turns(&lane);
+        tick_long(&mut kept).await;
+        assert_eq!(
+            account.turn.available_permits(),
+            0,
+            "a long call holds its account's turn"
+        );
+        let progress = kept.progress();
+        lane.run(&progress, false, Box::pin(async {}))
+            .await
+            .expect("ends");
+        assert_eq!(
+            account.turn.available_permits(),
+            1,
+            "given back when the call ended"
+        );
+        // Put aside without running through the lane: given back by hand.
+        let mut aside = turns(&lane);
+        tick_long(&mut aside).await;
+        aside.progress().give_back_turn();
+        // The account's next long call gets its turn at once.
+        let mut next = turns(&lane);
+        tokio::time::timeout(Duration::from_secs(10), tick_long(&mut next))
+            .await
+            .expect("the next long call of the account gets a turn");
+        drop((kept, aside));
     }
 }

@@ -116,9 +116,9 @@ async fn run_warm_up(
             ),
         }
     };
-    let (mut store, _) = guard.store()?;
+    let (mut store, mut progress) = guard.store()?;
     if let Some(deadline) = deadline {
-        arm_deadline(&mut store, deadline, Some((guard.engine.long_lane(), None)));
+        progress = arm_deadline(&mut store, deadline, Some((guard.engine.long_lane(), None)));
     }
     let instance = guard
         .pre
@@ -141,6 +141,8 @@ async fn run_warm_up(
     // copies whole memories): not guest data, so not held to a guest
     // call's hostcall data budget.
     store.set_hostcall_fuel(usize::MAX);
+    // The store outlives its calls: the lane turn a long one took goes back.
+    progress.give_back_turn();
     Ok((store, instance))
 }
 
