@@ -318,7 +318,7 @@ pub(crate) struct Loader {
     compile_queue: Arc<CompileQueue>,
     /// Components compiled by this loader, by digest: a plugin whose
     /// settings change is re-linked, not recompiled.
-    compiled: std::sync::Mutex<HashMap<String, Component>>,
+    compiled: Arc<std::sync::Mutex<HashMap<String, Component>>>,
     /// Snapshots made at load: failed warm-ups, and a count.
     snapshots: AutoSnapshots,
     /// Each directory's share of the prepared instances.
@@ -683,24 +683,22 @@ impl Loader {
                 Err(reason) => SnapshotStatus::Failed { reason },
             },
         };
-        let known = self
-            .compiled
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&digest).cloned());
-        let component = match known {
+        let component = match self.known(&digest) {
             Some(c) => c,
             None => {
                 let (component, outcome) =
                     self.compile(key, &spec.path, bytes, Some(&digest)).await?;
                 match outcome {
-                    CacheOutcome::Hit => report.cache_hits.push(spec.path.clone()),
+                    CacheOutcome::Hit => {
+                        report.cache_hits.push(spec.path.clone());
+                        if let Ok(mut m) = self.compiled.lock() {
+                            m.insert(digest.clone(), component.clone());
+                        }
+                    }
+                    // The compile put it in `compiled` itself.
                     CacheOutcome::Compiled | CacheOutcome::Rebuilt => {
                         report.compiled.push(spec.path.clone());
                     }
-                }
-                if let Ok(mut m) = self.compiled.lock() {
-                    m.insert(digest.clone(), component.clone());
                 }
                 component
             }
@@ -718,6 +716,12 @@ impl Loader {
         Ok(plugin)
     }
 
+    /// The component compiled from the bytes with SHA-256 `digest`, if a
+    /// plugin of this loader already has it.
+    fn known(&self, digest: &str) -> Option<Component> {
+        self.compiled.lock().ok()?.get(digest).cloned()
+    }
+
     /// The cache first (no queue; none without `digest`), then the
     /// failures remembered in the cache, else a bounded compile in
     /// directory `key`'s turn of the queue, stored in the cache under
@@ -732,33 +736,42 @@ impl Loader {
         // What a remembered failure is told apart by, beside the bytes and
         // the engine: a failure under other bounds may not recur.
         let settings = format!("{:?}\0{:?}", self.limits.compiler, self.limits.compile);
-        let found = match digest {
-            None => (Lookup::Miss, None),
-            Some(d) => {
-                let (engine, cache, d, settings) = (
-                    self.engine.clone(),
-                    Arc::clone(&self.cache),
-                    d.to_string(),
-                    settings.clone(),
-                );
-                tokio::task::spawn_blocking(move || match cache.lookup(&engine, &d) {
-                    hit @ Lookup::Hit(_) => (hit, None),
-                    other => (other, cache.remembered_failure(&engine, &d, &settings)),
-                })
-                .await
-                .map_err(join_error)?
-            }
+        let look = || async {
+            let Some(d) = digest else {
+                return Ok((Lookup::Miss, None));
+            };
+            let (engine, cache, d, settings) = (
+                self.engine.clone(),
+                Arc::clone(&self.cache),
+                d.to_string(),
+                settings.clone(),
+            );
+            tokio::task::spawn_blocking(move || match cache.lookup(&engine, &d) {
+                hit @ Lookup::Hit(_) => (hit, None),
+                other => (other, cache.remembered_failure(&engine, &d, &settings)),
+            })
+            .await
+            .map_err(join_error)
         };
-        let outcome = match found {
+        let outcome = match look().await? {
             (Lookup::Hit(c), _) => return Ok((c, CacheOutcome::Hit)),
             (_, Some(failed)) => return Err(failed.error(path)),
             (Lookup::Miss, None) => CacheOutcome::Compiled,
             (Lookup::Rebuilt, None) => CacheOutcome::Rebuilt,
         };
         let mut slot = self.compile_queue.acquire(key).await?;
-        let (engine, cache, d) = (
+        // The same bytes may have been compiled while this waited for its
+        // turn — by another tenant holding the same file, say: a thousand
+        // tenants with one guard compile it once, not once each. (A
+        // compile puts what it made in `compiled` before it gives its slot
+        // back.)
+        if let Some(c) = digest.and_then(|d| self.known(d)) {
+            return Ok((c, CacheOutcome::Hit));
+        }
+        let (engine, cache, known, d) = (
             self.engine.clone(),
             Arc::clone(&self.cache),
+            Arc::clone(&self.compiled),
             digest.map(str::to_string),
         );
         let (compiler, bounds, p, s) = (
@@ -772,9 +785,15 @@ impl Loader {
             // the reload stopped waiting for it, and charged its cost.
             let (compiled, cpu) = compiler.compile_measured(&engine, &p, &bytes, &bounds);
             slot.charge(cpu);
-            drop(slot);
+            // Stored before the slot is given back: the next compile of the
+            // same bytes, waiting for it, finds them.
             match (&compiled, d) {
-                (Ok(component), Some(d)) => cache.store(&engine, &d, component),
+                (Ok(component), Some(d)) => {
+                    cache.store(&engine, &d, component);
+                    if let Ok(mut m) = known.lock() {
+                        m.insert(d, component.clone());
+                    }
+                }
                 (Err(e), Some(d)) => {
                     if let Some(failed) = CompileFailure::of(&d, e) {
                         cache.remember_failure(&engine, &s, &failed);
@@ -782,6 +801,7 @@ impl Loader {
                 }
                 (_, None) => {}
             }
+            drop(slot);
             compiled
         });
         // A child process is killed at the bound itself; give it time to
@@ -1008,8 +1028,7 @@ impl Loader {
         }
         let key = crate::snapshot::cache_digest(digest, &spec.config.to_string());
         let result: Result<Plugin, String> = async {
-            let known = self.compiled.lock().ok().and_then(|m| m.get(&key).cloned());
-            let component = match known {
+            let component = match self.known(&key) {
                 Some(c) => c,
                 None => {
                     let c = self.make_snapshot(scope, spec, bytes, &key, report).await?;

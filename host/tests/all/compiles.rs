@@ -196,6 +196,42 @@ async fn tenants_take_turns_and_the_global_directory_goes_first() {
     assert_eq!(stats.tenants["c"].compiles, 2, "{stats:?}");
 }
 
+/// Three tenants holding the same component, one compile slot: the
+/// component is compiled once; the others, served in turn, find it
+/// compiled. (Each compiled it again before: three compiles.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_holding_the_same_component_compile_it_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("plugins");
+    let (log, hold) = (dir.path().join("log"), dir.path().join("hold"));
+    let mut digest = String::new();
+    for t in 0..3 {
+        digest = put(
+            &root.join("tenants").join(format!("t{t}")),
+            "g.wasm",
+            &variant("same"),
+        );
+    }
+    let load = LoadLimits {
+        compiler: noting_compiler(&log, &hold),
+        compile_jobs: 1,
+        tenant_compile_cpu: Duration::ZERO,
+        ..LoadLimits::default()
+    };
+    let reg = open(&root, load, CompiledCache::at(dir.path().join("cache"))).await;
+    assert_eq!(compiled(&log), vec![digest]);
+    let set = reg.plugin_set();
+    for t in 0..3 {
+        let name = format!("t{t}");
+        assert_eq!(
+            set.chain(Some(&name)).plugins().len(),
+            1,
+            "tenant {name} serves the guard: {:?}",
+            set.errors
+        );
+    }
+}
+
 /// With a budget of 1 ms of compile CPU per minute, a tenant that just
 /// compiled waits to compile again while another tenant's compile, asked
 /// for at the same time, runs at once with a slot free; the wait is
