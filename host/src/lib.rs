@@ -90,6 +90,8 @@ pub mod turns;
 
 // load/: plugins in (the live registry, the loader of one directory, the
 // watcher, safe file reads, manifests and policy, cache and compiles).
+#[path = "load/batch.rs"]
+mod batch;
 #[path = "load/cache.rs"]
 pub mod cache;
 #[path = "load/compile.rs"]

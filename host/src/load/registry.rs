@@ -55,6 +55,7 @@ use futures_util::future::join_all;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
+use crate::batch::Batch;
 use crate::cache::{CacheStats, CompiledCache};
 use crate::chain::Chain;
 use crate::engine::Engine;
@@ -228,6 +229,38 @@ struct Edit<'a> {
     pending: &'a mut BTreeSet<String>,
 }
 
+/// One directory's load, to be swapped in.
+struct Loaded {
+    key: ScopeKey,
+    /// What it loaded; `None`: the directory is gone.
+    state: Option<ScopeState>,
+    /// The tenant listing's errors, with the global directory's load.
+    listing: Option<Vec<LoadIssue>>,
+    /// Whether a plugin was loaded, replaced or removed.
+    changed: bool,
+}
+
+impl Loaded {
+    /// Applies this load to `edit`; whether the plugin set changed.
+    fn apply(self, edit: &mut Edit<'_>) -> bool {
+        if let Some(l) = self.listing {
+            *edit.listing = l;
+        }
+        if let ScopeKey::Tenant(t) = &self.key {
+            edit.pending.remove(t);
+        }
+        match self.state {
+            Some(s) => {
+                edit.scopes.insert(self.key, s);
+            }
+            None => {
+                edit.scopes.remove(&self.key);
+            }
+        }
+        self.changed
+    }
+}
+
 /// The directories being loaded at one moment (see [`Registry::loading`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Loading {
@@ -251,6 +284,8 @@ pub struct Registry {
     current: ArcSwap<PluginSet>,
     /// Serialises swapping in a new plugin set (never held across I/O).
     publishing: std::sync::Mutex<()>,
+    /// Directories' loads waiting to be swapped in together.
+    batch: Batch<Loaded>,
     /// One lock per directory: a directory's load never waits for
     /// another's (a slow compile in one tenant stalls no other).
     scopes: std::sync::Mutex<HashMap<ScopeKey, Arc<ScopeLock>>>,
@@ -329,6 +364,7 @@ impl Registry {
             loader: Loader::new(engine, root, options.cache, options.load),
             current: ArcSwap::from_pointee(PluginSet::default()),
             publishing: Default::default(),
+            batch: Batch::default(),
             scopes: Default::default(),
             policy: options.policy,
         };
@@ -697,24 +733,29 @@ impl Registry {
             }
             return ScopeReport::default();
         };
-        let changed = !report.loaded.is_empty() || !report.removed.is_empty();
-        self.publish(|edit| {
-            if let Some(l) = listing {
-                *edit.listing = l;
-            }
-            if let ScopeKey::Tenant(t) = key {
-                edit.pending.remove(t);
-            }
-            match state {
-                Some(s) => {
-                    edit.scopes.insert(key.clone(), s);
-                }
-                None => {
-                    edit.scopes.remove(key);
-                }
-            }
-            changed
-        });
+        let loaded = Loaded {
+            key: key.clone(),
+            state,
+            listing,
+            changed: !report.loaded.is_empty() || !report.removed.is_empty(),
+        };
+        // Swapped in with the other directories' loads finishing now, in
+        // one build (see batch.rs), still under this directory's lock.
+        self.batch
+            .publish(loaded, |batch| {
+                self.publish(|edit| {
+                    let mut changed = false;
+                    for loaded in batch {
+                        changed |= loaded.apply(&mut Edit {
+                            scopes: &mut *edit.scopes,
+                            listing: &mut *edit.listing,
+                            pending: &mut *edit.pending,
+                        });
+                    }
+                    changed
+                });
+            })
+            .await;
         report
     }
 
@@ -912,7 +953,49 @@ impl PluginSet {
                 .map(|p| Arc::clone(&p.plugin))
                 .collect()
         };
-        let global = Chain::new(charge(chain_for(None), accounts.global.as_ref()));
+        // A chain whose parts did not change (the same loaded plugins, the
+        // same account) is the old one: a reload of one tenant rebuilds
+        // that tenant's chains, not every tenant's (nor does it forget
+        // every guard's habit, see `Plugin::charged_to`).
+        let same_loaded = |a: Option<&ScopeState>, b: Option<&ScopeState>| {
+            let (a, b) = (
+                a.map_or(&[][..], |s| &s.plugins),
+                b.map_or(&[][..], |s| &s.plugins),
+            );
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|(x, y)| Arc::ptr_eq(&x.plugin, &y.plugin))
+        };
+        let same_account = |a: Option<&Arc<Account>>, b: Option<&Arc<Account>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        let globals_kept = old.generation > 0
+            && same_loaded(
+                scopes.get(&ScopeKey::Global),
+                old.scopes.get(&ScopeKey::Global),
+            );
+        let kept = |name: &String, account: Option<&Arc<Account>>| {
+            let key = ScopeKey::Tenant(name.clone());
+            globals_kept
+                && same_loaded(scopes.get(&key), old.scopes.get(&key))
+                && same_account(
+                    account,
+                    old.accounts
+                        .tenants
+                        .get(name)
+                        .or(old.accounts.global.as_ref()),
+                )
+        };
+        let global = if globals_kept
+            && same_account(accounts.global.as_ref(), old.accounts.global.as_ref())
+        {
+            old.global.clone()
+        } else {
+            Chain::new(charge(chain_for(None), accounts.global.as_ref()))
+        };
         // Tenants with a directory, and tenants a global plugin names.
         let mut names: BTreeSet<String> = tenant_plugins.keys().cloned().collect();
         names.extend(
@@ -925,8 +1008,13 @@ impl PluginSet {
         let tenants: BTreeMap<String, Chain> = tenant_plugins
             .iter()
             .map(|(name, own)| {
-                let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
                 let account = accounts.tenants.get(name).or(accounts.global.as_ref());
+                if kept(name, account)
+                    && let Some(chain) = old.tenants.get(name)
+                {
+                    return (name.clone(), chain.clone());
+                }
+                let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
                 (name.clone(), Chain::new(charge(plugins, account)))
             })
             .collect();
@@ -934,6 +1022,14 @@ impl PluginSet {
             .into_iter()
             .map(|name| {
                 let account = accounts.tenants.get(&name).or(accounts.global.as_ref());
+                let admitted_before =
+                    tenants.contains_key(&name) == old.tenants.contains_key(&name);
+                if admitted_before
+                    && kept(&name, account)
+                    && let Some(chain) = old.combined.get(&name)
+                {
+                    return (name, chain.clone());
+                }
                 let mut all = charge(chain_for(Some(&name)), account);
                 if let Some(own) = tenants.get(&name) {
                     all.extend(own.plugins().iter().cloned());
