@@ -604,6 +604,56 @@ async fn a_reload_reads_only_the_directories_that_changed() {
     assert!(report.loaded.is_empty(), "{:?}", report.loaded);
 }
 
+/// The plugins of `tenant`'s chains (its own and the combined one).
+fn chain_plugins(reg: &Registry, tenant: &str) -> Vec<Arc<toolgate::Plugin>> {
+    let set = reg.plugin_set();
+    let own = set.tenants[tenant].plugins().iter();
+    own.chain(set.chain(Some(tenant)).plugins())
+        .cloned()
+        .collect()
+}
+
+/// A reload of one tenant rebuilds that tenant's chains only: every other
+/// tenant keeps the very guards it had (and, with them, what they keep
+/// across calls: whether their calls run long, their quarantine).
+#[tokio::test]
+async fn a_reload_of_one_tenant_keeps_every_other_tenants_chains() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy(SQL_GUARD, &dir.path().join("sql.wasm"));
+    for t in ["a", "b", "c"] {
+        copy(SQL_GUARD, &dir.path().join(format!("tenants/{t}/sql.wasm")));
+    }
+    let reg = open(dir.path(), None).await;
+    let before: Vec<_> = ["b", "c"].map(|t| chain_plugins(&reg, t)).into();
+    let a_before = chain_plugins(&reg, "a");
+    copy(STEERING_ONLY, &dir.path().join("tenants/a/sql.wasm"));
+    let report = reg
+        .reload_dirs(&[toolgate::watch::Dir::Tenant("a".into())])
+        .await
+        .expect("reload");
+    assert_eq!(report.loaded, [dir.path().join("tenants/a/sql.wasm")]);
+    let same = |x: &[Arc<toolgate::Plugin>], y: &[Arc<toolgate::Plugin>]| {
+        x.len() == y.len() && x.iter().zip(y).all(|(p, q)| Arc::ptr_eq(p, q))
+    };
+    for (t, was) in ["b", "c"].iter().zip(&before) {
+        assert!(
+            same(&chain_plugins(&reg, t), was),
+            "tenant {t}'s chains kept"
+        );
+    }
+    assert!(
+        !same(&chain_plugins(&reg, "a"), &a_before),
+        "tenant a's rebuilt"
+    );
+    // A change of the global directory rebuilds every tenant's chains.
+    copy(STEERING_ONLY, &dir.path().join("sql.wasm"));
+    reg.reload().await.expect("reload");
+    assert!(
+        !same(&chain_plugins(&reg, "b"), &before[0]),
+        "global change"
+    );
+}
+
 #[test]
 fn a_change_belongs_to_its_directory() {
     use toolgate::watch::Dir;
