@@ -3,6 +3,7 @@
 //! budgets.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -43,7 +44,9 @@ pub(crate) struct Sandbox {
     plugin: Arc<str>,
     config: Arc<str>,
     calls_left: u32,
-    log_bytes_left: usize,
+    /// What is left of the call's `log_bytes`, shared by `log` lines and
+    /// what the guest writes to stdout and stderr.
+    log_left: Arc<AtomicUsize>,
     stdout: Capture,
     stderr: Capture,
     /// The account whose log budget the guest's lines spend (`None`: no
@@ -53,8 +56,9 @@ pub(crate) struct Sandbox {
 
 impl Sandbox {
     pub(crate) fn new(plugin: Arc<str>, config: Arc<str>, limits: &Limits) -> Self {
-        let stdout = Capture::new(limits.log_bytes);
-        let stderr = Capture::new(limits.log_bytes);
+        let log_left = Arc::new(AtomicUsize::new(limits.log_bytes));
+        let stdout = Capture::new(&log_left);
+        let stderr = Capture::new(&log_left);
         // Deny by default: no preopened directories, no environment, no
         // arguments, no network, stdin empty. Clocks and randomness are
         // available (language runtimes need them to start).
@@ -72,7 +76,7 @@ impl Sandbox {
             plugin,
             config,
             calls_left: limits.host_calls,
-            log_bytes_left: limits.log_bytes,
+            log_left,
             stdout,
             stderr,
             log_account: None,
@@ -90,11 +94,13 @@ impl Sandbox {
         self.log_account.as_ref().is_none_or(|a| a.may_log(bytes))
     }
 
-    /// Sends whatever the guest wrote to stdout/stderr to the log.
+    /// Sends whatever the guest wrote to stdout/stderr to the log: one
+    /// line per stream, with what was kept and how many bytes were dropped
+    /// (past the call's log budget).
     pub(crate) fn flush_output(&self) {
         for (stream, capture) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let (text, dropped) = capture.take();
-            if !text.is_empty()
+            if (!text.is_empty() || dropped > 0)
                 && tracing::enabled!(tracing::Level::INFO)
                 && self.may_log(text.len())
             {
@@ -107,8 +113,8 @@ impl Sandbox {
     /// reused-instance measurement; a served call always has a new store).
     pub(crate) fn refill(&mut self, limits: &Limits) {
         self.calls_left = limits.host_calls;
-        self.log_bytes_left = limits.log_bytes;
         self.flush_output();
+        self.log_left.store(limits.log_bytes, Ordering::Relaxed);
     }
 
     fn spend_call(&mut self) -> wasmtime::Result<()> {
@@ -134,10 +140,11 @@ impl types::Host for Sandbox {}
 impl host::Host for Sandbox {
     fn log(&mut self, level: host::Level, message: String) -> wasmtime::Result<()> {
         self.spend_call()?;
-        self.log_bytes_left = self
-            .log_bytes_left
-            .checked_sub(message.len())
-            .ok_or(HostBudgetExceeded("too many log bytes"))?;
+        self.log_left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(message.len())
+            })
+            .map_err(|_| HostBudgetExceeded("too many log bytes"))?;
         use tracing::{Level, enabled};
         // A line the log keeps is written if the account's log budget
         // allows it; one the log filters out costs nothing.
@@ -166,29 +173,32 @@ impl host::Host for Sandbox {
     }
 }
 
-/// A bounded in-memory stdout/stderr: keeps the first `cap` bytes and
+/// A bounded in-memory stdout/stderr: keeps what the call's log budget
+/// (shared with `log` lines and the other stream) still has room for and
 /// silently drops (and counts) the rest, so a noisy guest is neither
 /// unbounded nor made to fail.
 #[derive(Clone)]
-struct Capture(Arc<Mutex<CaptureBuf>>);
+struct Capture {
+    buf: Arc<Mutex<CaptureBuf>>,
+    left: Arc<AtomicUsize>,
+}
 
+#[derive(Default)]
 struct CaptureBuf {
     kept: Vec<u8>,
-    cap: usize,
     dropped: usize,
 }
 
 impl Capture {
-    fn new(cap: usize) -> Self {
-        Capture(Arc::new(Mutex::new(CaptureBuf {
-            kept: Vec::new(),
-            cap,
-            dropped: 0,
-        })))
+    fn new(left: &Arc<AtomicUsize>) -> Self {
+        Capture {
+            buf: Arc::default(),
+            left: Arc::clone(left),
+        }
     }
 
     fn take(&self) -> (String, usize) {
-        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         let text = String::from_utf8_lossy(&buf.kept).into_owned();
         let dropped = buf.dropped;
         buf.kept.clear();
@@ -215,9 +225,14 @@ impl tokio::io::AsyncWrite for Capture {
         _cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let mut buf = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let room = buf.cap.saturating_sub(buf.kept.len());
-        let keep = data.len().min(room);
+        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keep = 0;
+        let _ = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                keep = data.len().min(left);
+                Some(left - keep)
+            });
         buf.kept.extend_from_slice(&data[..keep]);
         buf.dropped += data.len() - keep;
         Poll::Ready(Ok(data.len()))
