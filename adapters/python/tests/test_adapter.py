@@ -14,10 +14,13 @@ What stays on the stub (``recording_service``), and why:
   state bodies): only a recorder sees the request itself;
 - answers ``toolgate serve`` never gives: a 500, a 200 whose body is not a
   verdict (``42``, an empty or unknown skip, text that is not JSON), a
-  routing answer naming tools that were not offered; the adapter must
+  routing answer naming tools that were not offered, a rewrite to a tool
+  that is not available (the host drops those itself); the adapter must
   survive them, and the circuit breaker is opened by them;
-- routing, rewrite and steering answers scripted per test, to check what the
-  adapter does with each (a real guard's answers are in ``test_e2e.py``).
+- routing answers scripted per test next to the request they answer (what
+  the palette resolver applies, checked against what was sent). A steering
+  guard's verdict, a rewrite and a cancel reaching symfonic from real
+  guards are in ``test_e2e.py`` (their stub copies were removed).
 """
 
 from __future__ import annotations
@@ -116,10 +119,6 @@ def ready(server: ToolgateServer, patience: float = 600.0) -> ToolgateServer:
             raise SetupError(f"toolgate serve was not ready within {patience:g}s; log:\n{server.log()}")
         time.sleep(0.05)
     return server
-
-
-def skip_answer(content: str, is_error: bool) -> Any:
-    return lambda body: (200, {"action": "skip", "content": content, "is_error": is_error})
 
 
 # ---------------------------------------------------------------------------
@@ -282,27 +281,6 @@ def test_connections_are_reused(serve: StartServer) -> None:
 # ---------------------------------------------------------------------------
 # Verdicts reach symfonic
 # ---------------------------------------------------------------------------
-
-
-def test_steer_verdict_becomes_an_error_tool_message(service: Any) -> None:
-    service.answers["steering"] = skip_answer("Add a WHERE clause.", True)
-    agent, t = make_agent([call("run_query", "c1", sql="DELETE FROM users"), say("ok")])
-    run(drive(agent, ToolgateHandler(url=service.url)))
-    assert t.ran == []
-    msg = t.tool_message("c1")
-    assert (msg.status, msg.content) == ("error", "Add a WHERE clause.")
-
-
-def test_rewrite_verdict_changes_the_dispatched_call(service: Any) -> None:
-    service.answers["rewrite"] = lambda b: (
-        200,
-        {"tool_name": "run_query", "args": {"sql": b["event"]["args"]["sql"] + " LIMIT 5"}},
-    )
-    agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("ok")])
-    run(drive(agent, ToolgateHandler(url=service.url)))
-    assert t.ran == [("run_query", {"sql": "SELECT 1 WHERE a LIMIT 5"})]
-    # Steering sees the rewritten call.
-    assert service.seam_requests("steering")[0]["event"]["args"] == {"sql": "SELECT 1 WHERE a LIMIT 5"}
 
 
 def test_rewrite_to_an_unknown_tool_is_dropped_by_symfonic(service: Any) -> None:
