@@ -318,16 +318,20 @@ def test_unreachable_service_fail_closed(dead_url: str) -> None:
 
 
 @pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
-def test_timeout_is_a_failure(serve: StartServer, policy: str) -> None:
+def test_timeout_is_a_failure(serve: StartServer, policy: str, caplog: Any) -> None:
     # A guard that spins on `loop` calls, at every seam, far longer than the
     # adapter waits: the adapter's timeout, not the guard's deadline, ends
     # each hook.
     server = serve({"hostile.wasm": required_guest("hostile")}, slow_ms=SPIN_MS)
     agent, t = make_agent([call("loop", "c1", n=1), say("ok")])
     handler = ToolgateHandler(url=server.url, timeout=0.3, failure_policy=policy)  # type: ignore[arg-type]
-    run(drive(agent, handler))
-    # Given up on, not answered: no guard fault came back.
+    with caplog.at_level(logging.WARNING, logger="toolgate_symfonic"):
+        run(drive(agent, handler))
+    # Given up on by the adapter, not answered: no guard fault came back,
+    # and the first hook failed for want of an answer within its 0.3 s.
     assert handler.guard_faults == {}
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolgate_symfonic"]
+    assert "rewrite call" in logged[0] and "no answer within 0.3s" in logged[0], logged
     if policy == "fail_open":
         # The tool ran; its result hook found the call's budget spent.
         assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
