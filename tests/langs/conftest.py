@@ -168,9 +168,11 @@ def check(
     seam: str,
     event: dict[str, Any],
     state: dict[str, Any] | None = None,
+    options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Runs one event through `toolgate check` and returns its JSON output."""
-    args = [str(toolgate_bin), "check", "--plugins", str(plugins), "--seam", seam, "--event", "-"]
+    """Runs one event through `toolgate check` (with `options`) and returns
+    its JSON output."""
+    args = [str(toolgate_bin), "check", "--plugins", str(plugins), "--seam", seam, "--event", "-", *options]
     if state is not None:
         state_file = plugins / "state.json"
         state_file.write_text(json.dumps(state))

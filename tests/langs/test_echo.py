@@ -52,6 +52,10 @@ ARGS_TEXT = (
 ARGS = json.loads(ARGS_TEXT)
 # Integer-like keys, which JS objects put first.
 INDEX_KEYS_TEXT = '{"b":1,"10":9007199254740993,"2":true}'
+# A JS or Python component's first instantiation on a busy machine can
+# outlast the load probe's default cap (1 s), which refuses the plugin:
+# these tests are about the data, so the probe gets all the time it needs.
+PATIENT = ("--probe-timeout-ms", "600000")
 
 
 def text(value: Any) -> str:
@@ -116,7 +120,7 @@ def test_big_integers_and_key_order_through_check(toolgate_bin, echo, tmp_path, 
     dir = plugins(tmp_path, echo[lang])
     for line in events(ARGS_TEXT):
         seam = line["seam"]
-        got = handed_back(seam, check(toolgate_bin, dir, seam, line["event"]))
+        got = handed_back(seam, check(toolgate_bin, dir, seam, line["event"], options=PATIENT))
         assert got == expected(lang, seam, ARGS_TEXT), f"{lang} {seam}"
         # Everything but Go's map encoding keeps the text exactly.
         if not (lang == "go" and seam == "steering"):
@@ -127,7 +131,7 @@ def test_big_integers_and_key_order_through_check(toolgate_bin, echo, tmp_path, 
 def test_big_integers_and_key_order_through_replay(toolgate_bin, echo, tmp_path, lang):
     dir = plugins(tmp_path, echo[lang])
     lines = events(ARGS_TEXT) + events(INDEX_KEYS_TEXT)
-    decisions = replay(toolgate_bin, dir, lines)
+    decisions = replay(toolgate_bin, dir, lines, *PATIENT)
     sent = [ARGS_TEXT, ARGS_TEXT, INDEX_KEYS_TEXT, INDEX_KEYS_TEXT]
     for line, decision, args_text in zip(lines, decisions, sent):
         seam = line["seam"]
