@@ -8,10 +8,16 @@ at a fresh build:
 - ``TOOLGATE_BIN``: the toolgate binary (default ``target/release/toolgate``).
 - ``TOOLGATE_PLUGINS``: the root of built plugins (default ``build/plugins``),
   holding one directory per language (``rust``, ``js``, ``python``, ``go``).
+- ``TOOLGATE_GUESTS``: where ``cargo test --workspace`` builds the Rust test
+  guests of ``tests/guests`` (default
+  ``target/wasm-guests/wasm32-wasip2/release``).
+
+A missing prerequisite fails the test that needs it; nothing here skips.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -38,6 +44,63 @@ def toolgate_bin() -> Path:
 @pytest.fixture(scope="session")
 def plugins_root() -> Path:
     return _path("TOOLGATE_PLUGINS", "build/plugins")
+
+
+def rust_test_guest(name: str) -> Path:
+    """A Rust test guest of ``tests/guests`` (``cargo test --workspace``
+    builds them); fails the test when it is missing."""
+    path = _path("TOOLGATE_GUESTS", "target/wasm-guests/wasm32-wasip2/release") / f"{name}.wasm"
+    if not path.is_file():
+        pytest.fail(f"{path} is missing; `cargo test --workspace` builds it, or set TOOLGATE_GUESTS")
+    return path
+
+
+# What a test guard of ``tests/langs/guards`` depends on besides its own source.
+SDKS = {
+    "js": ["guest-sdk/js/src", "guest-sdk/js/lib", "guest-sdk/js/package-lock.json"],
+    "python": ["guest-sdk/python/toolgate_guest"],
+    "go": ["guest-sdk/go"],
+}
+
+
+def _digest(source: Path, lang: str) -> str:
+    h = hashlib.sha256()
+    paths = [source, REPO / "wit/guard.wit", *(REPO / p for p in SDKS[lang])]
+    for root in paths:
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for f in files:
+            if "__pycache__" in f.parts or "node_modules" in f.parts:
+                continue
+            h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def build_test_guards(toolgate_bin: Path, name: str, sources: dict[str, Path]) -> dict[str, Path]:
+    """Builds one test guard per language (``sources``: language -> its source
+    in ``tests/langs/guards``) with ``toolgate build`` into
+    ``build/test-guards/<lang>/<name>.wasm``, in parallel, each only when its
+    source, its SDK or the contract changed; returns language -> component."""
+    out = REPO / "build/test-guards"
+    built: dict[str, Path] = {}
+    running: dict[str, tuple[subprocess.Popen[str], str]] = {}
+    for lang, source in sources.items():
+        wasm, stamp = out / lang / f"{name}.wasm", out / lang / f".{name}.sha256"
+        digest = _digest(source, lang)
+        built[lang] = wasm
+        if wasm.is_file() and stamp.is_file() and stamp.read_text() == digest:
+            continue
+        wasm.parent.mkdir(parents=True, exist_ok=True)
+        stamp.unlink(missing_ok=True)
+        proc = subprocess.Popen(
+            [str(toolgate_bin), "build", str(source), "-o", str(wasm)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        running[lang] = (proc, digest)
+    for lang, (proc, digest) in running.items():
+        output, _ = proc.communicate(timeout=1800)
+        assert proc.returncode == 0, f"toolgate build of the {lang} {name} guard failed:\n{output}"
+        (out / lang / f".{name}.sha256").write_text(digest)
+    return built
 
 
 def plugin_dir(plugins_root: Path, lang: str, *names: str, tmp: Path) -> Path:
@@ -105,15 +168,17 @@ def check(
     seam: str,
     event: dict[str, Any],
     state: dict[str, Any] | None = None,
+    options: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Runs one event through `toolgate check` and returns its JSON output."""
-    args = [str(toolgate_bin), "check", "--plugins", str(plugins), "--seam", seam, "--event", "-"]
+    """Runs one event through `toolgate check` (with `options`) and returns
+    its JSON output."""
+    args = [str(toolgate_bin), "check", "--plugins", str(plugins), "--seam", seam, "--event", "-", *options]
     if state is not None:
         state_file = plugins / "state.json"
         state_file.write_text(json.dumps(state))
         args += ["--state", str(state_file)]
     proc = subprocess.run(
-        args, input=json.dumps(event), capture_output=True, text=True, timeout=120
+        args, input=json.dumps(event), capture_output=True, text=True, timeout=900
     )
     assert proc.returncode == 0, f"toolgate check failed ({proc.returncode}): {proc.stderr}"
     return json.loads(proc.stdout)

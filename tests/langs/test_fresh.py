@@ -9,12 +9,12 @@ and at load — it must never see a call before its own, and each call must
 see its own state.
 
 The guards are built with ``toolgate build`` into ``build/test-guards/``,
-once per change of their source, the language's SDK or the contract.
+once per change of their source, the language's SDK or the contract
+(``conftest.build_test_guards``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
@@ -25,56 +25,18 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import REPO, check, replay, steering_event
+from conftest import REPO, build_test_guards, check, replay, steering_event
 
 LANGS = ("js", "python", "go")
 GUARDS = REPO / "tests/langs/guards"
 SOURCES = {"js": GUARDS / "memo.ts", "python": GUARDS / "memo-py", "go": GUARDS / "memo-go"}
-# What a built guard depends on besides its own source.
-SDKS = {
-    "js": ["guest-sdk/js/src", "guest-sdk/js/lib", "guest-sdk/js/package-lock.json"],
-    "python": ["guest-sdk/python/toolgate_guest"],
-    "go": ["guest-sdk/go"],
-}
 CALLS = 12
-
-
-def _digest(lang: str) -> str:
-    h = hashlib.sha256()
-    paths = [SOURCES[lang], REPO / "wit/guard.wit", *(REPO / p for p in SDKS[lang])]
-    for root in paths:
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        for f in files:
-            if "__pycache__" in f.parts or "node_modules" in f.parts:
-                continue
-            h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
 
 
 @pytest.fixture(scope="session")
 def memo(toolgate_bin: Path) -> dict[str, Path]:
     """Each language's memo component, built (in parallel) when out of date."""
-    out = REPO / "build/test-guards"
-    built: dict[str, Path] = {}
-    running: dict[str, tuple[subprocess.Popen[str], str]] = {}
-    for lang in LANGS:
-        wasm, stamp = out / lang / "memo.wasm", out / lang / ".memo.sha256"
-        digest = _digest(lang)
-        built[lang] = wasm
-        if wasm.is_file() and stamp.is_file() and stamp.read_text() == digest:
-            continue
-        wasm.parent.mkdir(parents=True, exist_ok=True)
-        stamp.unlink(missing_ok=True)
-        proc = subprocess.Popen(
-            [str(toolgate_bin), "build", str(SOURCES[lang]), "-o", str(wasm)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        running[lang] = (proc, digest)
-    for lang, (proc, digest) in running.items():
-        output, _ = proc.communicate(timeout=1800)
-        assert proc.returncode == 0, f"toolgate build of the {lang} memo guard failed:\n{output}"
-        (out / lang / ".memo.sha256").write_text(digest)
-    return built
+    return build_test_guards(toolgate_bin, "memo", SOURCES)
 
 
 def plugins(tmp: Path, wasm: Path, manifest: str | None) -> Path:

@@ -29,9 +29,10 @@
 //! | [`STEERING_ONLY`] | steering | always proceeds |
 //! | [`REWRITE_ONLY`] | rewrite | never rewrites |
 //! | [`MEMO`] | steering, rewrite, result | tries to carry state across calls; reports it and the event's `state` |
+//! | [`ECHO`] | steering, rewrite | hands back the call's `args` as it read them |
 //!
 //! The hostile and scripted programs document their configuration, and memo
-//! its answers, in
-//! `tests/guests/{hostile,scripted,memo}/src/lib.rs`.
+//! and echo their answers, in
+//! `tests/guests/{hostile,scripted,memo,echo}/src/lib.rs`.
 
 include!(concat!(env!("OUT_DIR"), "/programs.rs"));

@@ -1,16 +1,16 @@
 """A loopback HTTP server that records what the adapter sends.
 
-Used by the adapter's own tests (wire format, headers, connection reuse,
-failure handling). It answers with scripted values; it is not toolgate and
-runs no guard (a ``?trace=1`` request gets its answer with an empty trace).
-The end-to-end tests use the real ``toolgate serve``.
+Used by the adapter's own tests where a real ``toolgate serve`` cannot do
+what they need (``test_adapter.py`` says which and why): what goes on the
+wire, answers a real server never gives. It answers with scripted values; it
+is not toolgate and runs no guard (a ``?trace=1`` request gets its answer
+with an empty trace).
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -35,8 +35,6 @@ class RecordingService:
         self.answers: dict[str, Answer] = {
             s: _default_answer(s) for s in ("steering", "rewrite", "routing", "result")
         }
-        self.delay: dict[str, float] = {}
-        self.client_ports: set[int] = set()
         self._lock = threading.Lock()
         service = self
 
@@ -54,15 +52,11 @@ class RecordingService:
                 raw = self.rfile.read(length)
                 seam = self.path.split("?")[0].rsplit("/", 1)[-1]
                 with service._lock:
-                    service.client_ports.add(self.client_address[1])
                     body = json.loads(raw)
                     service.requests.append(
                         {"path": self.path, "seam": seam, "headers": dict(self.headers), "body": body}
                     )
                     answer = service.answers.get(seam)
-                    delay = service.delay.get(seam, 0.0)
-                if delay:
-                    time.sleep(delay)
                 status, value = (404, {"error": "unknown seam"}) if answer is None else answer(body)
                 if status == 200 and not isinstance(value, bytes) and "trace=1" in self.path:
                     # What toolgate serve answers to ``?trace=1``: no guard ran here.

@@ -1,21 +1,41 @@
-"""The adapter against the real symfonic agent and a recording HTTP service.
+"""The adapter against the real symfonic agent, a real ``toolgate serve``
+and, where the real server cannot do what a test needs, a recording stub.
 
-These pin what goes on the wire, what symfonic receives back, and how the
-handler behaves when the service fails. No guard runs here: the service
-answers with scripted values (see ``recording_service``). The same hooks
-against the real ``toolgate serve`` are in ``test_e2e.py``.
+Against a real ``toolgate serve`` (test guests of ``tests/guests`` and the
+Rust example guards): connection reuse, timeouts and the per-call budget
+(the slow guard is the ``hostile`` test guest spinning until its deadline),
+a refused token (401), and big integers and key order through HTTP into a
+guard and back. The verdict scenarios over real guards are in
+``test_e2e.py``.
+
+What stays on the stub (``recording_service``), and why:
+
+- what the adapter puts on the wire (paths, headers, the exact event and
+  state bodies): only a recorder sees the request itself;
+- answers ``toolgate serve`` never gives: a 500, a 200 whose body is not a
+  verdict (``42``, an empty or unknown skip, text that is not JSON), a
+  routing answer naming tools that were not offered, a rewrite to a tool
+  that is not available (the host drops those itself); the adapter must
+  survive them, and the circuit breaker is opened by them;
+- routing answers scripted per test next to the request they answer (what
+  the palette resolver applies, checked against what was sent). A steering
+  guard's verdict, a rewrite and a cancel reaching symfonic from real
+  guards are in ``test_e2e.py`` (their stub copies were removed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
-import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_kit import call, calls, make_agent, say, scope
+from toolgate_server import SetupError, ToolgateServer, plugin_dir, required_guest, rust_plugin
 from symfonic.core.contracts.callbacks import (
     BeforeToolCallEvent,
     ToolCallDispatchEvent,
@@ -46,8 +66,59 @@ async def drive(agent: Any, handler: ToolgateHandler, query: str = "q", **kw: An
         await handler.aclose()
 
 
-def skip_answer(content: str, is_error: bool) -> Any:
-    return lambda body: (200, {"action": "skip", "content": content, "is_error": is_error})
+# Generous: a loaded machine shows up as a slow test, never as a failure.
+TIMEOUT = 30.0
+# The hostile guard's deadline when it must outlast the adapter's timeout.
+SPIN_MS = 60_000
+# The per-call budget when one hook of the call must be answered in it.
+BUDGET = 10.0
+
+StartServer = Callable[..., ToolgateServer]
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[StartServer]:
+    """Starts a real ``toolgate serve`` over the given components (file name
+    -> path); ``slow_ms`` lets every guard spin that long, unmetered by fuel."""
+    servers: list[ToolgateServer] = []
+
+    def start(components: dict[str, Path], slow_ms: int | None = None) -> ToolgateServer:
+        problem = None
+        try:
+            plugins = plugin_dir(tmp_path / f"plugins-{len(servers)}", components)
+            if slow_ms is not None:
+                fuel = 2**63 - 1
+                lines = [f"[ceilings]\ntimeout_ms = {slow_ms}\nfuel = {fuel}\n"]
+                lines += [
+                    f'[[plugin]]\npath = "{name}"\ntimeout_ms = {slow_ms}\nfuel = {fuel}\n'
+                    for name in components
+                ]
+                (plugins / "toolgate.toml").write_text("\n".join(lines))
+            server = ToolgateServer(plugins, tmp_path / f"toolgate-{len(servers)}.log")
+            servers.append(server)
+            return ready(server.start())
+        except SetupError as exc:
+            problem = str(exc)
+        pytest.fail(problem, pytrace=False)
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def ready(server: ToolgateServer, patience: float = 600.0) -> ToolgateServer:
+    """Waits until the server has loaded its plugins (``GET /readyz`` is 200):
+    a hook's time is then the guard's, not the first compile's."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + patience
+    while httpx.get(f"{server.url}/readyz", timeout=30.0, trust_env=False).status_code != 200:
+        if time.monotonic() > deadline:
+            raise SetupError(f"toolgate serve was not ready within {patience:g}s; log:\n{server.log()}")
+        time.sleep(0.05)
+    return server
 
 
 # ---------------------------------------------------------------------------
@@ -162,7 +233,31 @@ def test_multi_call_turn_is_judged_per_call(service: Any) -> None:
     assert [b["event"]["call_id"] for b in service.seam_requests("result")] == ["l1"]
 
 
-def test_connections_are_reused(service: Any) -> None:
+def client_ports(server_url: str) -> set[int]:
+    """The local ports of every TCP connection (in any state, TIME_WAIT
+    included) this machine has to the server's port, from /proc/net/tcp."""
+    port = int(server_url.rsplit(":", 1)[1])
+    ports = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, remote = (int(a.split(":")[1], 16) for a in line.split()[1:3])
+        if remote == port:
+            ports.add(local)
+    return ports
+
+
+def decisions(server: ToolgateServer, seam: str = "") -> int:
+    """How many decisions the server made (at ``seam``, else at all), from
+    its /metrics."""
+    import httpx
+
+    text = httpx.get(f"{server.url}/metrics", timeout=30.0, trust_env=False).text
+    prefix = "toolgate_decisions_total{" + (f'seam="{seam}"' if seam else "")
+    return sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith(prefix))
+
+
+def test_connections_are_reused(serve: StartServer) -> None:
+    server = serve({"sql-guard.wasm": rust_plugin("sql-guard"), "query-limit.wasm": rust_plugin("query-limit")})
+    before = client_ports(server.url)
     # Distinct tools: symfonic cuts a loop that repeats one tool name.
     script = [
         call("list_tables", "c1"),
@@ -173,36 +268,19 @@ def test_connections_are_reused(service: Any) -> None:
         say("done"),
     ]
     agent, t = make_agent(script)
-    run(drive(agent, ToolgateHandler(url=service.url)))
+    handler = ToolgateHandler(url=server.url, timeout=TIMEOUT)
+    run(drive(agent, handler))
+    opened = client_ports(server.url) - before
     assert len(t.ran) == 5
-    assert len(service.requests) == 15
-    assert len(service.client_ports) == 1
+    assert handler.failures == {}
+    # Three hooks per call, all answered by the server, over one connection.
+    assert len(opened) == 1, opened
+    assert decisions(server) == 15
 
 
 # ---------------------------------------------------------------------------
 # Verdicts reach symfonic
 # ---------------------------------------------------------------------------
-
-
-def test_steer_verdict_becomes_an_error_tool_message(service: Any) -> None:
-    service.answers["steering"] = skip_answer("Add a WHERE clause.", True)
-    agent, t = make_agent([call("run_query", "c1", sql="DELETE FROM users"), say("ok")])
-    run(drive(agent, ToolgateHandler(url=service.url)))
-    assert t.ran == []
-    msg = t.tool_message("c1")
-    assert (msg.status, msg.content) == ("error", "Add a WHERE clause.")
-
-
-def test_rewrite_verdict_changes_the_dispatched_call(service: Any) -> None:
-    service.answers["rewrite"] = lambda b: (
-        200,
-        {"tool_name": "run_query", "args": {"sql": b["event"]["args"]["sql"] + " LIMIT 5"}},
-    )
-    agent, t = make_agent([call("run_query", "c1", sql="SELECT 1 WHERE a"), say("ok")])
-    run(drive(agent, ToolgateHandler(url=service.url)))
-    assert t.ran == [("run_query", {"sql": "SELECT 1 WHERE a LIMIT 5"})]
-    # Steering sees the rewritten call.
-    assert service.seam_requests("steering")[0]["event"]["args"] == {"sql": "SELECT 1 WHERE a LIMIT 5"}
 
 
 def test_rewrite_to_an_unknown_tool_is_dropped_by_symfonic(service: Any) -> None:
@@ -240,19 +318,26 @@ def test_unreachable_service_fail_closed(dead_url: str) -> None:
 
 
 @pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
-def test_timeout_is_a_failure(service: Any, policy: str) -> None:
-    service.delay["steering"] = 3.0
-    agent, t = make_agent([call("list_tables", "c1"), say("ok")])
-    handler = ToolgateHandler(url=service.url, timeout=0.3, failure_policy=policy)  # type: ignore[arg-type]
-    start = time.monotonic()
-    run(drive(agent, handler))
-    assert time.monotonic() - start < 2.5
+def test_timeout_is_a_failure(serve: StartServer, policy: str, caplog: Any) -> None:
+    # A guard that spins on `loop` calls, at every seam, far longer than the
+    # adapter waits: the adapter's timeout, not the guard's deadline, ends
+    # each hook.
+    server = serve({"hostile.wasm": required_guest("hostile")}, slow_ms=SPIN_MS)
+    agent, t = make_agent([call("loop", "c1", n=1), say("ok")])
+    handler = ToolgateHandler(url=server.url, timeout=0.3, failure_policy=policy)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="toolgate_symfonic"):
+        run(drive(agent, handler))
+    # Given up on by the adapter, not answered: no guard fault came back,
+    # and the first hook failed for want of an answer within its 0.3 s.
+    assert handler.guard_faults == {}
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolgate_symfonic"]
+    assert "rewrite call" in logged[0] and "no answer within 0.3s" in logged[0], logged
     if policy == "fail_open":
         # The tool ran; its result hook found the call's budget spent.
-        assert handler.failures == {"steering": 1, "result": 1}
-        assert t.ran == [("list_tables", {})]
+        assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
+        assert t.ran == [("loop", {"n": 1})]
     else:
-        assert handler.failures == {"steering": 1}
+        assert handler.failures == {"rewrite": 1, "steering": 1}
         assert t.ran == []
         assert t.tool_message("c1").content == FAIL_CLOSED_MESSAGE
 
@@ -628,8 +713,8 @@ def test_install_keeps_role_tools(service: Any) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _steer(handler: ToolgateHandler, call_id: str) -> Any:
-    event = BeforeToolCallEvent(run_id="r", tool_name="list_tables", call_id=call_id, args={})
+def _steer(handler: ToolgateHandler, call_id: str, tool: str = "list_tables") -> Any:
+    event = BeforeToolCallEvent(run_id="r", tool_name=tool, call_id=call_id, args={})
     return handler.on_before_tool_call(event, {"run_id": "r"})
 
 
@@ -664,29 +749,78 @@ def test_breaker_opens_then_probes_and_closes(service: Any, caplog: Any) -> None
     assert len(errors) == 1 and "circuit open" in errors[0], errors
 
 
-def test_one_budget_per_tool_call(service: Any) -> None:
-    service.delay["rewrite"] = 0.5
-    service.delay["steering"] = 2.0
-    handler = ToolgateHandler(url=service.url, timeout=1.0)
+def test_one_budget_per_tool_call(serve: StartServer, caplog: Any) -> None:
+    # The hostile guard spins on `loop` calls far longer than the adapter
+    # waits. The rewrite hook of call c1 spends c1's whole budget; the
+    # steering hook of c1 then has nothing left and is not sent at all (a
+    # budget per hook would send it and wait again); call c2 has its own
+    # budget and is answered.
+    server = serve({"hostile.wasm": required_guest("hostile")}, slow_ms=SPIN_MS)
+    handler = ToolgateHandler(url=server.url, timeout=BUDGET)
 
     async def go() -> tuple[Any, Any, Any]:
         try:
             dispatch = ToolCallDispatchEvent(
                 run_id="r", iteration_index=0, node_name="react", call_id="c1",
-                tool_name="list_tables", args={}, available_tools=("list_tables",),
+                tool_name="loop", args={}, available_tools=("loop",),
             )
             rewrite = await handler.on_tool_call_dispatch(dispatch, {"run_id": "r"})
-            start = time.monotonic()
-            steer = await _steer(handler, "c1")  # ~0.5 s left of c1's budget
-            waited = time.monotonic() - start
-            service.delay["steering"] = 0.0
+            steer = await _steer(handler, "c1", tool="loop")
             fresh = await _steer(handler, "c2")  # a new call, a new budget
-            return rewrite, (steer, waited), fresh
+            return rewrite, steer, fresh
         finally:
             await handler.aclose()
 
-    rewrite, (steer, waited), fresh = run(go())
+    with caplog.at_level(logging.WARNING, logger="toolgate_symfonic"):
+        rewrite, steer, fresh = run(go())
     assert rewrite is None and steer is None and fresh is None
-    # The rest of the budget, not a full timeout of its own.
-    assert 0.1 < waited < 0.8, waited
-    assert handler.failures == {"steering": 1}
+    # Given up on (no guard fault came back), c1's hooks only.
+    assert handler.guard_faults == {}
+    assert handler.failures == {"rewrite": 1, "steering": 1}
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolgate_symfonic"]
+    assert len(logged) == 2, logged
+    assert "rewrite call" in logged[0] and "no answer within" in logged[0], logged
+    assert "steering call" in logged[1] and "budget" in logged[1] and "is spent" in logged[1], logged
+    # c2's steering reached the server and was answered there.
+    assert decisions(server, "steering") == 1
+
+
+# ---------------------------------------------------------------------------
+# Data through HTTP into a guard and back
+# ---------------------------------------------------------------------------
+
+# Keys out of order at every level; integers past 2^53, i64::MIN, u64::MAX.
+BIG_ARGS_TEXT = (
+    '{"zeta":9007199254740993,'
+    '"alpha":{"min":-9223372036854775808,"max":18446744073709551615,"b":0.5},'
+    '"mid":[18446744073709551615,-9007199254740993,1,2.5],"sql":"SELECT 1","a":null}'
+)
+
+
+def test_big_integers_and_key_order_reach_a_guard_over_http_and_come_back(serve: StartServer) -> None:
+    # The echo test guest hands back the args it read: a rewrite to the same
+    # tool with them, and a cancel with them as JSON text.
+    server = serve({"echo.wasm": required_guest("echo")})
+    handler = ToolgateHandler(url=server.url, timeout=TIMEOUT)
+    args = json.loads(BIG_ARGS_TEXT)
+
+    async def go() -> tuple[Any, Any]:
+        try:
+            dispatch = ToolCallDispatchEvent(
+                run_id="r", iteration_index=0, node_name="react", call_id="c1",
+                tool_name="run_query", args=json.loads(BIG_ARGS_TEXT), available_tools=("run_query",),
+            )
+            rewritten = await handler.on_tool_call_dispatch(dispatch, {"run_id": "r"})
+            event = BeforeToolCallEvent(run_id="r", tool_name="run_query", call_id="c1", args=args)
+            steered = await handler.on_before_tool_call(event, {"run_id": "r"})
+            return rewritten, steered
+        finally:
+            await handler.aclose()
+
+    rewritten, steered = run(go())
+    assert handler.failures == {}
+    # What the guard read, as it wrote it back: every digit, every key in order.
+    assert steered["action"] == "skip" and steered["content"] == BIG_ARGS_TEXT, steered
+    # The rewrite's args, as symfonic receives them.
+    assert rewritten["tool_name"] == "run_query"
+    assert json.dumps(rewritten["args"], separators=(",", ":")) == BIG_ARGS_TEXT

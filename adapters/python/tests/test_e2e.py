@@ -7,8 +7,7 @@ free loopback port (``ToolgateHandler(url=...)``), over a temporary plugin
 directory holding copies of the built example components. A real
 ``SymfonicAgent`` with a scripted model makes real tool calls; the tests
 check what the model was given and which tools actually ran. A missing
-binary or component fails the test (it never passes vacuously); only the
-hostile-guard test is skipped, when ``TOOLGATE_HOSTILE`` is unset.
+binary or component fails the test (it never passes vacuously, nor skips).
 """
 
 from __future__ import annotations
@@ -264,13 +263,8 @@ def test_faulting_guard_is_skipped_and_the_call_proceeds(guards: StartGuards) ->
 
 
 def test_hostile_guard_is_stopped_and_the_call_proceeds(guards: StartGuards) -> None:
-    hostile = os.environ.get("TOOLGATE_HOSTILE")
-    if not hostile:
-        pytest.skip("TOOLGATE_HOSTILE is not set (path of the looping guard component)")
-    if not Path(hostile).is_file():
-        pytest.fail(f"TOOLGATE_HOSTILE={hostile} does not exist", pytrace=False)
     # File-name order: the hostile guard runs first, sql-guard after it.
-    g = guards("sql-guard", extra={"00-hostile.wasm": Path(hostile)})
+    g = guards("sql-guard", extra={"00-hostile.wasm": required_guest("hostile")})
     agent, t = make_agent(
         [
             call("loop", "l1", n=1),

@@ -270,11 +270,9 @@ def test_metrics(tmp_path: Path) -> None:
 
 
 def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
-    hostile = os.environ.get("TOOLGATE_HOSTILE")
-    if not hostile:
-        pytest.skip("TOOLGATE_HOSTILE is not set (path of the looping guard component)")
+    hostile = required_guest("hostile")
     # The hostile guard spins on a `loop` call until its 200 ms deadline.
-    host = host_over(tmp_path, {"hostile.wasm": Path(hostile)})
+    host = host_over(tmp_path, {"hostile.wasm": hostile})
     counted = 0
     stop = threading.Event()
 
@@ -323,12 +321,10 @@ def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
 
 
 def test_a_tenant_over_its_requests_in_progress_raises_busy_error(tmp_path: Path) -> None:
-    hostile = os.environ.get("TOOLGATE_HOSTILE")
-    if not hostile:
-        pytest.skip("TOOLGATE_HOSTILE is not set (path of the looping guard component)")
+    hostile = required_guest("hostile")
     root = plugin_dir(
         tmp_path / "plugins",
-        {"tenants/a/hostile.wasm": Path(hostile), "tenants/b/sql-guard.wasm": rust_plugin("sql-guard")},
+        {"tenants/a/hostile.wasm": hostile, "tenants/b/sql-guard.wasm": rust_plugin("sql-guard")},
     )
     (root / "toolgate.toml").write_text(
         "[ceilings]\ntimeout_ms = 2000\nfuel = 9223372036854775807\n\n"

@@ -5,11 +5,15 @@ Paths come from the environment, relative to the repository root by default:
 - ``TOOLGATE_BIN``: the toolgate binary (default ``target/release/toolgate``).
 - ``TOOLGATE_PLUGINS``: the root of built plugins (default ``build/plugins``);
   the Rust examples are in its ``rust/`` directory.
-- ``TOOLGATE_HOSTILE``: a component that spins forever on a call to a tool
-  named ``loop`` (no default).
 - ``TOOLGATE_GUESTS``: where the test guests of ``tests/guests`` are built
   (default ``target/wasm-guests/wasm32-wasip2/release``, where
   ``cargo test --workspace`` builds them).
+- ``TOOLGATE_<NAME>``: one test guest by name, over ``TOOLGATE_GUESTS``:
+  ``TOOLGATE_HOSTILE`` (spins forever on a call to a tool named ``loop``),
+  ``TOOLGATE_SCRIPTED`` (answers as its configuration scripts).
+
+A missing binary, plugin or guest raises :class:`SetupError`: the test that
+needs it fails, never skips.
 """
 
 from __future__ import annotations
@@ -59,21 +63,21 @@ def rust_plugin(name: str) -> Path:
     return path
 
 
-def built_guest(name: str) -> Path | None:
-    """A built test guest (``tests/guests``), e.g. ``scripted``; None if absent."""
-    path = env_path("TOOLGATE_GUESTS", "target/wasm-guests/wasm32-wasip2/release") / f"{name}.wasm"
-    return path if path.is_file() else None
-
-
 def required_guest(name: str) -> Path:
-    """A built test guest (``tests/guests``); raises SetupError naming what
-    to build when it is absent (a test that needs it fails, never skips)."""
-    path = built_guest(name)
-    if path is None:
+    """A built test guest (``tests/guests``), e.g. ``scripted``: the file
+    ``$TOOLGATE_<NAME>`` names, else ``<name>.wasm`` under ``TOOLGATE_GUESTS``;
+    raises SetupError naming what to build when it is absent (a test that
+    needs it fails, never skips)."""
+    var = f"TOOLGATE_{name.upper().replace('-', '_')}"
+    named = os.environ.get(var)
+    if named:
+        path, how = Path(named), f"{var} names"
+    else:
         where = env_path("TOOLGATE_GUESTS", "target/wasm-guests/wasm32-wasip2/release")
+        path, how = where / f"{name}.wasm", f"set {var} or TOOLGATE_GUESTS; looked for"
+    if not path.is_file():
         raise SetupError(
-            f"test guest {where / (name + '.wasm')} is missing: `cargo test --workspace` "
-            "builds it, or set TOOLGATE_GUESTS"
+            f"test guest {name} is missing ({how} {path}): `cargo test --workspace` builds it"
         )
     return path
 

@@ -14,6 +14,7 @@ import type * as Steering from 'toolgate:guard/steering@0.1.0';
 import type * as Result from 'toolgate:guard/result@0.1.0';
 import type { wire } from './generated/types.js';
 import { EVENT_JSON_FIELDS, type Hooks, type Verdict } from './generated/types.js';
+import { parseJson, stringifyJson } from './json.js';
 
 type SeamName = keyof typeof EVENT_JSON_FIELDS;
 
@@ -29,7 +30,7 @@ const MAX_LOGGED_ERROR = 4000;
 
 function describe(value: unknown): string {
   try {
-    const text = JSON.stringify(value);
+    const text = stringifyJson(value);
     if (text !== undefined) return text.length > 200 ? `${text.slice(0, 200)}...` : text;
   } catch {
     // fall through
@@ -55,7 +56,7 @@ function parseEvent<E extends object>(seam: SeamName, event: E): any {
       get() {
         let value: unknown;
         try {
-          value = JSON.parse(text);
+          value = parseJson(text);
         } catch (err) {
           throw new TypeError(`event field "${field}" is not JSON: ${(err as Error).message}`);
         }
@@ -124,7 +125,7 @@ function toVerdict(value: unknown, hook: string): wire.Verdict {
 function toRewrite(value: unknown, hook: string): wire.Rewrite | undefined {
   if (value === undefined || value === null) return undefined;
   if (isPlainObject(value) && typeof value.toolName === 'string' && isPlainObject(value.args)) {
-    return { toolName: value.toolName, args: JSON.stringify(value.args) };
+    return { toolName: value.toolName, args: stringifyJson(value.args) as string };
   }
   throw new TypeError(
     `${hook} returned ${describe(value)}; return rewrite(toolName, argsObject) or nothing`,

@@ -19,6 +19,9 @@
 
 import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.1.0';
 import type { Hooks, JsonObject, JsonValue, Level, Rewrite, Verdict } from './generated/types.js';
+import { parseJson } from './json.js';
+
+export { parseJson, stringifyJson } from './json.js';
 
 export type {
   BeforeToolCallEvent,
@@ -123,7 +126,7 @@ export const log = Object.assign((level: Level, message: string): void => hostLo
  * snapshotted guard never keeps the configuration of its warm-up); call it once per hook.
  */
 export function config<T extends JsonObject = JsonObject>(): T {
-  return JSON.parse(hostConfig()) as T;
+  return parseJson(hostConfig()) as T;
 }
 
 /** Narrows a JSON value to a string, or `undefined` when it is anything else. */

@@ -16,6 +16,9 @@
 //! | a malformed reply is dropped and logged | `logged::a_malformed_reply_is_logged_once_with_plugin_and_seam` |
 //! | `on_error = "deny"`: steering refuses, routing hides all, rewrite and result skip the guard | `logged::deny_holds_at_every_seam`, `hostile::fail_closed_guard_steers_with_a_labelled_message` |
 //! | big integers and key order pass through every face | `chains::rewrite_passes_big_integers_and_key_order_through`, `server::big_integers_and_key_order_pass_through_http`, `server::state_reaches_the_guard_over_http_as_sent`, `cli::state_reaches_the_guard_through_check_and_replay`, `test_host.py::test_big_integers_and_key_order_survive` |
+//! | big integers and key order reach a guard of every language and come back unchanged in a rewrite | `tests/langs/test_echo.py` (Rust, JS, Python, Go `echo`; check and replay), `test_adapter.py::test_big_integers_and_key_order_reach_a_guard_over_http_and_come_back` (the adapter over HTTP) |
+//! | the adapter reuses its connection, gives each tool call one time budget, and treats a timeout as a failure under its policy (a real `serve`) | `test_adapter.py::test_connections_are_reused`, `test_adapter.py::test_one_budget_per_tool_call`, `test_adapter.py::test_timeout_is_a_failure` |
+//! | the guest SDKs' glue works in the real host | `guest-sdk/python/tests/test_component.py` (every seam, return shape, log and fault of a Python guard), `tests/langs/test_js.py`, `test_go.py`, `test_python.py` |
 //! | HTTP refuses a request nested 128 levels deep, naming line and column | `server::the_nesting_limit_is_at_128_levels`, `cli::nested_args_pass_up_to_the_documented_depth` |
 //! | a guard's stdout/stderr go to the log, bounded by `log_kib` | `cli::a_guards_output_reaches_the_log_bounded`, `hostile::stdout_flood_is_bounded_and_the_call_completes` |
 //! | a reload under calls loses and fails none; calls see the new version | `reload::reloads_under_concurrent_calls_lose_and_fail_nothing` |

@@ -8,13 +8,16 @@ import (
 	"toolgate.dev/guest/steering"
 )
 
-func init() {
-	steering.Handle(func(e guest.BeforeToolCallEvent) guest.Verdict {
-		if e.ToolName == "send_email" {
-			return guest.Cancel("Sending email is not permitted here; carry on without it.")
-		}
-		return guest.Proceed()
-	})
+// message is what the model sees instead of a send_email result.
+const message = "Sending email is not permitted here; carry on without it."
+
+func check(e guest.BeforeToolCallEvent) guest.Verdict {
+	if e.ToolName == "send_email" {
+		return guest.Cancel(message)
+	}
+	return guest.Proceed()
 }
+
+func init() { steering.Handle(check) }
 
 func main() {}

@@ -4,8 +4,8 @@
 
 import type * as wire from 'toolgate:guard/types@0.1.0';
 
-/** Any JSON value. */
-export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject;
+/** Any JSON value; an integer beyond 2^53 is a `bigint` (exact). */
+export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | JsonObject;
 /** A JSON object. */
 export type JsonObject = { [key: string]: JsonValue };
 
