@@ -609,14 +609,22 @@ def test_a_call_id_that_recurs_in_every_run_is_always_guarded(
     manifest = tmp_path / "toolgate.toml"
     manifest.write_text('[[plugin]]\npath = "sql-guard.wasm"\ntimeout_ms = 20000\n')
     g = guards("sql-guard", extra={"toolgate.toml": manifest})
-    runs = 10_000 if g.transport == "embedded" else 2_000
-    handler = g.handler(timeout=2.0, failure_policy=policy)
+    # Runs go on until the hooks have taken several times the budget (and
+    # at least `least` runs): a busy machine makes them take longer, never
+    # makes one call use up its budget.
+    budget = 5.0
+    least = 10_000 if g.transport == "embedded" else 2_000
+    handler = g.handler(timeout=budget, failure_policy=policy)
     steered = "Add a WHERE clause before running this query."
+    runs = 0
 
     async def go() -> list[tuple[int, Any]]:
+        nonlocal runs
         wrong = []
+        start = time.monotonic()
         try:
-            for i in range(runs):
+            while runs < least or time.monotonic() - start < 3 * budget:
+                i, runs = runs, runs + 1
                 run_id, state = f"run-{i}", {"run_id": f"run-{i}"}
                 for sql in ("DELETE FROM users", "DELETE FROM users WHERE id = 7"):
                     args = {"sql": sql}
