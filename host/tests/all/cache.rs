@@ -265,13 +265,13 @@ fn the_binary_warns_about_an_unsafe_cache() {
 #[cfg(unix)]
 fn list_with_cache(dir: &Path, cache: &Path) -> String {
     use std::io::Read;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["list", "--plugins", &dir.display().to_string()])
-        .args(["--cache-dir", &cache.display().to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run");
+    let mut child = crate::KillOnDrop::spawn(
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["list", "--plugins", &dir.display().to_string()])
+            .args(["--cache-dir", &cache.display().to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped()),
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait") {

@@ -1306,14 +1306,14 @@ fn the_binary_takes_the_reload_wait() {
 fn a_closed_standard_error_never_stops_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::copy(HOSTILE, dir.path().join("hostile.wasm")).expect("copy");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--plugins", &dir.path().display().to_string()])
-        .args(["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"])
-        .env("TOOLGATE_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate serve");
+    let mut child = crate::KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &dir.path().display().to_string()])
+            .args(["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"])
+            .env("TOOLGATE_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let mut addr = None;
     for line in BufReader::new(stderr).lines() {
@@ -1357,14 +1357,14 @@ fn a_closed_standard_error_never_stops_the_server() {
     assert_eq!(statuses, [200; 7], "answers after standard error closed");
 }
 
-pub(crate) fn spawn_serve(dir: &Path, args: &[&str]) -> (std::process::Child, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--plugins", &dir.display().to_string()])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate serve");
+pub(crate) fn spawn_serve(dir: &Path, args: &[&str]) -> (crate::KillOnDrop, String, String) {
+    let mut child = crate::KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &dir.display().to_string()])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let mut banner = String::new();
     let mut addr = None;

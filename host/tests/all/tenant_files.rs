@@ -601,13 +601,13 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
     use std::process::{Command, Stdio};
     let (dir, tenants) = tree();
     mkfifo(&tenants.join("evil").join("toolgate.toml"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--plugins", &dir.path().display().to_string()])
-        .args(["--listen", "127.0.0.1:0", "--no-cache"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate serve");
+    let mut child = crate::KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &dir.path().display().to_string()])
+            .args(["--listen", "127.0.0.1:0", "--no-cache"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
     // Keep reading: the server logs the refusals.
