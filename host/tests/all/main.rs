@@ -21,6 +21,7 @@
 //! | a reload under calls loses and fails none; calls see the new version | `reload::reloads_under_concurrent_calls_lose_and_fail_nothing` (library), `reload::serve_swaps_a_guard_under_calls_and_loses_none` (`toolgate serve`, watcher, atomic renames, several connections) |
 //! | `--max-connections`: a connection over the cap is closed, those within it served | `http_limits::the_binary_takes_connection_limits` |
 //! | `--tenant-tokens-file`: a tenant's token calls as that tenant only; the operator's endpoints are the operator's | `server::the_binary_serves_tenants_by_their_tokens_file`, `server::a_tenant_token_calls_the_seams_as_its_tenant_only` |
+//! | the compiled cache's default place: `$TOOLGATE_CACHE_DIR` (`off`, empty: none), else `$XDG_CACHE_HOME/toolgate`, else `$HOME/.cache/toolgate`, else none | `cache::default_location_follows_the_environment` (the binary, one environment per case) |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
