@@ -1069,6 +1069,22 @@ async fn eventually(what: &str, mut holds: impl FnMut() -> bool) {
     assert!(waited.await.is_ok(), "never: {what}");
 }
 
+/// Asserts that a spinning guard's request (`?trace=1`) ended as the host
+/// stops a spinner: at its run-time deadline (skipped, 200), or, on a
+/// machine too busy to give the lane the CPU, at its wall-clock bound
+/// first (`overloaded`: not decided, 503).
+fn spun_out(status: StatusCode, answer: &Value) {
+    let deadline = status == StatusCode::OK
+        && answer["trace"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|e| e["fault"] == "deadline"));
+    let overloaded = status == StatusCode::SERVICE_UNAVAILABLE
+        && answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("(overloaded)"));
+    assert!(deadline || overloaded, "{status}: {answer}");
+}
+
 /// Lower-case hex of the SHA-256 of `bytes`.
 fn hex(bytes: &[u8]) -> String {
     use sha2::Digest;
@@ -1692,8 +1708,7 @@ async fn a_tenant_over_its_requests_in_progress_gets_429_and_no_one_else_does() 
     );
 
     let (status, answer) = spinning.await.expect("task");
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(answer["trace"][1]["fault"], "deadline", "{answer}");
+    spun_out(status, &answer);
     s.stop().await;
 }
 
@@ -1730,18 +1745,17 @@ async fn a_guard_the_host_cannot_run_in_time_gets_503_never_a_silent_proceed() {
     let mut spin = steering("loop", json!({}));
     spin["tenant"] = json!("a");
     let spinning = tokio::spawn({
-        let (client, url) = (s.client.clone(), s.url("/v1/steering"));
+        let (client, url) = (s.client.clone(), s.url("/v1/steering?trace=1"));
         async move {
-            client
-                .post(url)
-                .json(&spin)
-                .send()
-                .await
-                .map(|r| r.status())
+            let response = client.post(url).json(&spin).send().await.expect("request");
+            (
+                response.status(),
+                response.json::<Value>().await.expect("JSON"),
+            )
         }
     });
     // Until the spinner holds a's one instance.
-    let held = tokio::time::timeout(Duration::from_secs(20), async {
+    let held = tokio::time::timeout(Duration::from_secs(60), async {
         while s.registry.plugin_set().accounts.tenants["a"]
             .usage()
             .instances
@@ -1797,10 +1811,8 @@ async fn a_guard_the_host_cannot_run_in_time_gets_503_never_a_silent_proceed() {
     let (_, plugins) = s.get("/v1/plugins").await;
     let plugins: Value = serde_json::from_str(&plugins).expect("JSON");
     assert_eq!(plugins["global"][0]["health"]["state"], "ok", "{plugins}");
-    assert_eq!(
-        spinning.await.expect("task").expect("answered"),
-        StatusCode::OK
-    );
+    let (status, answer) = spinning.await.expect("task");
+    spun_out(status, &answer);
     s.stop().await;
 }
 
