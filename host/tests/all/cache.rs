@@ -265,13 +265,13 @@ fn the_binary_warns_about_an_unsafe_cache() {
 #[cfg(unix)]
 fn list_with_cache(dir: &Path, cache: &Path) -> String {
     use std::io::Read;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["list", "--plugins", &dir.display().to_string()])
-        .args(["--cache-dir", &cache.display().to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run");
+    let mut child = crate::KillOnDrop::spawn(
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["list", "--plugins", &dir.display().to_string()])
+            .args(["--cache-dir", &cache.display().to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped()),
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait") {
@@ -352,23 +352,84 @@ fn key_is_stable_across_engines_and_follows_the_bytes() {
     );
 }
 
+/// The documented default location (docs: `$TOOLGATE_CACHE_DIR`, `off`
+/// or empty: none; else `$XDG_CACHE_HOME/toolgate`; else
+/// `$HOME/.cache/toolgate`; else none), each case run as `toolgate list`
+/// in an environment of its own: the entry lands where the docs say and
+/// nowhere else.
 #[test]
 fn default_location_follows_the_environment() {
-    // Read-only check of the documented order (the process environment is
-    // shared by every test, so it is not modified here).
-    let c = CompiledCache::from_env();
-    match std::env::var_os("TOOLGATE_CACHE_DIR") {
-        Some(v) if v.is_empty() || v == "off" => assert_eq!(c.dir(), None),
-        Some(v) => assert_eq!(c.dir(), Some(Path::new(&v))),
-        None => {
-            if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
-                assert_eq!(c.dir(), Some(Path::new(&x).join("toolgate").as_path()));
-            } else if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-                assert_eq!(
-                    c.dir(),
-                    Some(Path::new(&h).join(".cache/toolgate").as_path())
-                );
-            }
+    let dir = plugins();
+    let root = tempfile::tempdir().expect("tempdir");
+    let (own, xdg, home) = (
+        root.path().join("own"),
+        root.path().join("xdg"),
+        root.path().join("home"),
+    );
+    let everywhere = [
+        own.clone(),
+        xdg.join("toolgate"),
+        home.join(".cache/toolgate"),
+    ];
+    let own_text = own.display().to_string();
+    let (xdg_text, home_text) = (xdg.display().to_string(), home.display().to_string());
+    // (the environment, where the entry must be: none when disabled)
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a Path>);
+    let cases: [Case; 7] = [
+        (
+            &[
+                ("TOOLGATE_CACHE_DIR", &own_text),
+                ("XDG_CACHE_HOME", &xdg_text),
+                ("HOME", &home_text),
+            ],
+            Some(&everywhere[0]),
+        ),
+        (
+            &[
+                ("TOOLGATE_CACHE_DIR", "off"),
+                ("XDG_CACHE_HOME", &xdg_text),
+                ("HOME", &home_text),
+            ],
+            None,
+        ),
+        (
+            &[
+                ("TOOLGATE_CACHE_DIR", ""),
+                ("XDG_CACHE_HOME", &xdg_text),
+                ("HOME", &home_text),
+            ],
+            None,
+        ),
+        (
+            &[("XDG_CACHE_HOME", &xdg_text), ("HOME", &home_text)],
+            Some(&everywhere[1]),
+        ),
+        (
+            &[("XDG_CACHE_HOME", ""), ("HOME", &home_text)],
+            Some(&everywhere[2]),
+        ),
+        (&[("HOME", &home_text)], Some(&everywhere[2])),
+        (&[("HOME", "")], None),
+    ];
+    for (env, expected) in cases {
+        for place in &everywhere {
+            let _ = std::fs::remove_dir_all(place);
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["list", "--plugins", &dir.path().display().to_string()])
+            .env_clear()
+            .envs(env.iter().copied())
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{env:?}: {out:?}");
+        for place in &everywhere {
+            let written = !entries(place).is_empty();
+            assert_eq!(
+                written,
+                Some(place.as_path()) == expected,
+                "{env:?}: entries in {}",
+                place.display()
+            );
         }
     }
 }

@@ -360,13 +360,13 @@ fn a_killed_server_leaves_no_compile_running() {
         "bomb.wasm",
         &crate::tenant_files::compile_bomb(80_000),
     );
-    let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--plugins", &dir.path().display().to_string()])
-        .args(["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn toolgate serve");
+    let mut server = crate::KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &dir.path().display().to_string()])
+            .args(["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
     let start = Instant::now();
     let child = loop {
         if let Some(pid) = compile_child_of(server.id()) {

@@ -300,9 +300,10 @@ async fn a_header_trickled_byte_by_byte_is_cut_by_the_header_timeout() {
         "GET /healthz HTTP/1.1\r\nx-pad: {}\r\n\r\n",
         "a".repeat(160)
     );
-    let started = Instant::now();
+    let mut sent = 0;
     let mut cut = false;
     for byte in head.as_bytes() {
+        sent += 1;
         if stream.write_all(&[*byte]).await.is_err() {
             cut = true;
             break;
@@ -320,12 +321,9 @@ async fn a_header_trickled_byte_by_byte_is_cut_by_the_header_timeout() {
             Err(_) => {}
         }
     }
+    // Cut before its head was whole (counted in bytes, not time).
     assert!(cut, "the trickle was never cut");
-    assert!(
-        started.elapsed() < Duration::from_secs(12),
-        "cut only after {:?}",
-        started.elapsed()
-    );
+    assert!(sent < head.len(), "cut only after all {sent} bytes");
     assert!(
         s.series("toolgate_http_connections_timed_out_total{reason=\"header\"}")
             .is_some_and(|n| n >= 1.0),

@@ -21,9 +21,10 @@
 //! | the guest SDKs' glue works in the real host | `guest-sdk/python/tests/test_component.py` (every seam, return shape, log and fault of a Python guard), `tests/langs/test_js.py`, `test_go.py`, `test_python.py` |
 //! | HTTP refuses a request nested 128 levels deep, naming line and column | `server::the_nesting_limit_is_at_128_levels`, `cli::nested_args_pass_up_to_the_documented_depth` |
 //! | a guard's stdout/stderr go to the log, bounded by `log_kib` | `cli::a_guards_output_reaches_the_log_bounded`, `hostile::stdout_flood_is_bounded_and_the_call_completes` |
-//! | a reload under calls loses and fails none; calls see the new version | `reload::reloads_under_concurrent_calls_lose_and_fail_nothing` |
+//! | a reload under calls loses and fails none; calls see the new version | `reload::reloads_under_concurrent_calls_lose_and_fail_nothing` (library), `reload::serve_swaps_a_guard_under_calls_and_loses_none` (`toolgate serve`, watcher, atomic renames, several connections) |
 //! | `--max-connections`: a connection over the cap is closed, those within it served | `http_limits::the_binary_takes_connection_limits` |
 //! | `--tenant-tokens-file`: a tenant's token calls as that tenant only; the operator's endpoints are the operator's | `server::the_binary_serves_tenants_by_their_tokens_file`, `server::a_tenant_token_calls_the_seams_as_its_tenant_only` |
+//! | the compiled cache's default place: `$TOOLGATE_CACHE_DIR` (`off`, empty: none), else `$XDG_CACHE_HOME/toolgate`, else `$HOME/.cache/toolgate`, else none | `cache::default_location_follows_the_environment` (the binary, one environment per case) |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
@@ -225,5 +226,39 @@ impl std::io::Write for Kept {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// A child process (a `toolgate serve`, a long `toolgate` command) that is
+/// killed and reaped when dropped, so a test that fails (panics) while it
+/// runs leaves no process behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl KillOnDrop {
+    /// Starts `command` under the guard.
+    pub fn spawn(command: &mut std::process::Command) -> KillOnDrop {
+        KillOnDrop(command.spawn().expect("spawn toolgate"))
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // Already exited (and reaped by the test): both are no-ops.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

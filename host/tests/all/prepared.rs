@@ -10,9 +10,11 @@ use toolgate_tests::{HOSTILE, SQL_GUARD};
 
 use crate::*;
 
-/// Waits (at most 2 s) until the engine holds `n` prepared instances.
+/// Waits until the engine holds `n` prepared instances (60 s: a hang
+/// guard, not a measure).
 async fn live_becomes(engine: &Engine, n: u32) {
-    for _ in 0..400 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
         if engine.prepared_slots().live() == n {
             return;
         }
@@ -72,10 +74,10 @@ async fn none_are_made_under_sustained_load_or_with_depth_zero() {
     // calls keep coming next to none is made (every call instantiates its
     // own, as without prepared instances; only a pause of a millisecond —
     // this thread descheduled on a busy machine — lets one be made).
+    // Counted in calls, not time: the same on a fast or a slow machine.
     let made = engine.prepared_slots().made();
-    let until = std::time::Instant::now() + Duration::from_millis(300);
-    let mut calls = 0;
-    while std::time::Instant::now() < until {
+    let calls = 400;
+    for _ in 0..calls {
         let d = chain
             .steering(
                 &steering("run_query", json!({"sql": "DELETE FROM t"})),
@@ -83,10 +85,8 @@ async fn none_are_made_under_sustained_load_or_with_depth_zero() {
             )
             .await;
         assert!(d.result.is_some());
-        calls += 1;
     }
     let made = engine.prepared_slots().made() - made;
-    assert!(calls > 50, "{calls} calls");
     assert!(
         made * 10 <= calls,
         "{made} instances prepared during {calls} back-to-back calls"

@@ -386,11 +386,12 @@ async fn reloads_under_concurrent_calls_lose_and_fail_nothing() {
     eprintln!("{ok} calls across {RELOADS} reloads, none lost or failed");
 }
 
+/// Waits until `f` holds (60 s: a hang guard, not a measure).
 async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> bool) {
     let start = Instant::now();
     while !f().await {
         assert!(
-            start.elapsed() < Duration::from_secs(20),
+            start.elapsed() < Duration::from_secs(60),
             "timed out waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -521,13 +522,19 @@ fn _unused(_: Value) {}
 /// another tenant's new guard goes live while the churn goes on. The
 /// churning tenant itself is loaded anyway once it has kept changing for
 /// the watcher's bound, and that is counted.
+///
+/// The settle delay is 2 s, not a few writes' worth: on a busy machine the
+/// churning thread may be kept off the CPU for a fraction of a second,
+/// which would let its directory settle (and the bound never be reached);
+/// a pause of 2 s in every one of the bound's 5 s windows is not expected
+/// even there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_tenants_churn_delays_only_itself_and_only_up_to_the_bound() {
     let dir = tempfile::tempdir().expect("tempdir");
     copy(SQL_GUARD, &dir.path().join("tenants/quiet/sql.wasm"));
     let reg = Arc::new(open(dir.path(), None).await);
     let _watch = Arc::clone(&reg)
-        .watch(Duration::from_millis(100))
+        .watch(Duration::from_secs(2))
         .expect("watch");
     let unsettled = toolgate::watch::unsettled_reloads();
     let stop = Arc::new(AtomicBool::new(false));
@@ -665,4 +672,149 @@ fn a_change_belongs_to_its_directory() {
     assert_eq!(of("/p/tenants/acme/x/y.wasm"), Dir::Tenant("acme".into()));
     assert_eq!(of("/p/tenants"), Dir::All);
     assert_eq!(of("/elsewhere"), Dir::All);
+}
+
+/// What one call through the served guard answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Served {
+    /// The sql-guard version: a steer naming the missing WHERE.
+    Steers,
+    /// The steering-only version: it ran and proceeded.
+    Proceeds,
+}
+
+/// Reads one answer of `/v1/steering?trace=1` for a `DELETE` with no
+/// `WHERE`: which version of `guard` decided it, or why it is neither.
+fn served_by(status: reqwest::StatusCode, body: &Value) -> Result<Served, String> {
+    let trace = body["trace"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    let [entry] = trace else {
+        return Err(format!("{status}: not one guard ran: {body}"));
+    };
+    if status != reqwest::StatusCode::OK || entry["plugin"] != "guard" || !entry["fault"].is_null()
+    {
+        return Err(format!("{status}: {body}"));
+    }
+    match (entry["outcome"].as_str(), &body["result"]) {
+        (Some("skip"), result)
+            if result["content"] == "Add a WHERE clause before running this query." =>
+        {
+            Ok(Served::Steers)
+        }
+        (Some("proceed"), Value::Null) => Ok(Served::Proceeds),
+        _ => Err(format!("{status}: {body}")),
+    }
+}
+
+/// `toolgate serve` with its watcher on, under calls on several
+/// connections, while a guard's file is replaced (atomic rename) by
+/// another version again and again: every call is answered 200 by one of
+/// the two versions — never an error, a fault or no guard at all — and
+/// after each swap the new version is seen (by a call started after the
+/// rename), however long the watcher and the compile take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_swaps_a_guard_under_calls_and_loses_none() {
+    const CONNECTIONS: usize = 4;
+    const SWAPS: usize = 6;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let guard = dir.path().join("guard.wasm");
+    copy(SQL_GUARD, &guard);
+    let (_server, addr, _) = crate::server::spawn_serve(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--cache-dir",
+            &cache.path().display().to_string(),
+        ],
+    );
+    let url = format!("http://{addr}/v1/steering?trace=1");
+    let body = json!({"event": {"run_id": "r", "tool_name": "run_query", "call_id": "c",
+        "args": {"sql": "DELETE FROM t"}}});
+
+    // Each call is numbered when it starts; per version, the latest number
+    // that version answered.
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicU64::new(0));
+    let latest: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let callers: Vec<_> = (0..CONNECTIONS)
+        .map(|_| {
+            let (stop, started, latest) =
+                (Arc::clone(&stop), Arc::clone(&started), Arc::clone(&latest));
+            let (url, body) = (url.clone(), body.clone());
+            tokio::spawn(async move {
+                // A client of its own: a connection of its own.
+                let client = reqwest::Client::new();
+                let (mut seen, mut bad) = ([0u64; 2], Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    let n = started.fetch_add(1, Ordering::Relaxed) + 1;
+                    let answer = match client.post(&url).json(&body).send().await {
+                        Ok(r) => {
+                            let status = r.status();
+                            match r.json::<Value>().await {
+                                Ok(body) => served_by(status, &body),
+                                Err(e) => Err(format!("{status}: body: {e}")),
+                            }
+                        }
+                        Err(e) => Err(format!("request: {e}")),
+                    };
+                    match answer {
+                        Ok(version) => {
+                            let v = version as usize;
+                            seen[v] += 1;
+                            latest[v].fetch_max(n, Ordering::Relaxed);
+                        }
+                        Err(e) => bad.push(e),
+                    }
+                }
+                (seen, bad)
+            })
+        })
+        .collect();
+
+    // Until a call started after `from` is answered by `version`.
+    let seen_since = async |version: Served, from: u64| {
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            while latest[version as usize].load(Ordering::Relaxed) <= from {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        assert!(
+            waited.await.is_ok(),
+            "{version:?}: never answered a call started after #{from}"
+        );
+    };
+    seen_since(Served::Steers, 0).await;
+    for swap in 0..SWAPS {
+        let (file, version) = if swap % 2 == 0 {
+            (STEERING_ONLY, Served::Proceeds)
+        } else {
+            (SQL_GUARD, Served::Steers)
+        };
+        copy(file, &guard);
+        seen_since(version, started.load(Ordering::Relaxed)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (mut seen, mut bad) = ([0u64; 2], Vec::new());
+    for caller in callers {
+        let (s, b) = caller.await.expect("caller");
+        seen[0] += s[0];
+        seen[1] += s[1];
+        bad.extend(b);
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {} calls not answered by either version, e.g. {:?}",
+        bad.len(),
+        bad.len() as u64 + seen[0] + seen[1],
+        &bad[..1]
+    );
+    // Each version served after each of its swaps (above), so both here.
+    assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+    eprintln!(
+        "{} calls across {SWAPS} swaps: {} by sql-guard, {} by steering-only",
+        seen[0] + seen[1],
+        seen[0],
+        seen[1]
+    );
 }

@@ -1059,6 +1059,32 @@ async fn a_tenant_token_calls_the_seams_as_its_tenant_only() {
     s.stop().await;
 }
 
+/// Waits until `holds` (60 s: a hang guard, not a measure).
+async fn eventually(what: &str, mut holds: impl FnMut() -> bool) {
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        while !holds() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    assert!(waited.await.is_ok(), "never: {what}");
+}
+
+/// Asserts that a spinning guard's request (`?trace=1`) ended as the host
+/// stops a spinner: at its run-time deadline (skipped, 200), or, on a
+/// machine too busy to give the lane the CPU, at its wall-clock bound
+/// first (`overloaded`: not decided, 503).
+fn spun_out(status: StatusCode, answer: &Value) {
+    let deadline = status == StatusCode::OK
+        && answer["trace"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|e| e["fault"] == "deadline"));
+    let overloaded = status == StatusCode::SERVICE_UNAVAILABLE
+        && answer["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("(overloaded)"));
+    assert!(deadline || overloaded, "{status}: {answer}");
+}
+
 /// Lower-case hex of the SHA-256 of `bytes`.
 fn hex(bytes: &[u8]) -> String {
     use sha2::Digest;
@@ -1079,11 +1105,9 @@ async fn a_faulting_guard_is_skipped_and_the_server_keeps_serving() {
     )
     .await;
     // "loop" spins until its deadline (default 200 ms) or fuel runs out.
-    let started = Instant::now();
     let (status, body) = s.post("/v1/steering", steering("loop", json!({}))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, Value::Null, "a faulting guard is skipped");
-    assert!(started.elapsed() < Duration::from_secs(5));
 
     let (_, body) = s
         .post("/v1/steering?trace=1", steering("trap", json!({})))
@@ -1156,16 +1180,15 @@ async fn graceful_shutdown_finishes_requests_in_flight() {
             )
         }
     });
-    // Let the request reach the guard (it spins ~200 ms), then shut down.
-    tokio::time::sleep(Duration::from_millis(60)).await;
+    // Once the request is in the guard (spinning, a long call), shut down.
+    let lane = Arc::clone(s.registry.engine().long_lane());
+    eventually("the spinner runs", || lane.usage().running > 0).await;
     let base = s.base.clone();
-    let started = Instant::now();
     s.stop().await;
     let (status, body) = slow.await.expect("task");
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["result"], Value::Null);
     assert_eq!(body["trace"][0]["outcome"], "fault");
-    assert!(started.elapsed() < Duration::from_secs(5));
     // Nothing listens any more.
     let refused = reqwest::Client::new()
         .get(format!("{base}/healthz"))
@@ -1306,14 +1329,14 @@ fn the_binary_takes_the_reload_wait() {
 fn a_closed_standard_error_never_stops_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::copy(HOSTILE, dir.path().join("hostile.wasm")).expect("copy");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--plugins", &dir.path().display().to_string()])
-        .args(["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"])
-        .env("TOOLGATE_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate serve");
+    let mut child = crate::KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &dir.path().display().to_string()])
+            .args(["--listen", "127.0.0.1:0", "--no-cache", "--no-watch"])
+            .env("TOOLGATE_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let mut addr = None;
     for line in BufReader::new(stderr).lines() {
@@ -1357,14 +1380,14 @@ fn a_closed_standard_error_never_stops_the_server() {
     assert_eq!(statuses, [200; 7], "answers after standard error closed");
 }
 
-pub(crate) fn spawn_serve(dir: &Path, args: &[&str]) -> (std::process::Child, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--plugins", &dir.display().to_string()])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate serve");
+pub(crate) fn spawn_serve(dir: &Path, args: &[&str]) -> (crate::KillOnDrop, String, String) {
+    let mut child = crate::KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &dir.display().to_string()])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let mut banner = String::new();
     let mut addr = None;
@@ -1392,7 +1415,9 @@ async fn a_request_that_never_finishes_times_out() {
         },
     )
     .await;
-    // Promise 100 bytes of body, send 10, then go quiet.
+    // Promise 100 bytes of body, send 10, then go quiet. (The server's
+    // clock starts after this one.)
+    let started = Instant::now();
     let mut stream = tokio::net::TcpStream::connect(s.base.trim_start_matches("http://"))
         .await
         .expect("connect");
@@ -1403,9 +1428,8 @@ async fn a_request_that_never_finishes_times_out() {
         )
         .await
         .expect("write");
-    let started = Instant::now();
     let mut answer = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(5), async {
+    let read = tokio::time::timeout(Duration::from_secs(60), async {
         let mut buf = [0u8; 1024];
         loop {
             let n = stream.read(&mut buf).await.expect("read");
@@ -1419,11 +1443,11 @@ async fn a_request_that_never_finishes_times_out() {
         }
     })
     .await;
-    assert!(read.is_ok(), "no answer within 5 s");
+    assert!(read.is_ok(), "no answer within 60 s");
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("timed out after 300 ms"), "{answer}");
-    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert!(started.elapsed() >= Duration::from_millis(300));
     // Other clients were never held up.
     let (status, _) = s.get("/healthz").await;
     assert_eq!(status, StatusCode::OK);
@@ -1450,7 +1474,7 @@ fn the_binary_reloads_on_change_and_on_sighup() {
         })
     };
     let wait_for = |addr: &str, n: usize| {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(60);
         while global_plugins(addr) != n {
             assert!(Instant::now() < deadline, "never saw {n} plugins");
             std::thread::sleep(Duration::from_millis(50));
@@ -1635,7 +1659,11 @@ async fn a_tenant_over_its_requests_in_progress_gets_429_and_no_one_else_does() 
             )
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let account = Arc::clone(&s.registry.plugin_set().accounts.tenants["a"]);
+    eventually("the spinner's request is in progress", || {
+        account.usage().requests == 1
+    })
+    .await;
 
     let busy = s
         .client
@@ -1680,8 +1708,7 @@ async fn a_tenant_over_its_requests_in_progress_gets_429_and_no_one_else_does() 
     );
 
     let (status, answer) = spinning.await.expect("task");
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(answer["trace"][1]["fault"], "deadline", "{answer}");
+    spun_out(status, &answer);
     s.stop().await;
 }
 
@@ -1718,18 +1745,17 @@ async fn a_guard_the_host_cannot_run_in_time_gets_503_never_a_silent_proceed() {
     let mut spin = steering("loop", json!({}));
     spin["tenant"] = json!("a");
     let spinning = tokio::spawn({
-        let (client, url) = (s.client.clone(), s.url("/v1/steering"));
+        let (client, url) = (s.client.clone(), s.url("/v1/steering?trace=1"));
         async move {
-            client
-                .post(url)
-                .json(&spin)
-                .send()
-                .await
-                .map(|r| r.status())
+            let response = client.post(url).json(&spin).send().await.expect("request");
+            (
+                response.status(),
+                response.json::<Value>().await.expect("JSON"),
+            )
         }
     });
     // Until the spinner holds a's one instance.
-    let held = tokio::time::timeout(Duration::from_secs(20), async {
+    let held = tokio::time::timeout(Duration::from_secs(60), async {
         while s.registry.plugin_set().accounts.tenants["a"]
             .usage()
             .instances
@@ -1739,8 +1765,10 @@ async fn a_guard_the_host_cannot_run_in_time_gets_503_never_a_silent_proceed() {
         }
     });
     assert!(held.await.is_ok(), "the spinner never got its instance");
-    // Past the spinner's quick sql-guard call, into its 1.5 s spin.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Past the spinner's quick sql-guard call, into its 1.5 s spin (a
+    // long call: on the lane).
+    let lane = Arc::clone(s.registry.engine().long_lane());
+    eventually("the spinner spins", || lane.usage().running > 0).await;
 
     let mut delete = steering("run_query", json!({"sql": "DELETE FROM users"}));
     delete["tenant"] = json!("a");
@@ -1783,10 +1811,8 @@ async fn a_guard_the_host_cannot_run_in_time_gets_503_never_a_silent_proceed() {
     let (_, plugins) = s.get("/v1/plugins").await;
     let plugins: Value = serde_json::from_str(&plugins).expect("JSON");
     assert_eq!(plugins["global"][0]["health"]["state"], "ok", "{plugins}");
-    assert_eq!(
-        spinning.await.expect("task").expect("answered"),
-        StatusCode::OK
-    );
+    let (status, answer) = spinning.await.expect("task");
+    spun_out(status, &answer);
     s.stop().await;
 }
 
@@ -1833,9 +1859,10 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
         let (status, body) = s.post("/v1/steering", call("b")).await;
         assert_eq!((status, &body), (StatusCode::OK, &steer_where()), "b");
     }
-    let mut answered = 0;
+    let (mut answered, mut last) = (0, Duration::ZERO);
     for task in flood {
         let (status, body, took) = task.await.expect("task");
+        last = last.max(took);
         if status == StatusCode::OK {
             assert_eq!(body, steer_where());
             answered += 1;
@@ -1850,11 +1877,19 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
         );
         assert!(took >= Duration::from_millis(300), "refused after {took:?}");
     }
-    // The burst of 2 at once; the next turn is a second away, past the wait.
-    assert_eq!(answered, 2);
+    // The burst of 2 at once; the next turn is a second away, past the
+    // wait: a flood that reaches the server within it gets just those 2. On
+    // a machine slow enough to spread the flood over seconds, the turns
+    // that came meanwhile, at most one a second of it.
+    let earned = 2 + last.as_secs();
+    assert!(
+        answered >= 2 && answered <= earned,
+        "{answered} answered in {last:?}"
+    );
     let (_, metrics) = s.get("/metrics").await;
+    let over_rate = (10 - answered) as f64;
     for (series_name, value) in [
-        ("toolgate_share_over_rate{account=\"a\"}", 8.0),
+        ("toolgate_share_over_rate{account=\"a\"}", over_rate),
         ("toolgate_share_rate{account=\"a\"}", 1.0),
         ("toolgate_share_over_rate{account=\"b\"}", 0.0),
         ("toolgate_share_rate{account=\"b\"}", 0.0),
@@ -1862,8 +1897,10 @@ async fn a_tenant_over_its_rate_waits_then_gets_429_and_no_one_else_does() {
     ] {
         assert_eq!(series(&metrics, series_name), Some(value), "{series_name}");
     }
-    // Refused requests took no turn: the next is a second after the burst.
-    tokio::time::sleep_until((start + Duration::from_millis(1100)).into()).await;
+    // Refused requests took no turn: the next comes a second after the
+    // last answered one (answered by `last`), not eight seconds later.
+    let next = start + last + Duration::from_secs(answered - 1) + Duration::from_millis(100);
+    tokio::time::sleep_until(next.into()).await;
     let (status, body) = s.post("/v1/steering", call("a")).await;
     assert_eq!(
         (status, &body),

@@ -354,13 +354,14 @@ async fn compile_bomb_is_refused_while_another_tenant_loads() {
     assert!(guarded(&reg, Some("good")).await, "the other tenant loads");
     assert!(!guarded(&reg, Some("bomb")).await);
 
-    // Unchanged: not compiled again, same error, and quickly.
+    // Unchanged: not compiled again, same error, and quicker than the
+    // open that compiled it (times of the same run compared).
     let start = Instant::now();
     let r = reg.reload().await.expect("reload");
     assert!(r.compiled.is_empty(), "recompiled: {r:?}");
     assert_eq!(error_for(&r.errors, &bomb), Some(msg));
     let again = start.elapsed();
-    assert!(again < Duration::from_secs(5), "{again:?}");
+    assert!(again < first, "reload {again:?}, open {first:?}");
     eprintln!("bomb refused in {first:?}; unchanged reload in {again:?}");
 }
 
@@ -433,9 +434,11 @@ async fn in_process_compile_is_cut_at_the_time_bound() {
     let bomb = tenants.join("bomb").join("bomb.wasm");
     std::fs::create_dir_all(bomb.parent().expect("parent")).expect("mkdir");
     std::fs::write(&bomb, compile_bomb(BOMB_LINES / 4)).expect("write");
+    // 1 ms: compiling the bomb takes far longer on any machine, so the
+    // bound is what ends it.
     let load = LoadLimits {
         compile: CompileBounds {
-            timeout: Duration::from_millis(200),
+            timeout: Duration::from_millis(1),
             ..CompileBounds::default()
         },
         ..LoadLimits::default()
@@ -445,11 +448,11 @@ async fn in_process_compile_is_cut_at_the_time_bound() {
         .expect("registry opens");
     let set = reg.plugin_set();
     let msg = error_for(&set.errors, &bomb).expect("reported");
-    assert!(msg.contains("compile time limit of 200 ms"), "{msg}");
+    assert!(msg.contains("compile time limit of 1 ms"), "{msg}");
     assert!(guarded(&reg, Some("good")).await);
 }
 
-/// A start function that spins, with a tenant asking for a 20 s timeout:
+/// A start function that spins, with a tenant asking for a 600 s timeout:
 /// the load probe stops at the operator's cap, and the next reload does not
 /// probe it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -460,7 +463,7 @@ async fn spinning_start_function_does_not_stall_reloads() {
     std::fs::write(spin.join("spin.wasm"), spinning_start()).expect("write");
     std::fs::write(
         spin.join("toolgate.toml"),
-        "[[plugin]]\npath = \"spin.wasm\"\ntimeout_ms = 20000\nfuel = 9223372036854775807\n",
+        "[[plugin]]\npath = \"spin.wasm\"\ntimeout_ms = 600000\nfuel = 9223372036854775807\n",
     )
     .expect("write");
     let load = LoadLimits {
@@ -470,7 +473,7 @@ async fn spinning_start_function_does_not_stall_reloads() {
     // An operator whose ceilings allow what the tenant asks for: the probe's
     // own cap is what must hold.
     let mut policy = toolgate::Policy::default();
-    policy.ceilings.timeout = Duration::from_secs(20);
+    policy.ceilings.timeout = Duration::from_secs(600);
     policy.ceilings.fuel = u64::MAX;
     let start = Instant::now();
     let reg = Arc::new(
@@ -490,16 +493,19 @@ async fn spinning_start_function_does_not_stall_reloads() {
         .expect("reported")
         .to_string();
     assert!(msg.contains("fails to start (deadline)"), "{msg}");
-    assert!(first < Duration::from_secs(15), "open took {first:?}");
+    // Run for the tenant's timeout, the open would take 600 s at least.
+    assert!(first < Duration::from_secs(300), "open took {first:?}");
     assert!(guarded(&reg, Some("good")).await);
     // Reloads: no second probe, the same error.
     for _ in 0..3 {
         let start = Instant::now();
         let r = reg.reload().await.expect("reload");
         assert_eq!(error_for(&r.errors, &spin.join("spin.wasm")), Some(&*msg));
+        // A probe spins for its cap's run time: a reload without one is
+        // quicker than the open with it.
         assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{:?}",
+            start.elapsed() < first,
+            "{:?} vs {first:?}",
             start.elapsed()
         );
     }
@@ -601,13 +607,13 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
     use std::process::{Command, Stdio};
     let (dir, tenants) = tree();
     mkfifo(&tenants.join("evil").join("toolgate.toml"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--plugins", &dir.path().display().to_string()])
-        .args(["--listen", "127.0.0.1:0", "--no-cache"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate serve");
+    let mut child = crate::KillOnDrop::spawn(
+        Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--plugins", &dir.path().display().to_string()])
+            .args(["--listen", "127.0.0.1:0", "--no-cache"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
     let stderr = child.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
     // Keep reading: the server logs the refusals.
@@ -626,8 +632,10 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
         .enable_all()
         .build()
         .expect("runtime");
+    // A generous bound on every request: a reader blocked on the FIFO
+    // would never answer.
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
+        .timeout(Duration::from_secs(60))
         .build()
         .expect("client");
     let steer_good = || {
@@ -665,7 +673,8 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
     let zero = tenants.join("zero");
     std::fs::create_dir_all(&zero).expect("mkdir");
     symlink("/dev/zero", zero.join("toolgate.toml")).expect("symlink");
-    // Let the watcher's reload run into them.
+    // Let the watcher's reload run into them (not measured: the explicit
+    // reload below meets them either way).
     std::thread::sleep(Duration::from_millis(800));
     let healthy = rt.block_on(async {
         client
@@ -675,7 +684,6 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
             .map(|r| r.status().is_success())
     });
     assert!(matches!(healthy, Ok(true)), "healthz: {healthy:?}");
-    let start = Instant::now();
     let report: serde_json::Value = rt.block_on(async {
         client
             .post(format!("{base}/v1/reload"))
@@ -687,11 +695,6 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
             .await
             .expect("JSON")
     });
-    assert!(
-        start.elapsed() < Duration::from_secs(15),
-        "{:?}",
-        start.elapsed()
-    );
     let errors = report["errors"].to_string();
     assert!(errors.contains("evil/toolgate.toml"), "{report}");
     assert!(errors.contains("zero/toolgate.toml"), "{report}");
