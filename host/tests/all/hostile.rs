@@ -418,7 +418,17 @@ async fn concurrent_hostile_calls_do_not_disturb_each_other() {
         assert_eq!(d.trace[0].outcome, Outcome::Proceed);
     }
     let spun = looping.await.expect("task");
-    assert_eq!(spun.trace[0].fault, Some(Fault::Deadline));
+    // Stopped at its deadline, or — on a machine too busy to give it its
+    // run time within its wall-clock bound — as `overloaded`: never left
+    // running, never answered.
+    assert!(
+        matches!(
+            spun.trace[0].fault,
+            Some(Fault::Deadline | Fault::Overloaded)
+        ),
+        "{:?}",
+        spun.trace[0]
+    );
 }
 
 /// A spinning guest yields to the executor at every epoch tick: on a
