@@ -1,8 +1,11 @@
 //! `toolgate serve`: the four seams over HTTP.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Result;
+use toolgate::metrics::Metrics;
+use toolgate::server::{self, ServerConfig};
 use toolgate::tokens::TenantTokens;
 
 use crate::args::{CacheArgs, LoadArgs, PolicyArgs, open_for};
@@ -59,6 +62,71 @@ pub(crate) struct ServeArgs {
     load: LoadArgs,
 }
 
+impl ServeArgs {
+    /// The server's settings these flags describe, checked.
+    fn config(&self) -> Result<ServerConfig> {
+        let token = self.token_file.as_deref().map(read_token).transpose()?;
+        let tenant_tokens = match &self.tenant_tokens_file {
+            Some(path) => read_tenant_tokens(path, token.as_deref())?,
+            None => TenantTokens::default(),
+        };
+        if self.max_body_kib == 0 {
+            return Err(bad("--max-body-kib must be at least 1"));
+        }
+        if self.max_connections == 0 {
+            return Err(bad("--max-connections must be at least 1"));
+        }
+        if self.reload_wait_ms >= self.request_timeout_ms.max(1) {
+            return Err(bad(format!(
+                "--reload-wait-ms ({}) must be less than --request-timeout-ms ({})",
+                self.reload_wait_ms, self.request_timeout_ms
+            )));
+        }
+        let millis = |ms: u64| std::time::Duration::from_millis(ms.max(1));
+        Ok(ServerConfig {
+            max_body_bytes: self.max_body_kib.saturating_mul(1024),
+            request_timeout: millis(self.request_timeout_ms),
+            token,
+            tenant_tokens,
+            max_connections: self.max_connections,
+            header_read_timeout: millis(self.header_timeout_ms),
+            idle_timeout: millis(self.idle_timeout_ms),
+            reload_wait: std::time::Duration::from_millis(self.reload_wait_ms),
+        })
+    }
+}
+
+/// The operator's bearer token, read from `path`.
+fn read_token(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("token file {}: {e}", path.display())))?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(bad(format!("token file {} is empty", path.display())));
+    }
+    Ok(token)
+}
+
+/// The tenants' tokens, read from `path`; they need the operator's
+/// `token`, and none may be it.
+fn read_tenant_tokens(path: &Path, token: Option<&str>) -> Result<TenantTokens> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
+    let tokens = TenantTokens::parse(&text)
+        .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
+    match token {
+        None => Err(bad(
+            "--tenant-tokens-file needs --token-file: the plugin list, reloads and \
+             metrics are the operator's",
+        )),
+        Some(t) if tokens.holds(t) => Err(bad(format!(
+            "tenant tokens file {}: a tenant has the operator's token",
+            path.display()
+        ))),
+        Some(_) => Ok(tokens),
+    }
+}
+
 /// Like `eprintln!`, but a closed standard error (the parent stopped
 /// reading) never panics a running server.
 macro_rules! say {
@@ -70,75 +138,13 @@ macro_rules! say {
 
 /// Runs `toolgate serve` until a shutdown signal.
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
-    use std::sync::Arc;
-    use toolgate::metrics::Metrics;
-    use toolgate::server::{self, ServerConfig};
-
     if !args.plugins.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",
             args.plugins.display()
         )));
     }
-    let token = match &args.token_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| bad(format!("token file {}: {e}", path.display())))?;
-            let token = text.trim().to_string();
-            if token.is_empty() {
-                return Err(bad(format!("token file {} is empty", path.display())));
-            }
-            Some(token)
-        }
-        None => None,
-    };
-    let tenant_tokens = match &args.tenant_tokens_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
-            let tokens = TenantTokens::parse(&text)
-                .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
-            match &token {
-                None => {
-                    return Err(bad(
-                        "--tenant-tokens-file needs --token-file: the plugin list, reloads and \
-                         metrics are the operator's",
-                    ));
-                }
-                Some(t) if tokens.holds(t) => {
-                    return Err(bad(format!(
-                        "tenant tokens file {}: a tenant has the operator's token",
-                        path.display()
-                    )));
-                }
-                Some(_) => tokens,
-            }
-        }
-        None => TenantTokens::default(),
-    };
-    if args.max_body_kib == 0 {
-        return Err(bad("--max-body-kib must be at least 1"));
-    }
-    if args.max_connections == 0 {
-        return Err(bad("--max-connections must be at least 1"));
-    }
-    if args.reload_wait_ms >= args.request_timeout_ms.max(1) {
-        return Err(bad(format!(
-            "--reload-wait-ms ({}) must be less than --request-timeout-ms ({})",
-            args.reload_wait_ms, args.request_timeout_ms
-        )));
-    }
-    let millis = |ms: u64| std::time::Duration::from_millis(ms.max(1));
-    let config = ServerConfig {
-        max_body_bytes: args.max_body_kib.saturating_mul(1024),
-        request_timeout: millis(args.request_timeout_ms),
-        token,
-        tenant_tokens,
-        max_connections: args.max_connections,
-        header_read_timeout: millis(args.header_timeout_ms),
-        idle_timeout: millis(args.idle_timeout_ms),
-        reload_wait: std::time::Duration::from_millis(args.reload_wait_ms),
-    };
+    let config = args.config()?;
     let registry =
         Arc::new(open_for(&args.plugins, &args.cache, &args.load, &args.policy, true).await?);
     let set = registry.plugin_set();
