@@ -4,8 +4,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use serde_json::{Value, json};
-use toolgate::{Event, Seam};
+use serde_json::{Map, Value, json};
+use toolgate::request::NotDecided;
+use toolgate::{DecideRequest, Seam};
 
 use crate::args::{CacheArgs, LoadArgs, open};
 use crate::bad;
@@ -34,57 +35,79 @@ pub(crate) struct CheckArgs {
     load: LoadArgs,
 }
 
-/// Runs `toolgate check`: prints the decision; exits 3 when the host could
-/// not decide.
+/// Runs `toolgate check`: the request the flags describe, read by the
+/// parser every face uses and decided as every face decides it
+/// ([`DecideRequest::decide`]: the tenant's admission, its account's
+/// place, the `decide` span). Prints the decision; exits 3 when the host
+/// could not decide.
 pub(crate) async fn run(args: CheckArgs) -> Result<()> {
-    let CheckArgs {
-        plugins,
-        seam,
-        event,
-        state,
-        tenant,
-        cache,
-        load,
-    } = args;
-    if !plugins.is_dir() {
+    if !args.plugins.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",
-            plugins.display()
+            args.plugins.display()
         )));
     }
-    let event = read_json(&event, "event")?;
-    let event = Event::from_json(seam, event)
-        .map_err(|e| bad(format!("event is not a valid {seam} event: {e}")))?;
-    let state = match state {
-        Some(path) => read_json(&path, "state")?,
-        None => json!({}),
+    let request = read_request(&args)?;
+    let registry = open(&args.plugins, &args.cache, &args.load).await?;
+    let refused = match request.decide(&registry.plugin_set()).await {
+        Ok(decision) => {
+            println!("{}", serde_json::to_string_pretty(&decision)?);
+            return Ok(());
+        }
+        Err(refused) => refused,
     };
-    if !state.is_object() {
-        return Err(bad("state must be a JSON object"));
+    // The host's doing, not the guards': nothing was decided, so no result.
+    match &refused {
+        NotDecided::Unavailable { trace, .. } => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({"trace": trace}))?
+            );
+            eprintln!("toolgate: {refused}");
+        }
+        NotDecided::Busy(_) | NotDecided::NotReady(_) => {
+            eprintln!("toolgate: not decided: {refused}");
+        }
     }
-    let tenant = tenant
+    std::process::exit(3);
+}
+
+/// The request `--event`, `--state` and `--tenant` describe, checked as a
+/// request body is (`"state": null` is `{}`); an error names the field
+/// (`event.args`) and the files it came from.
+fn read_request(args: &CheckArgs) -> Result<DecideRequest> {
+    let tenant = args
+        .tenant
         .as_deref()
         .map(toolgate::TenantName::try_from)
         .transpose()
-        .map_err(|e| bad(e.to_string()))?;
-    let registry = open(&plugins, &cache, &load).await?;
-    let decision = registry
-        .plugin_set()
-        .chain(tenant.as_deref())
-        .decide(&event, &state)
-        .await;
-    println!("{}", serde_json::to_string_pretty(&decision)?);
-    if let Some(entry) = decision.unavailable() {
-        // The host's doing, not the guards': nothing was decided.
-        eprintln!(
-            "toolgate: not decided: guard `{}` could not be run in time ({}): {}",
-            entry.plugin,
-            entry.fault.map_or("overloaded", toolgate::Fault::as_str),
-            entry.detail.as_deref().unwrap_or("")
-        );
-        std::process::exit(3);
+        .map_err(|e| bad(format!("--tenant: {e}")))?;
+    let mut body = Map::new();
+    body.insert("event".into(), read_json(&args.event, "event")?);
+    if let Some(path) = &args.state {
+        body.insert("state".into(), read_json(path, "state")?);
     }
-    Ok(())
+    let mut request = DecideRequest::from_value(args.seam, Value::Object(body)).map_err(|e| {
+        let state = match &args.state {
+            Some(path) => format!(", the state from {}", source(path)),
+            None => String::new(),
+        };
+        bad(format!(
+            "{e} (the event from {}{state})",
+            source(&args.event)
+        ))
+    })?;
+    request.tenant = tenant;
+    Ok(request)
+}
+
+/// Where `path` is read from, for messages.
+fn source(path: &Path) -> String {
+    if path == Path::new("-") {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    }
 }
 
 fn read_json(path: &Path, what: &str) -> Result<Value> {
@@ -98,12 +121,6 @@ fn read_json(path: &Path, what: &str) -> Result<Value> {
         std::fs::read_to_string(path)
             .map_err(|e| bad(format!("{what} file {}: {e}", path.display())))?
     };
-    serde_json::from_str(&text).map_err(|e| {
-        let source = if path == Path::new("-") {
-            "standard input".to_string()
-        } else {
-            path.display().to_string()
-        };
-        bad(format!("{what} in {source} is not valid JSON: {e}"))
-    })
+    serde_json::from_str(&text)
+        .map_err(|e| bad(format!("{what} in {} is not valid JSON: {e}", source(path))))
 }

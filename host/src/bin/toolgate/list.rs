@@ -39,7 +39,7 @@ async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
         "{}",
         serde_json::to_string_pretty(&json!({
             "generation": description.generation,
-            "plugins": description.global,
+            "global": description.global,
             "tenants": description.tenants,
             "errors": errors,
             "refused": description.refused,
