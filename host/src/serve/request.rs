@@ -300,7 +300,13 @@ pub fn parse_event(seam: Seam, value: Value) -> Result<Event, String> {
             } else {
                 format!("event.{path}")
             };
-            format!("invalid {seam} event: `{at}`: {}", e.into_inner())
+            // The position is in the re-serialised text, not the
+            // caller's: the path says where.
+            let inner = e.into_inner();
+            let message = inner.to_string();
+            let at_position = format!(" at line {} column {}", inner.line(), inner.column());
+            let message = message.strip_suffix(&at_position).unwrap_or(&message);
+            format!("invalid {seam} event: `{at}`: {message}")
         })
     }
     Ok(match seam {
@@ -346,6 +352,10 @@ mod tests {
         )
         .expect_err("name not a string");
         assert!(err.contains("narrowed_tool_names[1]"), "{err}");
+        assert!(
+            !err.contains("column"),
+            "no position in re-serialised text: {err}"
+        );
     }
 
     #[test]

@@ -164,7 +164,7 @@ fn bad_input_is_one_clear_line_and_exit_2() {
             "args not an object",
             &event("-"),
             r#"{"run_id": "r", "tool_name": "t", "call_id": "c", "args": [1]}"#,
-            "not a valid steering event",
+            "`event.args`",
         ),
         (
             "not JSON",
@@ -282,7 +282,12 @@ fn list_shows_seams_and_limits() {
         &["list", "--plugins", &dir.path().display().to_string()],
         "",
     ));
-    let plugins = out["plugins"].as_array().expect("plugins");
+    assert_eq!(
+        out.get("plugins"),
+        None,
+        "named `global`, as over HTTP: {out}"
+    );
+    let plugins = out["global"].as_array().expect("global");
     assert_eq!(plugins.len(), 2);
     assert_eq!(plugins[0]["name"], "hostile");
     assert_eq!(
@@ -411,7 +416,7 @@ fn http(dir: &Path, path: &str, body: Option<Value>) -> String {
 }
 
 /// `toolgate list` and `GET /v1/plugins` describe the same plugins with
-/// the same fields: a global plugin restricted to some tenants (with its
+/// the same fields, under the same names (`global`, `tenants`): a global plugin restricted to some tenants (with its
 /// `tenants`) and a tenant's own chain included, and the `plugins_loaded`
 /// gauge counts what they list.
 #[test]
@@ -436,7 +441,7 @@ fn list_and_http_describe_the_same_plugins() {
     ));
     let served: Value = serde_json::from_str(&http(dir.path(), "/v1/plugins", None)).expect("JSON");
 
-    let global = listed["plugins"].as_array().expect("plugins");
+    let global = listed["global"].as_array().expect("global");
     let names: Vec<&str> = global
         .iter()
         .map(|p| p["name"].as_str().expect("name"))
@@ -455,7 +460,7 @@ fn list_and_http_describe_the_same_plugins() {
         "{listed}"
     );
     assert_eq!(
-        listed["plugins"], served["global"],
+        listed["global"], served["global"],
         "list: {listed}\nHTTP: {served}"
     );
     assert_eq!(
@@ -671,4 +676,119 @@ fn a_guards_output_reaches_the_log_bounded() {
         );
     }
     assert!(log.len() < (64 << 10) + 4096, "{} bytes logged", log.len());
+}
+
+/// `check` reads its event and state as a request body is read (HTTP,
+/// `replay`): a `null` state is `{}`, and a bad event is named by its
+/// field's path and its file, not by a column of re-serialised text.
+#[test]
+fn check_reads_event_and_state_as_http_does() {
+    let dir = plugin_dir(&[("memo.wasm", toolgate_tests::MEMO)]);
+    let plugins = dir.path().display().to_string();
+    let state_file = dir.path().join("state.json");
+    std::fs::write(&state_file, "null").expect("write");
+    let state = state_file.display().to_string();
+    let argv = [
+        "check",
+        "--plugins",
+        &plugins,
+        "--seam",
+        "steering",
+        "--event",
+        "-",
+        "--state",
+        &state,
+    ];
+    let event = r#"{"run_id": "r", "tool_name": "t", "call_id": "c", "args": {}}"#;
+    let out = stdout_json(&run(&argv, event));
+    assert_eq!(
+        out["result"]["content"].as_str(),
+        Some(r#"{"calls":1,"last":null,"state":{}}"#),
+        "{out}"
+    );
+
+    let out = run(
+        &argv,
+        r#"{"run_id": "r", "tool_name": 7, "call_id": "c", "args": {}}"#,
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`event.tool_name`"), "{err}");
+    assert!(
+        err.contains("standard input") && err.contains(&state),
+        "{err}"
+    );
+    assert!(!err.contains("column"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    std::fs::write(&state_file, "[]").expect("write");
+    let out = run(&argv, event);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("field `state` must be a JSON object"), "{err}");
+    assert!(err.contains(&state), "{err}");
+}
+
+/// `check` decides as the server does: inside a `decide` span, and only
+/// for a tenant that is admitted — a tenant whose share did not fit is
+/// answered "not decided" (exit 3), never run on the global chain alone.
+#[test]
+fn check_decides_as_the_server_does() {
+    let dir = plugin_dir(&[]);
+    let put = |tenant: &str| {
+        let own = dir.path().join("tenants").join(tenant);
+        std::fs::create_dir_all(&own).expect("tenant dir");
+        std::fs::copy(toolgate_tests::SQL_GUARD, own.join("sql-guard.wasm")).expect("copy");
+    };
+    put("t00");
+    put("t01");
+    // Room for the global share and one tenant's (512 + 320 MiB): t00,
+    // first in order, is admitted, t01 is not.
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[shares]\nglobal_memory_mib = 512\ntenant_memory_mib = 256\ntenant_code_mib = 64\n\
+         memory_budget_mib = 900\n",
+    )
+    .expect("manifest");
+    let plugins = dir.path().display().to_string();
+    let delete = r#"{"run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": "DELETE FROM t"}}"#;
+    let check_as = |tenant: &str| {
+        let mut child = Command::new(BIN)
+            .args(["check", "--plugins", &plugins, "--seam", "steering"])
+            .args(["--event", "-", "--tenant", tenant])
+            .env("TOOLGATE_LOG", "toolgate=debug")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn toolgate");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(delete.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("wait")
+    };
+    let out = check_as("t00");
+    assert_eq!(stdout_json(&out)["result"]["action"], "skip");
+    let log = stderr(&out);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("decide{seam=steering tenant=") && l.contains("t00/sql-guard")),
+        "the guard call inside a `decide` span: {log}"
+    );
+
+    let out = check_as("t01");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        err.contains("not decided: tenant `t01` is not admitted"),
+        "{err}"
+    );
 }

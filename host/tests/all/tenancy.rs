@@ -622,7 +622,7 @@ fn list_shows_health_policy_and_shares() {
         String::from_utf8_lossy(&out.stderr)
     );
     let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(listed["plugins"][0]["health"]["state"], "ok", "{listed}");
+    assert_eq!(listed["global"][0]["health"]["state"], "ok", "{listed}");
     assert_eq!(listed["tenants"]["a"][0]["health"]["quarantines"], 0);
     assert_eq!(listed["tenants"]["a"][0]["limits"]["timeout_ms"], 150);
     assert_eq!(listed["policy"]["ceilings"]["timeout_ms"], 150);

@@ -6,7 +6,9 @@ use std::time::Duration;
 use anyhow::Result;
 use toolgate::bench::{Report, Settings};
 
-use crate::{CacheArgs, LoadArgs, bad, open, parse_line, read_trace};
+use crate::args::{CacheArgs, LoadArgs, open};
+use crate::bad;
+use crate::replay::{parse_line, read_trace};
 
 /// The events measured when no trace is given: the bundled example trace.
 const EXAMPLE_TRACE: &str = include_str!("../../../../examples/trace.jsonl");

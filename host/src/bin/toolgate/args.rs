@@ -1,0 +1,358 @@
+//! The argument groups several subcommands share (loading, policy, cache)
+//! and opening a plugin directory with them.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use toolgate::{Engine, EngineConfig};
+
+use crate::bad;
+
+/// Caps on plugin files, compiles and the load probe (see `docs/plugins.md`).
+#[derive(clap::Args, Clone, Debug)]
+pub(crate) struct LoadArgs {
+    /// Largest manifest (toolgate.toml) read, in KiB.
+    #[arg(long, default_value_t = 1024)]
+    max_manifest_kib: u64,
+    /// Largest component (*.wasm) read and compiled, in MiB.
+    #[arg(long, default_value_t = 64)]
+    max_component_mib: u64,
+    /// Longest one compile may take, in milliseconds (then it is killed and the plugin refused).
+    #[arg(long, default_value_t = 120_000)]
+    compile_timeout_ms: u64,
+    /// Most memory (RLIMIT_DATA of the compiling child process) one compile may use, in MiB.
+    #[arg(long, default_value_t = 2048)]
+    compile_memory_mib: u64,
+    /// Compiles that may run at once (each directory runs at most one; waiting ones
+    /// are served the global directory's first, then tenant by tenant in turn).
+    #[arg(long, default_value_t = 2)]
+    compile_jobs: usize,
+    /// CPU time a tenant's compiles may use per minute, in milliseconds: a tenant
+    /// that used more in the last minute waits to compile (0: no budget).
+    #[arg(long, default_value_t = 10_000)]
+    tenant_compile_cpu_ms: u64,
+    /// Longest the load probe (one instantiation of a new plugin) may take, in
+    /// milliseconds, whatever the plugin's own timeout.
+    #[arg(long, default_value_t = 1000)]
+    probe_timeout_ms: u64,
+    /// Compile in this process instead of a child process (no memory bound).
+    #[arg(long)]
+    compile_in_process: bool,
+}
+
+impl LoadArgs {
+    fn limits(&self) -> Result<toolgate::registry::LoadLimits> {
+        use std::time::Duration;
+        use toolgate::compile::{CompileBounds, Compiler};
+        if self.max_manifest_kib == 0 || self.max_component_mib == 0 {
+            return Err(bad(
+                "--max-manifest-kib and --max-component-mib must be at least 1",
+            ));
+        }
+        if self.compile_timeout_ms == 0 || self.compile_memory_mib < 32 {
+            return Err(bad(
+                "--compile-timeout-ms must be at least 1 and --compile-memory-mib at least 32",
+            ));
+        }
+        if self.compile_jobs == 0 || self.probe_timeout_ms == 0 {
+            return Err(bad(
+                "--compile-jobs and --probe-timeout-ms must be at least 1",
+            ));
+        }
+        let compiler = if self.compile_in_process {
+            Compiler::InProcess
+        } else {
+            let program = std::env::current_exe()
+                .context("cannot find the toolgate executable to compile with")?;
+            Compiler::Subprocess {
+                program,
+                args: Vec::new(),
+            }
+        };
+        Ok(toolgate::registry::LoadLimits {
+            max_manifest_bytes: self.max_manifest_kib.saturating_mul(1 << 10),
+            max_component_bytes: self.max_component_mib.saturating_mul(1 << 20),
+            compiler,
+            compile: CompileBounds {
+                timeout: Duration::from_millis(self.compile_timeout_ms),
+                memory_bytes: self.compile_memory_mib.saturating_mul(1 << 20),
+            },
+            compile_jobs: self.compile_jobs,
+            tenant_compile_cpu: Duration::from_millis(self.tenant_compile_cpu_ms),
+            probe_timeout: Duration::from_millis(self.probe_timeout_ms),
+        })
+    }
+}
+
+/// The operator's policy for tenants, for when the global manifest does not
+/// set it (its `[ceilings]`, `[shares]` and `[quarantine]` override these
+/// key by key; see docs/plugins.md).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct PolicyArgs {
+    /// Guard instances alive at once across all plugins (the engine's pool;
+    /// 0: the default).
+    #[arg(long, default_value_t = 256)]
+    max_instances: u32,
+    /// Guard calls running past their first millisecond that may run at
+    /// once, host-wide; the rest take turns, tenant by tenant (default:
+    /// half the cores, at least 1).
+    #[arg(long)]
+    long_lane: Option<u32>,
+    /// CPU priority of the threads those long calls run on: `idle` (Linux's
+    /// SCHED_IDLE: only on a core nothing else wants) or a nice value 0..=19.
+    #[arg(long, default_value_t = toolgate::LanePriority::Idle)]
+    long_lane_priority: toolgate::LanePriority,
+    /// Ceiling on a tenant plugin's fuel per call.
+    #[arg(long)]
+    tenant_max_fuel: Option<u64>,
+    /// Ceiling on a tenant plugin's memory, MiB.
+    #[arg(long)]
+    tenant_max_memory_mib: Option<u64>,
+    /// Ceiling on a tenant plugin's timeout, ms.
+    #[arg(long)]
+    tenant_max_timeout_ms: Option<u64>,
+    /// Ceiling on a tenant plugin's largest returned string, KiB.
+    #[arg(long)]
+    tenant_max_return_kib: Option<u64>,
+    /// Ceiling on a tenant plugin's host calls per call.
+    #[arg(long)]
+    tenant_max_host_calls: Option<u32>,
+    /// Ceiling on a tenant plugin's log text per call, KiB.
+    #[arg(long)]
+    tenant_max_log_kib: Option<u64>,
+    /// Instances the global account may have alive at once (default 16).
+    #[arg(long)]
+    global_instances: Option<u32>,
+    /// Memory the global account may commit at once, MiB (default 2048).
+    #[arg(long)]
+    global_memory_mib: Option<u64>,
+    /// Instances each tenant may have alive at once (default 4).
+    #[arg(long)]
+    tenant_instances: Option<u32>,
+    /// Memory each tenant may commit at once, MiB (default 512).
+    #[arg(long)]
+    tenant_memory_mib: Option<u64>,
+    /// Plugins each tenant may have; a tenant with more is not loaded
+    /// (default 16).
+    #[arg(long)]
+    tenant_plugins: Option<u32>,
+    /// Compiled code each tenant's plugins may hold together, MiB; counted
+    /// in the memory budget (default 256).
+    #[arg(long)]
+    tenant_code_mib: Option<u64>,
+    /// Guest log each tenant's guard calls may write a second, KiB; lines
+    /// beyond it are dropped and counted; 0: no limit (default 256).
+    #[arg(long)]
+    tenant_log_kib_per_s: Option<u32>,
+    /// Host-wide memory budget for all shares, MiB (default: half the RAM).
+    #[arg(long)]
+    memory_budget_mib: Option<u64>,
+    /// Requests the global account may have in progress at once (default:
+    /// four per core).
+    #[arg(long)]
+    global_requests: Option<u32>,
+    /// Requests each tenant may have in progress at once; more wait, then
+    /// are refused with 429 (default: one per core).
+    #[arg(long)]
+    tenant_requests: Option<u32>,
+    /// Requests each tenant may start per second; more wait their turn,
+    /// then are refused with 429; 0: no limit (default 0).
+    #[arg(long)]
+    tenant_rate: Option<u32>,
+    /// Requests each tenant may start at once on top of its rate after a
+    /// pause; 0: a second's worth (default 0).
+    #[arg(long)]
+    tenant_burst: Option<u32>,
+    /// How long a call waits for its share before faulting, ms (default 1000).
+    #[arg(long)]
+    share_wait_ms: Option<u64>,
+    /// Faults within the window that quarantine a guard; 0: off (default 5).
+    #[arg(long)]
+    quarantine_faults: Option<u32>,
+    /// The quarantine's fault window, ms (default 30000).
+    #[arg(long)]
+    quarantine_window_ms: Option<u64>,
+    /// How long a quarantined guard is not run before a probe, ms (default 30000).
+    #[arg(long)]
+    quarantine_cooldown_ms: Option<u64>,
+}
+
+impl PolicyArgs {
+    /// The engine's settings and the policy these flags describe.
+    fn resolve(&self) -> Result<(EngineConfig, toolgate::Policy)> {
+        use std::time::Duration;
+        let mut policy = toolgate::Policy::default();
+        let c = &mut policy.ceilings;
+        let bytes =
+            |v: u64, unit: u64| usize::try_from(v.saturating_mul(unit)).unwrap_or(usize::MAX);
+        if let Some(v) = self.tenant_max_fuel {
+            c.fuel = v;
+        }
+        if let Some(v) = self.tenant_max_memory_mib {
+            c.memory_bytes = bytes(v, 1 << 20);
+        }
+        if let Some(v) = self.tenant_max_timeout_ms {
+            c.timeout = Duration::from_millis(v);
+        }
+        if let Some(v) = self.tenant_max_return_kib {
+            c.max_return_bytes = bytes(v, 1 << 10);
+        }
+        if let Some(v) = self.tenant_max_host_calls {
+            c.host_calls = v;
+        }
+        if let Some(v) = self.tenant_max_log_kib {
+            c.log_bytes = bytes(v, 1 << 10);
+        }
+        let s = &mut policy.shares;
+        s.global_instances = self.global_instances.unwrap_or(s.global_instances);
+        s.global_memory_mib = self.global_memory_mib.unwrap_or(s.global_memory_mib);
+        s.tenant_instances = self.tenant_instances.unwrap_or(s.tenant_instances);
+        s.tenant_memory_mib = self.tenant_memory_mib.unwrap_or(s.tenant_memory_mib);
+        s.tenant_plugins = self.tenant_plugins.unwrap_or(s.tenant_plugins);
+        s.tenant_code_mib = self.tenant_code_mib.unwrap_or(s.tenant_code_mib);
+        s.tenant_log_kib_per_s = self.tenant_log_kib_per_s.unwrap_or(s.tenant_log_kib_per_s);
+        s.memory_budget_mib = self.memory_budget_mib.unwrap_or(s.memory_budget_mib);
+        s.global_requests = self.global_requests.unwrap_or(s.global_requests);
+        s.tenant_requests = self.tenant_requests.unwrap_or(s.tenant_requests);
+        s.tenant_rate = self.tenant_rate.unwrap_or(s.tenant_rate);
+        s.tenant_burst = self.tenant_burst.unwrap_or(s.tenant_burst);
+        if let Some(v) = self.share_wait_ms {
+            s.wait = Duration::from_millis(v);
+        }
+        let q = &mut policy.quarantine;
+        q.faults = self.quarantine_faults.unwrap_or(q.faults);
+        if let Some(v) = self.quarantine_window_ms {
+            q.window = Duration::from_millis(v);
+        }
+        if let Some(v) = self.quarantine_cooldown_ms {
+            q.cooldown = Duration::from_millis(v);
+        }
+        if let Err((key, why)) = policy.check() {
+            return Err(bad(format!("policy: `{key}`: {why}")));
+        }
+        let engine = EngineConfig {
+            max_instances: if self.max_instances == 0 {
+                EngineConfig::default().max_instances
+            } else {
+                self.max_instances
+            },
+            long_lane: self
+                .long_lane
+                .unwrap_or_else(toolgate::engine::default_long_lane),
+            long_lane_priority: self.long_lane_priority,
+            ..EngineConfig::default()
+        };
+        Ok((engine, policy))
+    }
+}
+
+/// Where compiled components are cached (see `docs/plugins.md`).
+#[derive(clap::Args, Clone, Debug)]
+pub(crate) struct CacheArgs {
+    /// Compiled-component cache directory. Default: $TOOLGATE_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/toolgate, else ~/.cache/toolgate.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Compile every component, read and write no cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+impl CacheArgs {
+    fn cache(&self) -> toolgate::cache::CompiledCache {
+        use toolgate::cache::CompiledCache;
+        let cache = match (&self.cache_dir, self.no_cache) {
+            (_, true) => CompiledCache::disabled(),
+            (Some(dir), false) => CompiledCache::at(dir),
+            (None, false) => CompiledCache::from_env(),
+        };
+        // A cache others can write is native code they can make us run.
+        if let Err(e) = cache.check_dir() {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "toolgate: warning: {e}; compiling every component instead"
+            );
+            return CompiledCache::disabled();
+        }
+        cache
+    }
+}
+
+/// Opens a plugin directory (global and tenant chains) for one command,
+/// refusing any manifest that fails.
+pub(crate) async fn open(
+    dir: &Path,
+    cache: &CacheArgs,
+    load: &LoadArgs,
+) -> Result<toolgate::Registry> {
+    open_for(dir, cache, load, &PolicyArgs::default(), false).await
+}
+
+/// Opens a plugin directory (global and tenant chains) for one command.
+/// Plugins that fail are warned about; a manifest that fails is an error,
+/// so a broken manifest never silently runs fewer guards.
+///
+/// `serve` passes `global_only`: only the global directory is loaded (the
+/// tenants are pending, see [`toolgate::Registry::start_with`], so the
+/// server answers at once); a tenant's broken manifest must not stop the
+/// server from starting (tenants are not trusted); it is logged and that
+/// tenant runs the global chain only.
+pub(crate) async fn open_for(
+    dir: &Path,
+    cache: &CacheArgs,
+    load: &LoadArgs,
+    policy: &PolicyArgs,
+    global_only: bool,
+) -> Result<toolgate::Registry> {
+    let registry = open_registry(dir, cache, load, policy, global_only).await?;
+    let set = registry.plugin_set();
+    let global_manifest = dir.join(toolgate::manifest::FILE_NAME);
+    let manifest_errors: Vec<&toolgate::registry::LoadIssue> = set
+        .errors
+        .iter()
+        .filter(|e| e.kind == toolgate::registry::IssueKind::Manifest)
+        .filter(|e| !global_only || e.path == global_manifest)
+        .collect();
+    if let Some(first) = manifest_errors.first() {
+        return Err(bad(first.message.clone()));
+    }
+    for e in &set.errors {
+        match e.kind {
+            toolgate::registry::IssueKind::Snapshot => {
+                eprintln!("toolgate: warning: {}", e.message);
+            }
+            _ => eprintln!("toolgate: warning: plugin not loaded: {}", e.message),
+        }
+    }
+    Ok(registry)
+}
+
+/// Opens `dir` with the command's cache settings; whatever fails to load
+/// is in the plugin set's `errors`.
+pub(crate) async fn open_registry(
+    dir: &Path,
+    cache: &CacheArgs,
+    load: &LoadArgs,
+    policy: &PolicyArgs,
+    global_only: bool,
+) -> Result<toolgate::Registry> {
+    if !dir.is_dir() {
+        return Err(bad(format!(
+            "plugin directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let (engine, policy) = policy.resolve()?;
+    let engine = Engine::new(engine)?;
+    let options = toolgate::RegistryOptions {
+        cache: cache.cache(),
+        policy,
+        load: load.limits()?,
+    };
+    Ok(if global_only {
+        toolgate::Registry::start_with(engine, dir, options).await?
+    } else {
+        toolgate::Registry::open_with(engine, dir, options).await?
+    })
+}

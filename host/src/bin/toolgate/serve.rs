@@ -1,0 +1,205 @@
+//! `toolgate serve`: the four seams over HTTP.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Result;
+use toolgate::metrics::Metrics;
+use toolgate::server::{self, ServerConfig};
+use toolgate::tokens::TenantTokens;
+
+use crate::args::{CacheArgs, LoadArgs, PolicyArgs, open_for};
+use crate::bad;
+
+/// `toolgate serve`'s options.
+#[derive(clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The plugin directory.
+    #[arg(long)]
+    plugins: PathBuf,
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    listen: String,
+    /// A file holding the bearer token every endpoint but /healthz requires.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// A file of tenants' own tokens (TOML: `tenant = "sha256:<hex>"`, the
+    /// SHA-256 of each token): a request with one calls the seams only, as
+    /// its tenant. Needs --token-file (the operator's).
+    #[arg(long)]
+    tenant_tokens_file: Option<PathBuf>,
+    /// Largest request body accepted, in KiB (larger: 413).
+    #[arg(long, default_value_t = 1024)]
+    max_body_kib: usize,
+    /// Longest a request may take, in milliseconds (longer: 503).
+    #[arg(long, default_value_t = 30_000)]
+    request_timeout_ms: u64,
+    /// Most connections open at once; more are closed at once.
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Longest a request's head may take to arrive from its first byte, in
+    /// milliseconds (slower: the connection is closed).
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
+    /// Longest a connection with no request in progress stays open without
+    /// a byte read or written, in milliseconds (kept-alive connections too).
+    #[arg(long, default_value_t = 30_000)]
+    idle_timeout_ms: u64,
+    /// Longest POST /v1/reload waits for its reload, in milliseconds; a
+    /// reload not done by then is answered 202 Accepted and goes on (its
+    /// outcome shows in GET /v1/plugins and the log). Must be under
+    /// --request-timeout-ms; 0 answers 202 unless the reload is done at once.
+    #[arg(long, default_value_t = 10_000)]
+    reload_wait_ms: u64,
+    /// Do not watch the plugin directory (reload only on SIGHUP or POST /v1/reload).
+    #[arg(long)]
+    no_watch: bool,
+    #[command(flatten)]
+    cache: CacheArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    #[command(flatten)]
+    load: LoadArgs,
+}
+
+impl ServeArgs {
+    /// The server's settings these flags describe, checked.
+    fn config(&self) -> Result<ServerConfig> {
+        let token = self.token_file.as_deref().map(read_token).transpose()?;
+        let tenant_tokens = match &self.tenant_tokens_file {
+            Some(path) => read_tenant_tokens(path, token.as_deref())?,
+            None => TenantTokens::default(),
+        };
+        if self.max_body_kib == 0 {
+            return Err(bad("--max-body-kib must be at least 1"));
+        }
+        if self.max_connections == 0 {
+            return Err(bad("--max-connections must be at least 1"));
+        }
+        if self.reload_wait_ms >= self.request_timeout_ms.max(1) {
+            return Err(bad(format!(
+                "--reload-wait-ms ({}) must be less than --request-timeout-ms ({})",
+                self.reload_wait_ms, self.request_timeout_ms
+            )));
+        }
+        let millis = |ms: u64| std::time::Duration::from_millis(ms.max(1));
+        Ok(ServerConfig {
+            max_body_bytes: self.max_body_kib.saturating_mul(1024),
+            request_timeout: millis(self.request_timeout_ms),
+            token,
+            tenant_tokens,
+            max_connections: self.max_connections,
+            header_read_timeout: millis(self.header_timeout_ms),
+            idle_timeout: millis(self.idle_timeout_ms),
+            reload_wait: std::time::Duration::from_millis(self.reload_wait_ms),
+        })
+    }
+}
+
+/// The operator's bearer token, read from `path`.
+fn read_token(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("token file {}: {e}", path.display())))?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(bad(format!("token file {} is empty", path.display())));
+    }
+    Ok(token)
+}
+
+/// The tenants' tokens, read from `path`; they need the operator's
+/// `token`, and none may be it.
+fn read_tenant_tokens(path: &Path, token: Option<&str>) -> Result<TenantTokens> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
+    let tokens = TenantTokens::parse(&text)
+        .map_err(|e| bad(format!("tenant tokens file {}: {e}", path.display())))?;
+    match token {
+        None => Err(bad(
+            "--tenant-tokens-file needs --token-file: the plugin list, reloads and \
+             metrics are the operator's",
+        )),
+        Some(t) if tokens.holds(t) => Err(bad(format!(
+            "tenant tokens file {}: a tenant has the operator's token",
+            path.display()
+        ))),
+        Some(_) => Ok(tokens),
+    }
+}
+
+/// Like `eprintln!`, but a closed standard error (the parent stopped
+/// reading) never panics a running server.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Runs `toolgate serve` until a shutdown signal.
+pub(crate) async fn run(args: ServeArgs) -> Result<()> {
+    if !args.plugins.is_dir() {
+        return Err(bad(format!(
+            "plugin directory {} does not exist",
+            args.plugins.display()
+        )));
+    }
+    let config = args.config()?;
+    let registry =
+        Arc::new(open_for(&args.plugins, &args.cache, &args.load, &args.policy, true).await?);
+    let set = registry.plugin_set();
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| bad(format!("cannot listen on {}: {e}", args.listen)))?;
+    let addr = listener.local_addr()?;
+    if let Some(warning) = server::exposure_warning(&addr, config.token.is_some()) {
+        say!("toolgate: warning: {warning}");
+    }
+    // Hot reload: on any change in the directory tree, and on SIGHUP.
+    let _watch = if args.no_watch {
+        None
+    } else {
+        Some(Arc::clone(&registry).watch(toolgate::watch::DEFAULT_SETTLE)?)
+    };
+    #[cfg(unix)]
+    let hup = Arc::clone(&registry).on_sighup()?;
+    let metrics = Arc::new(Metrics::new());
+    let router = server::router(Arc::clone(&registry), Arc::clone(&metrics), config.clone());
+    say!(
+        "toolgate: serving {} global plugin(s), {} tenant(s) loading (GET /readyz), from {} on \
+         http://{addr}",
+        set.global.plugins().len(),
+        set.pending.len(),
+        args.plugins.display()
+    );
+    drop(set);
+    // Tenants come online as each is loaded; until then their calls are
+    // answered 503 (not ready).
+    let loading = {
+        let registry = Arc::clone(&registry);
+        tokio::spawn(async move {
+            if let Ok(report) = registry.load_pending().await {
+                let set = registry.plugin_set();
+                say!(
+                    "toolgate: {} tenant(s) loaded ({} refused, {} load error(s))",
+                    set.tenants.len(),
+                    set.refused.len(),
+                    report.errors.len()
+                );
+            }
+        })
+    };
+    server::serve_with(
+        listener,
+        router,
+        &config,
+        Some(metrics),
+        server::shutdown_signal(),
+    )
+    .await?;
+    #[cfg(unix)]
+    hup.abort();
+    loading.abort();
+    say!("toolgate: shut down");
+    Ok(())
+}

@@ -1,0 +1,68 @@
+//! `toolgate snapshot`: a guard pre-initialised into a new component.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use toolgate::{Engine, EngineConfig};
+
+use crate::bad;
+use crate::replay::read_trace;
+
+/// `toolgate snapshot`'s options.
+#[derive(clap::Args)]
+pub(crate) struct SnapshotArgs {
+    /// The guard component.
+    component: PathBuf,
+    /// Where to write the snapshot. Default: replace the component (atomically).
+    #[arg(short, long)]
+    out: Option<PathBuf>,
+    /// The warm-up calls, as a JSON-lines trace like `replay`'s (`{seam, event,
+    /// state?}`; the tenant is ignored). Default: one harmless `run_query` per seam.
+    #[arg(long)]
+    warm_up: Option<PathBuf>,
+}
+
+/// Runs `toolgate snapshot`.
+pub(crate) async fn run(args: SnapshotArgs) -> Result<()> {
+    snapshot_file(&args.component, args.out, args.warm_up.as_deref()).await
+}
+
+/// `toolgate snapshot`: pre-initialises `input` into `out` (default: in
+/// place) after the calls of the `warm_up` trace (default: one per seam),
+/// written through a temporary file and a rename so a watching host never
+/// loads half a component.
+pub(crate) async fn snapshot_file(
+    input: &Path,
+    out: Option<PathBuf>,
+    warm_up: Option<&Path>,
+) -> Result<()> {
+    let warm_up = match warm_up {
+        Some(file) => read_trace(file)?
+            .into_iter()
+            .map(|(_, r)| (r.event, r.state))
+            .collect(),
+        None => toolgate::snapshot::default_warm_up(),
+    };
+    let bytes =
+        std::fs::read(input).map_err(|e| bad(format!("component {}: {e}", input.display())))?;
+    let engine = Engine::new(EngineConfig::default())?;
+    let snapshot = toolgate::snapshot::snapshot(&engine, input, &bytes, &warm_up).await?;
+    let out = out.unwrap_or_else(|| input.to_path_buf());
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    std::fs::write(tmp.path(), &snapshot)
+        .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+    tmp.persist(&out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    println!(
+        "snapshot {} ({} -> {} bytes)",
+        out.display(),
+        bytes.len(),
+        snapshot.len()
+    );
+    Ok(())
+}
