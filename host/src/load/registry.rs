@@ -393,7 +393,8 @@ impl Registry {
     }
 
     /// Loads every tenant not loaded yet (and removes those gone), each
-    /// swapped in, and so serving, as soon as it is loaded.
+    /// swapped in, and so serving, as soon as it is loaded (with whatever
+    /// other tenants finished loading meanwhile: see `load/batch.rs`).
     pub async fn load_pending(&self) -> Result<ReloadReport, Error> {
         self.reload_dirs(&[]).await
     }
