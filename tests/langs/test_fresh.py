@@ -88,7 +88,7 @@ def snapshot_status(toolgate_bin: Path, dir: Path) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stderr
     listed = json.loads(proc.stdout)
     assert listed["errors"] == [], listed
-    return listed["plugins"][0]["snapshot"]
+    return listed["global"][0]["snapshot"]
 
 
 def each_from_the_same_start(seen: list[dict[str, Any]], calls: int, last: str) -> None:

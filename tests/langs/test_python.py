@@ -235,7 +235,7 @@ def test_prepared_auto_keeps_instances_of_a_python_guard_and_a_count_overrides_i
         out = subprocess.run(
             [str(toolgate_bin), "list", "--plugins", str(d)], check=True, capture_output=True, text=True
         ).stdout
-        (plugin,) = json.loads(out)["plugins"]
+        (plugin,) = json.loads(out)["global"]
         return plugin["prepared"]
 
     assert listed(None) == 2

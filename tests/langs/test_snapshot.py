@@ -63,10 +63,10 @@ def test_auto_snapshots_at_load_and_answers_as_plain(toolgate_bin, plugins_root,
         (d / "sql-guard.wasm").write_bytes(original)
     (plain / "toolgate.toml").write_text('[[plugin]]\npath = "sql-guard.wasm"\nsnapshot = false\n')
     listed = json.loads(toolgate(toolgate_bin, "list", "--plugins", str(auto)).stdout)
-    assert listed["plugins"][0]["snapshot"] == {"state": "snapshotted"}, listed
+    assert listed["global"][0]["snapshot"] == {"state": "snapshotted"}, listed
     assert listed["errors"] == [], listed
     listed = json.loads(toolgate(toolgate_bin, "list", "--plugins", str(plain)).stdout)
-    assert listed["plugins"][0]["snapshot"] == {"state": "plain"}, listed
+    assert listed["global"][0]["snapshot"] == {"state": "plain"}, listed
     before, after = replay(toolgate_bin, plain, CASES), replay(toolgate_bin, auto, CASES)
     for case, a, b in zip(CASES, before, after):
         assert a["result"] == b["result"], case
@@ -83,7 +83,7 @@ def test_a_prebuilt_snapshot_is_loaded_as_it_is(toolgate_bin, plugins_root, tmp_
     proc = toolgate(toolgate_bin, "snapshot", str(plugins_root / "go" / "sql-guard.wasm"), "-o", str(snap))
     assert proc.returncode == 0, proc.stderr
     listed = json.loads(toolgate(toolgate_bin, "list", "--plugins", str(snap.parent)).stdout)
-    assert listed["plugins"][0]["snapshot"] == {"state": "prebuilt"}, listed
+    assert listed["global"][0]["snapshot"] == {"state": "prebuilt"}, listed
 
 
 def test_build_then_snapshot_in_one_command(toolgate_bin, tmp_path):
