@@ -736,24 +736,24 @@ impl Loader {
         // What a remembered failure is told apart by, beside the bytes and
         // the engine: a failure under other bounds may not recur.
         let settings = format!("{:?}\0{:?}", self.limits.compiler, self.limits.compile);
-        let look = || async {
-            let Some(d) = digest else {
-                return Ok((Lookup::Miss, None));
-            };
-            let (engine, cache, d, settings) = (
-                self.engine.clone(),
-                Arc::clone(&self.cache),
-                d.to_string(),
-                settings.clone(),
-            );
-            tokio::task::spawn_blocking(move || match cache.lookup(&engine, &d) {
-                hit @ Lookup::Hit(_) => (hit, None),
-                other => (other, cache.remembered_failure(&engine, &d, &settings)),
-            })
-            .await
-            .map_err(join_error)
+        let found = match digest {
+            None => (Lookup::Miss, None),
+            Some(d) => {
+                let (engine, cache, d, settings) = (
+                    self.engine.clone(),
+                    Arc::clone(&self.cache),
+                    d.to_string(),
+                    settings.clone(),
+                );
+                tokio::task::spawn_blocking(move || match cache.lookup(&engine, &d) {
+                    hit @ Lookup::Hit(_) => (hit, None),
+                    other => (other, cache.remembered_failure(&engine, &d, &settings)),
+                })
+                .await
+                .map_err(join_error)?
+            }
         };
-        let outcome = match look().await? {
+        let outcome = match found {
             (Lookup::Hit(c), _) => return Ok((c, CacheOutcome::Hit)),
             (_, Some(failed)) => return Err(failed.error(path)),
             (Lookup::Miss, None) => CacheOutcome::Compiled,

@@ -744,16 +744,10 @@ impl Registry {
         // one build (see batch.rs), still under this directory's lock.
         self.batch
             .publish(loaded, |batch| {
-                self.publish(|edit| {
-                    let mut changed = false;
-                    for loaded in batch {
-                        changed |= loaded.apply(&mut Edit {
-                            scopes: &mut *edit.scopes,
-                            listing: &mut *edit.listing,
-                            pending: &mut *edit.pending,
-                        });
-                    }
-                    changed
+                self.publish(|mut edit| {
+                    batch
+                        .into_iter()
+                        .fold(false, |changed, loaded| loaded.apply(&mut edit) | changed)
                 });
             })
             .await;

@@ -17,7 +17,16 @@ fn plugin_dir(files: &[(&str, &str)]) -> tempfile::TempDir {
 }
 
 fn run(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(BIN)
+    run_logged(args, stdin, None)
+}
+
+/// `run`, with `TOOLGATE_LOG` set to `log` (the log goes to stderr).
+fn run_logged(args: &[&str], stdin: &str, log: Option<&str>) -> Output {
+    let mut command = Command::new(BIN);
+    if let Some(log) = log {
+        command.env("TOOLGATE_LOG", log);
+    }
+    let mut child = command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -636,22 +645,20 @@ fn a_guards_output_reaches_the_log_bounded() {
         "[[plugin]]\npath = \"hostile.wasm\"\ntimeout_ms = 600000\nfuel = 1000000000000\n",
     )
     .expect("write");
-    let mut child = Command::new(BIN)
-        .args(["check", "--plugins", &dir.path().display().to_string()])
-        .args(["--seam", "steering", "--event", "-"])
-        .env("TOOLGATE_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(br#"{"run_id": "r", "tool_name": "stdout-flood", "call_id": "c", "args": {}}"#)
-        .expect("write stdin");
-    let out = child.wait_with_output().expect("wait");
+    let plugins = dir.path().display().to_string();
+    let out = run_logged(
+        &[
+            "check",
+            "--plugins",
+            &plugins,
+            "--seam",
+            "steering",
+            "--event",
+            "-",
+        ],
+        r#"{"run_id": "r", "tool_name": "stdout-flood", "call_id": "c", "args": {}}"#,
+        Some("info"),
+    );
     let v = stdout_json(&out);
     assert_eq!(v["trace"][0]["outcome"], "proceed", "{v}");
     let log = stderr(&out);
@@ -753,22 +760,14 @@ fn check_decides_as_the_server_does() {
     let plugins = dir.path().display().to_string();
     let delete = r#"{"run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": "DELETE FROM t"}}"#;
     let check_as = |tenant: &str| {
-        let mut child = Command::new(BIN)
-            .args(["check", "--plugins", &plugins, "--seam", "steering"])
-            .args(["--event", "-", "--tenant", tenant])
-            .env("TOOLGATE_LOG", "toolgate=debug")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn toolgate");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(delete.as_bytes())
-            .expect("write stdin");
-        child.wait_with_output().expect("wait")
+        run_logged(
+            &["check", "--plugins", &plugins, "--seam", "steering"]
+                .into_iter()
+                .chain(["--event", "-", "--tenant", tenant])
+                .collect::<Vec<_>>(),
+            delete,
+            Some("toolgate=debug"),
+        )
     };
     let out = check_as("t00");
     assert_eq!(stdout_json(&out)["result"]["action"], "skip");
