@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolgate::cache::CompiledCache;
+use toolgate::CompiledCache;
 use toolgate::event::BeforeToolCallEvent;
 use toolgate::{Engine, EngineConfig, Registry, RegistryOptions};
 

@@ -1,6 +1,7 @@
 //! The library's error type: every variant names the file (or key) at fault.
 
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 use crate::fault::Fault;
 
@@ -58,7 +59,7 @@ pub enum Error {
     /// A manifest (`toolgate.toml`) that cannot be read or is rejected:
     /// its file, line and key.
     #[error(transparent)]
-    Manifest(#[from] crate::manifest::ManifestError),
+    Manifest(#[from] ManifestError),
     /// A file could not be read.
     #[error("{path}: cannot read: {source}")]
     Read {
@@ -218,5 +219,46 @@ impl Error {
                 | Error::Thread { .. }
                 | Error::Compiler { .. }
         )
+    }
+}
+
+/// A manifest that was rejected: the file, the 1-based line, the key at
+/// fault (when one can be named) and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestError {
+    /// The manifest file.
+    pub path: PathBuf,
+    /// The 1-based line of the offending key or value.
+    pub line: usize,
+    /// The key at fault, e.g. `plugin[2].memory_mib` or `fuel`.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: ", self.path.display(), self.line)?;
+        if let Some(key) = &self.key {
+            write!(f, "key `{key}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+impl ManifestError {
+    /// A manifest that could not be read (not a regular file inside its
+    /// directory, too large, an I/O error): line 1, no key.
+    pub fn unreadable(path: &Path, error: &Error) -> Self {
+        let shown = error.to_string();
+        let prefix = format!("{}: ", path.display());
+        ManifestError {
+            path: path.to_path_buf(),
+            line: 1,
+            key: None,
+            message: shown.strip_prefix(&prefix).unwrap_or(&shown).to_string(),
+        }
     }
 }

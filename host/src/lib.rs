@@ -30,114 +30,109 @@
 
 #![deny(missing_docs)]
 
-// One folder per part of the host (docs/design.md, "A map of the code").
-// Every module is declared here, at the crate root: its path — its name in
-// the API and its log target (`toolgate::sandbox`) — does not depend on the
-// folder its file is in.
-
-// serve/: the faces, and what they share (one request parsed and answered
-// the same way, the description of what is loaded, metrics, the log).
-#[path = "serve/connections.rs"]
-mod connections;
-#[path = "serve/describe.rs"]
-pub mod describe;
-#[path = "serve/logging.rs"]
-pub mod logging;
-#[path = "serve/metrics.rs"]
-pub mod metrics;
-#[path = "serve/request.rs"]
-pub mod request;
-#[path = "serve/server.rs"]
-pub mod server;
-#[path = "serve/tokens.rs"]
-pub mod tokens;
-
-// seams/: what the four seams carry, and their chain rules.
-#[path = "seams/chain.rs"]
-pub mod chain;
-#[path = "seams/event.rs"]
+// The parts, bottom to top (docs/design.md, "A map of the code"). A part
+// imports only from the parts listed before it; `scripts/check-layers`
+// fails the build's lint step on an import that goes up.
+//
+// 0. the crate root's vocabulary: `error`, `event`, `fault`, `tenant`;
+// 1. `runtime`: the engine, a call's store and limits, shares, turns;
+// 2. `call`: a plugin, one guard call, quarantine, the chain rules;
+// 3. `load`: directories, manifests, compiles, the cache, the registry;
+// 4. `serve` (the faces' request, HTTP, metrics, log) and `tools`.
+mod error;
 pub mod event;
+mod fault;
+mod tenant;
 
-// call/: one guard call, sandboxed (the plugin, the call written once for
-// every seam, the WIT types, its store, limits, quarantine and faults).
-#[path = "call/bindings.rs"]
-mod bindings;
-#[path = "call/fault.rs"]
-pub mod fault;
-#[path = "call/guard_call.rs"]
-mod guard_call;
-#[path = "call/limits.rs"]
-pub mod limits;
-#[path = "call/plugin.rs"]
-pub mod plugin;
-#[path = "call/quarantine.rs"]
-pub mod quarantine;
-#[path = "call/sandbox.rs"]
-mod sandbox;
-#[path = "call/wit.rs"]
-mod wit;
+mod runtime;
 
-// runtime/: what every call shares (the engine and its pool, the tenants'
-// shares, turns for long calls and big teardowns, prepared instances).
-#[path = "runtime/engine.rs"]
-pub mod engine;
-#[path = "runtime/prepared.rs"]
-pub mod prepared;
-#[path = "runtime/shares.rs"]
-pub mod shares;
-#[path = "runtime/turns.rs"]
-pub mod turns;
+mod call;
 
-// load/: plugins in (the live registry, the loader of one directory, the
-// watcher, safe file reads, manifests and policy, cache and compiles).
-#[path = "load/batch.rs"]
-mod batch;
-#[path = "load/cache.rs"]
-pub mod cache;
-#[path = "load/compile.rs"]
-pub mod compile;
-#[path = "load/compile_queue.rs"]
-pub mod compile_queue;
-#[path = "load/dir.rs"]
-pub mod dir;
-#[path = "load/files.rs"]
-pub mod files;
-#[path = "load/loader.rs"]
-mod loader;
-#[path = "load/manifest.rs"]
-pub mod manifest;
-#[path = "load/policy.rs"]
-pub mod policy;
-#[path = "load/registry.rs"]
-pub mod registry;
-#[path = "load/watch.rs"]
-pub mod watch;
+mod load;
 
-// tools/: beside the serving path (snapshots, benchmarks).
-#[path = "tools/bench.rs"]
-pub mod bench;
-#[path = "tools/snapshot.rs"]
-pub mod snapshot;
+mod serve;
+mod tools;
 
-// Used by every part.
-pub mod error;
-pub mod tenant;
+// The public API: every name a user of the library needs, and no other.
 
-pub use chain::{Chain, Decision, GuardTrace, Outcome, Verdict};
-pub use engine::{Engine, EngineConfig};
-pub use error::Error;
+// Events in, a chain of guards, a decision out.
+pub use call::chain::{Chain, Decision, GuardTrace, Outcome, Verdict, fail_closed_message};
+pub use call::plugin::{OnError, Plugin, PluginSpec, digest};
+pub use call::snapshot::{SnapshotMode, SnapshotStatus};
+pub use error::{Error, ManifestError};
 pub use event::{Event, Seam};
 pub use fault::Fault;
-pub use limits::Limits;
-pub use plugin::{OnError, Plugin, PluginSpec};
-pub use policy::Policy;
-/// Deprecated: the former name of [`PluginSet`] (see [`registry::Snapshot`]).
-#[allow(
-    deprecated,
-    reason = "re-exports the deprecated alias for code that still names it"
-)]
-pub use registry::Snapshot;
-pub use registry::{PluginSet, Registry, RegistryOptions};
-pub use request::DecideRequest;
 pub use tenant::TenantName;
-pub use turns::LanePriority;
+
+// What every call shares: the engine, per-plugin limits, tenants' shares.
+pub use runtime::engine::{Engine, EngineConfig, default_long_lane};
+pub use runtime::limits::Limits;
+pub use runtime::prepared::Depth;
+pub use runtime::shares::{Rate, Shares};
+pub use runtime::turns::LanePriority;
+
+// Plugins in: directories, manifests, compiles, the live registry.
+pub use load::cache::{CacheStats, CompiledCache};
+pub use load::compile::{CompileBounds, Compiler};
+pub use load::compile_queue::CompileStats;
+pub use load::policy::Policy;
+pub use load::registry::{
+    IssueKind, LoadIssue, LoadLimits, NotReady, PluginSet, Registry, RegistryOptions, ReloadReport,
+};
+
+// The faces: one request for every face, the HTTP service, metrics.
+pub use serve::metrics::Metrics;
+pub use serve::request::{DecideRequest, NotDecided};
+pub use serve::server::ServerConfig;
+pub use serve::tokens::TenantTokens;
+
+/// `toolgate.toml`, the manifest of a plugin directory (`docs/plugins.md`).
+pub mod manifest {
+    pub use crate::load::manifest::{Entry, FILE_NAME, Manifest, Scope};
+}
+
+/// Loading a directory without a registry (no manifest, no tenants).
+pub mod dir {
+    pub use crate::load::dir::{DirRules, components, components_with, load_dir, load_dir_with};
+    pub use crate::load::files::Symlinks;
+}
+
+/// Hot reload: the watcher's settle time and what it reacts to.
+pub mod watch {
+    pub use crate::load::watch::{DEFAULT_SETTLE, Dir, WatchHandle, relevant, unsettled_reloads};
+}
+
+/// The compiled cache's key and bounds.
+pub mod cache {
+    pub use crate::load::cache::{MAX_ENTRY_BYTES, key};
+}
+
+/// The compile child: a component compiled in a process of its own, under
+/// a memory and a CPU bound (what `toolgate compile` runs).
+pub mod compile {
+    pub use crate::load::compile::{ChildArgs, child_main, child_main_from};
+}
+
+/// Pre-initialising a guard into a snapshot (`toolgate snapshot`).
+pub mod snapshot {
+    pub use crate::call::snapshot::{Inspection, default_warm_up, inspect, plan, snapshot};
+}
+
+/// What guards cost, measured (`toolgate bench`).
+pub mod bench {
+    pub use crate::tools::bench::{
+        ChainLoad, GuardCost, Latency, Report, Reused, SeamCost, Settings, measure,
+    };
+}
+
+/// `toolgate serve`: the four seams over HTTP.
+pub mod server {
+    pub use crate::serve::server::{
+        ServerConfig, exposure_warning, router, serve, serve_with, shutdown_signal,
+    };
+}
+
+/// The log every face writes (`$TOOLGATE_LOG`).
+pub mod logging {
+    pub use crate::serve::logging::{filter, init};
+}

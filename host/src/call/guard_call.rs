@@ -5,7 +5,7 @@
 //!
 //! What differs between seams — the event and reply types and the export
 //! to look up — is a [`Hook`], one per seam; the implementations, the only
-//! code here that knows the generated WIT types, are in [`crate::wit`]. A
+//! code here that knows the generated WIT types, are in [`crate::call::wit`]. A
 //! reply leaves this module lifted into host types.
 
 use std::sync::Arc;
@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::Instance;
 
+use crate::call::plugin::{Plugin, root_cause};
+use crate::call::wit::Exports;
 use crate::error::Error;
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
-use crate::plugin::{Plugin, root_cause};
-use crate::prepared::{Ready, Slot};
-use crate::sandbox::Sandbox;
-use crate::turns::{AccountTurn, LongLane, Progress, Ticks, Unfinished};
-use crate::wit::Exports;
+use crate::runtime::prepared::{Ready, Slot};
+use crate::runtime::sandbox::Sandbox;
+use crate::runtime::turns::{AccountTurn, LongLane, Progress, Ticks, Unfinished};
 
 /// One seam as a guest exports it: what the chain hands each guard, the
 /// guest's event and reply, and the export that takes one to the other.
@@ -250,7 +250,7 @@ impl Plugin {
                 store.data().flush_output();
                 // Dropped in this order: the pool slot is free before the
                 // share is given back.
-                let big = store.data().limiter.memory_used() > crate::turns::BIG;
+                let big = store.data().limiter.memory_used() > crate::runtime::turns::BIG;
                 let remains = (store, slot, admission);
                 if big {
                     self.engine.long_lane().drop_later(&progress, remains);
@@ -302,7 +302,7 @@ impl Plugin {
         if !crate::fault::is_hostcall_data_exhausted(e) {
             return (fault, root_cause(e));
         }
-        let budget = crate::sandbox::hostcall_data_budget(&self.limits);
+        let budget = crate::runtime::sandbox::hostcall_data_budget(&self.limits);
         let what = if fault == Fault::HostBudget {
             "passed a host import"
         } else {
@@ -396,7 +396,7 @@ impl Plugin {
             .fuel_async_yield_interval(Some(FUEL_FLUSH_INTERVAL))
             .and_then(|()| store.set_fuel(self.limits.fuel))
             .map_err(|e| Error::Engine(format!("{e:#}")))?;
-        store.set_hostcall_fuel(crate::sandbox::hostcall_data_budget(&self.limits));
+        store.set_hostcall_fuel(crate::runtime::sandbox::hostcall_data_budget(&self.limits));
         let long = self.arm(&mut store);
         Ok((store, long))
     }
@@ -427,7 +427,7 @@ impl Plugin {
 
     /// Makes instances ahead of need until `prepared` wait, on a task of
     /// the current runtime (none outside one), one each time no call of
-    /// the plugin started for [`crate::prepared::IDLE`]: while calls keep
+    /// the plugin started for [`crate::runtime::prepared::IDLE`]: while calls keep
     /// coming the task only looks again each period. One refill at a time
     /// per plugin; nothing at all for a plugin that keeps none.
     pub(crate) fn refill(&self) {
@@ -454,12 +454,12 @@ impl Plugin {
     }
 
     /// Makes instances whenever the plugin has been idle for
-    /// [`crate::prepared::IDLE`], until `prepared` wait (or the engine has
+    /// [`crate::runtime::prepared::IDLE`], until `prepared` wait (or the engine has
     /// no room): `true`. `false` when one could not be made.
     async fn fill_while_idle(&self) -> bool {
         loop {
             let seen = self.prepared.calls();
-            tokio::time::sleep(crate::prepared::IDLE).await;
+            tokio::time::sleep(crate::runtime::prepared::IDLE).await;
             if self.prepared.calls() != seen {
                 continue;
             }
@@ -505,7 +505,7 @@ impl Plugin {
 const FUEL_FLUSH_INTERVAL: u64 = 1_000_000;
 
 /// Gives a call `timeout` of run time, and its wall-clock bound from now
-/// (see [`crate::limits::Limits::wall_bound`]).
+/// (see [`crate::runtime::limits::Limits::wall_bound`]).
 ///
 /// At every epoch tick the guest is still running, it yields to the async
 /// executor (so a busy guest never holds a tokio worker for its whole
@@ -514,7 +514,7 @@ const FUEL_FLUSH_INTERVAL: u64 = 1_000_000;
 /// first — traps with `Trap::Interrupt` (a `deadline` fault, or
 /// `overloaded`). Both are checked on a tick, so they overshoot by about
 /// one tick. With a `lane`, a long call takes turns in it (see
-/// [`crate::turns`]). Call it after the store's fuel is set.
+/// [`crate::runtime::turns`]). Call it after the store's fuel is set.
 pub(crate) fn arm_deadline(
     store: &mut Store<Sandbox>,
     timeout: Duration,
@@ -522,7 +522,7 @@ pub(crate) fn arm_deadline(
 ) -> Arc<Progress> {
     // A timeout too large to add to now never expires.
     let fuel = store.get_fuel().unwrap_or(0);
-    let bound = Instant::now().checked_add(crate::limits::wall_bound(timeout));
+    let bound = Instant::now().checked_add(crate::runtime::limits::wall_bound(timeout));
     let mut ticks = Ticks::new(timeout, bound, fuel, lane);
     let progress = ticks.progress();
     store.set_epoch_deadline(1);

@@ -12,18 +12,18 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, InstancePre};
 
-use crate::engine::Engine;
+use crate::call::guard_call::arm_deadline;
+use crate::call::quarantine::{Health, Quarantine, QuarantinePolicy, Quarantines};
+use crate::call::snapshot::{SnapshotMode, SnapshotStatus};
+use crate::call::wit::Exports;
 use crate::error::Error;
 use crate::event::Seam;
-use crate::guard_call::arm_deadline;
-use crate::limits::Limits;
-use crate::prepared::{self, Depth, Prepared, PreparedShare};
-use crate::quarantine::{Health, Quarantine, QuarantinePolicy, Quarantines};
-use crate::sandbox::Sandbox;
-use crate::shares::Account;
-use crate::snapshot::{SnapshotMode, SnapshotStatus};
-use crate::turns::Habit;
-use crate::wit::Exports;
+use crate::runtime::engine::Engine;
+use crate::runtime::limits::Limits;
+use crate::runtime::prepared::{self, Depth, Prepared, PreparedShare};
+use crate::runtime::sandbox::Sandbox;
+use crate::runtime::shares::Account;
+use crate::runtime::turns::Habit;
 
 /// What a fault in this plugin means for the call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,11 +52,11 @@ pub struct PluginSpec {
     pub config: Value,
     /// What a fault means.
     pub on_error: OnError,
-    /// Instances kept made ahead of need (see [`crate::prepared`]).
+    /// Instances kept made ahead of need (see [`crate::runtime::prepared`]).
     /// Default: [`Depth::Auto`].
     pub prepared: Depth,
     /// Whether a [`Registry`](crate::Registry) pre-initialises the
-    /// component when it loads it (see [`crate::snapshot::SnapshotMode`]).
+    /// component when it loads it (see [`crate::call::snapshot::SnapshotMode`]).
     /// Default: [`SnapshotMode::Auto`].
     pub snapshot: SnapshotMode,
 }
@@ -360,7 +360,7 @@ impl Plugin {
     /// global guard fault quarantines it for its own calls only; every copy
     /// charged to the same account shares that quarantine. Whether its
     /// calls have lately run long is its own too (see
-    /// [`crate::turns::Habit`]): another tenant's calls never make this
+    /// [`crate::runtime::turns::Habit`]): another tenant's calls never make this
     /// account's start on the long lane.
     pub fn charged_to(&self, account: Arc<Account>) -> Plugin {
         Plugin {
@@ -419,11 +419,24 @@ pub fn digest(bytes: &[u8]) -> String {
 /// Compiles component bytes, telling a core module or a non-wasm file apart
 /// from a component that fails to validate.
 pub fn compile(engine: &Engine, path: &Path, bytes: &[u8]) -> Result<Component, Error> {
-    crate::compile::check_header(path, bytes)?;
+    check_header(path, bytes)?;
     Component::from_binary(engine.wasmtime(), bytes).map_err(|e| Error::Compile {
         path: path.into(),
         message: format!("{e:#}"),
     })
+}
+
+/// Checks the header: a core module or a file that is not wasm is told
+/// apart from a component that fails to compile.
+pub(crate) fn check_header(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    const MAGIC: &[u8] = b"\0asm";
+    match bytes.get(..8) {
+        Some(h) if h.starts_with(MAGIC) && h[4..8] == [1, 0, 0, 0] => {
+            Err(Error::CoreModule { path: path.into() })
+        }
+        Some(h) if h.starts_with(MAGIC) => Ok(()),
+        _ => Err(Error::NotWasm { path: path.into() }),
+    }
 }
 
 /// The innermost cause of a guest error, for a trace's `detail`.

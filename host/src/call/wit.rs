@@ -2,7 +2,7 @@
 //! its export, the JSON events of [`crate::event`] lowered into the WIT
 //! records the guest receives (`args`, `result` and `state` as JSON
 //! text), and the guest's reply lifted back into host types. Nothing
-//! outside this module (and the host imports in [`crate::sandbox`]) sees a
+//! outside this module (and the host imports in [`crate::runtime::sandbox`]) sees a
 //! generated type.
 //!
 //! Host types carry symfonic's names ([`ToolCallDispatchEvent`], ...);
@@ -14,13 +14,13 @@ use serde_json::{Map, Value};
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
-use crate::bindings::{result, rewrite, routing, steering, types};
+use crate::call::guard_call::{Hook, ResultHook, RewriteHook, RoutingHook, SteeringHook};
 use crate::event::{
     BeforeToolCallEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent, ToolResultCallbackEvent,
     ToolRoutingDecisionEvent,
 };
-use crate::guard_call::{Hook, ResultHook, RewriteHook, RoutingHook, SteeringHook};
-use crate::sandbox::Sandbox;
+use crate::runtime::bindings::{result, rewrite, routing, steering, types};
+use crate::runtime::sandbox::Sandbox;
 
 /// The typed export lookups of each seam a component exports.
 #[derive(Clone, Default)]

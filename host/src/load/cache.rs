@@ -39,9 +39,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
-use crate::engine::Engine;
+use crate::call::plugin::compile;
 use crate::error::Error;
-use crate::plugin::compile;
+use crate::runtime::engine::Engine;
 
 /// Where compiled components are kept, and how often it helped.
 #[derive(Debug, Default)]
@@ -369,17 +369,17 @@ pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
 fn read_entry(engine: &Engine, entry: &Path, header: &Header) -> Result<Option<Component>, String> {
     // Opened without blocking (a FIFO put here cannot stall a load), its
     // type, owner, mode and size read on the opened descriptor.
-    let (file, stat) = match crate::files::open_nonblocking(entry) {
+    let (file, stat) = match crate::load::files::open_nonblocking(entry) {
         Ok(Some(opened)) => opened,
         Ok(None) => return Ok(None),
         Err(e) => return Err(format!("cannot read: {e}")),
     };
-    if !crate::files::is_regular(&stat) {
+    if !crate::load::files::is_regular(&stat) {
         return Err("not a regular file".into());
     }
     #[cfg(unix)]
     check_owner_and_mode(entry, stat.st_uid, stat.st_mode).map_err(|e| e.to_string())?;
-    let data = match crate::files::read_capped(file, entry, MAX_ENTRY_BYTES) {
+    let data = match crate::load::files::read_capped(file, entry, MAX_ENTRY_BYTES) {
         Ok(data) => data,
         Err(Error::TooLarge { limit, .. }) => {
             return Err(format!("larger than the cap of {limit} bytes"));

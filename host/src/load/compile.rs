@@ -22,10 +22,10 @@
 //!   plugin refused, but the thread runs on until the compiler finishes,
 //!   holding its compile slot, and memory is not bounded.
 //!
-//! Either way a refused compile is remembered (see [`crate::registry`]),
-//! and recorded in the compiled cache ([`crate::cache::CompileFailure`]):
+//! Either way a refused compile is remembered (see [`crate::load::registry`]),
+//! and recorded in the compiled cache ([`crate::load::cache::CompileFailure`]):
 //! the same bytes with the same settings are not compiled again, not even
-//! after a restart. Which compile runs when is [`crate::compile_queue`]'s.
+//! after a restart. Which compile runs when is [`crate::load::compile_queue`]'s.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -35,8 +35,9 @@ use std::time::{Duration, Instant};
 
 use wasmtime::component::Component;
 
-use crate::engine::{Engine, EngineConfig};
+use crate::call::plugin::{check_header, compile};
 use crate::error::Error;
+use crate::runtime::engine::{Engine, EngineConfig};
 
 /// How components are compiled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -82,19 +83,6 @@ impl Default for CompileBounds {
     }
 }
 
-/// Checks the header: a core module or a file that is not wasm is told
-/// apart from a component that fails to compile.
-pub(crate) fn check_header(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    const MAGIC: &[u8] = b"\0asm";
-    match bytes.get(..8) {
-        Some(h) if h.starts_with(MAGIC) && h[4..8] == [1, 0, 0, 0] => {
-            Err(Error::CoreModule { path: path.into() })
-        }
-        Some(h) if h.starts_with(MAGIC) => Ok(()),
-        _ => Err(Error::NotWasm { path: path.into() }),
-    }
-}
-
 impl Compiler {
     /// Compiles `bytes` (read from `path`) for `engine` within `bounds`.
     /// Blocking. [`Compiler::InProcess`] does not bound time here: the
@@ -114,7 +102,7 @@ impl Compiler {
     /// ([`Compiler::Subprocess`]), or the wall-clock time
     /// ([`Compiler::InProcess`], whose compiler threads are not told apart
     /// from this process's). What a tenant's compiles are charged (see
-    /// [`crate::compile_queue`]).
+    /// [`crate::load::compile_queue`]).
     pub fn compile_measured(
         &self,
         engine: &Engine,
@@ -125,7 +113,7 @@ impl Compiler {
         let start = Instant::now();
         let mut cpu = None;
         let compiled = match self {
-            Compiler::InProcess => crate::plugin::compile(engine, path, bytes),
+            Compiler::InProcess => compile(engine, path, bytes),
             Compiler::Subprocess { program, args } => check_header(path, bytes)
                 .and_then(|()| {
                     run_child(
@@ -422,7 +410,7 @@ pub fn precompile(config: &EngineConfig, bytes: &[u8]) -> Result<Vec<u8>, String
         pooling: false,
         ..config.clone()
     };
-    let engine = wasmtime::Engine::new(&crate::engine::wasmtime_config(&config))
+    let engine = wasmtime::Engine::new(&crate::runtime::engine::wasmtime_config(&config))
         .map_err(|e| format!("engine: {e:#}"))?;
     engine
         .precompile_component(bytes)

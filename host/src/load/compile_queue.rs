@@ -1,7 +1,7 @@
 //! The compile queue: which waiting compile runs next, and when a tenant
 //! waits even with a slot free.
 //!
-//! Compiles run [`LoadLimits::compile_jobs`](crate::registry::LoadLimits)
+//! Compiles run [`LoadLimits::compile_jobs`](crate::load::registry::LoadLimits)
 //! at a time. Each directory's compiles wait in a queue of their own; when a
 //! slot frees, the global directory's (the operator's) go first, then the
 //! tenants' in turn, the tenant served least recently first: a tenant that
@@ -13,7 +13,7 @@
 //! Each compile is charged to its tenant: the CPU time it used (the compile
 //! child's user and system time; the wall-clock time of an in-process
 //! compile). A tenant that used its budget
-//! ([`LoadLimits::tenant_compile_cpu`](crate::registry::LoadLimits), per
+//! ([`LoadLimits::tenant_compile_cpu`](crate::load::registry::LoadLimits), per
 //! minute) waits until its compiles of the last minute are back under it,
 //! even with a slot free, so bombs cost the machine at most that much CPU
 //! per tenant. A compile is never cut for the budget (the time and memory
@@ -30,7 +30,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::error::Error;
-use crate::loader::ScopeKey;
+use crate::load::loader::ScopeKey;
 
 /// The window a tenant's compile CPU budget is counted over.
 const WINDOW: Duration = Duration::from_secs(60);

@@ -1,7 +1,7 @@
 //! Loading a plugin directory without a manifest: every `*.wasm` in it, in
 //! file-name order, with default limits.
 //!
-//! Files are read by the rules of [`crate::files`], as the
+//! Files are read by the rules of [`crate::load::files`], as the
 //! [`Registry`](crate::Registry) reads its global directory: only names
 //! ending in `.wasm` that do not start with a dot; only **regular files**
 //! (a FIFO, a device or a directory named `x.wasm` is refused at once,
@@ -18,11 +18,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::chain::Chain;
-use crate::engine::Engine;
+use crate::call::chain::Chain;
+use crate::call::plugin::{self, Plugin, PluginSpec};
 use crate::error::Error;
-use crate::files::{Opened, PluginDir, Symlinks};
-use crate::plugin::{self, Plugin, PluginSpec};
+use crate::load::files::{Opened, PluginDir, Symlinks};
+use crate::runtime::engine::Engine;
 
 /// How [`load_dir_with`] and [`components_with`] read a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub struct DirRules {
     pub symlinks: Symlinks,
     /// Largest component read, in bytes; a larger file is
     /// [`Error::TooLarge`]. Default: 64 MiB, as the registry's
-    /// [`LoadLimits`](crate::registry::LoadLimits).
+    /// [`LoadLimits`](crate::load::registry::LoadLimits).
     pub max_component_bytes: u64,
 }
 
@@ -40,7 +40,7 @@ impl Default for DirRules {
     fn default() -> Self {
         DirRules {
             symlinks: Symlinks::Follow,
-            max_component_bytes: crate::registry::LoadLimits::default().max_component_bytes,
+            max_component_bytes: crate::load::registry::LoadLimits::default().max_component_bytes,
         }
     }
 }
@@ -84,7 +84,7 @@ pub(crate) fn check_stem(path: &Path) -> Result<(), Error> {
         .file_stem()
         .map(|s| s.to_string_lossy())
         .unwrap_or_default();
-    crate::manifest::validate_name(&stem).map_err(|message| Error::Name {
+    crate::load::manifest::validate_name(&stem).map_err(|message| Error::Name {
         path: path.into(),
         message: format!("{message} (the file's stem names the plugin: rename the file)"),
     })

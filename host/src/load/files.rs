@@ -100,11 +100,6 @@ impl PluginDir {
         }
     }
 
-    /// The directory's path (as given to [`PluginDir::open`]).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The symlink rule for `rel`: a global directory's files are followed,
     /// except those under `tenants/`.
     fn symlinks_for(&self, rel: &Path) -> Symlinks {

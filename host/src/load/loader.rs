@@ -2,10 +2,10 @@
 //! parse the manifest, plan what to load, find each component compiled (or
 //! compile it), link and probe it, and remember what failed. A load takes
 //! a directory and its previous state and returns its new state; it never
-//! sees the plugin set serving, which [`crate::registry`] swaps.
+//! sees the plugin set serving, which [`crate::load::registry`] swaps.
 //!
 //! What is reused, what is compiled and the caps on untrusted files are
-//! told in [`crate::registry`].
+//! told in [`crate::load::registry`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -15,17 +15,17 @@ use std::time::Duration;
 use serde::Serialize;
 use wasmtime::component::Component;
 
-use crate::cache::{CacheOutcome, CompileFailure, CompiledCache, Lookup};
-use crate::compile::{CompileBounds, Compiler};
-use crate::compile_queue::{CompileQueue, CompileStats};
-use crate::engine::Engine;
+use crate::call::plugin::{Plugin, PluginSpec};
+use crate::call::snapshot::{AutoSnapshots, SnapshotStatus};
 use crate::error::Error;
-use crate::files::{Opened, PluginDir, Symlinks};
-use crate::manifest::{self, Manifest, Scope};
-use crate::plugin::{Plugin, PluginSpec};
-use crate::policy::Policy;
-use crate::prepared::PreparedShare;
-use crate::snapshot::{AutoSnapshots, SnapshotStatus};
+use crate::load::cache::{CacheOutcome, CompileFailure, CompiledCache, Lookup};
+use crate::load::compile::{CompileBounds, Compiler};
+use crate::load::compile_queue::{CompileQueue, CompileStats};
+use crate::load::files::{Opened, PluginDir, Symlinks};
+use crate::load::manifest::{self, Manifest, Scope};
+use crate::load::policy::Policy;
+use crate::runtime::engine::Engine;
+use crate::runtime::prepared::PreparedShare;
 use crate::tenant::TenantName;
 
 /// One plugin of a loaded directory, with what it was loaded from.
@@ -90,7 +90,7 @@ pub enum IssueKind {
     /// The host itself failed (the engine, a task, a thread).
     Host,
     /// Not a failure to load: a plugin whose snapshot at load failed (see
-    /// [`crate::snapshot`]) serves as its bytes are.
+    /// [`crate::call::snapshot`]) serves as its bytes are.
     Snapshot,
 }
 
@@ -156,7 +156,7 @@ pub struct LoadLimits {
     /// Compiles that may run at once, all directories together (a
     /// directory never runs more than one); waiting ones are served
     /// the global directory's first, then tenant by tenant in turn (see
-    /// [`crate::compile_queue`]). Default: 2.
+    /// [`crate::load::compile_queue`]). Default: 2.
     pub compile_jobs: usize,
     /// CPU time a tenant's compiles may use per minute: a tenant that used
     /// more in the last minute waits to compile until it is back under.
@@ -582,7 +582,7 @@ impl Loader {
                     continue;
                 }
             };
-            let digest = crate::plugin::digest(&bytes);
+            let digest = crate::call::plugin::digest(&bytes);
             let fingerprint = fingerprint(&entry, &digest);
             if let Some(same) = previous
                 .plugins
@@ -673,7 +673,7 @@ impl Loader {
         share: &Arc<PreparedShare>,
         report: &mut ScopeReport,
     ) -> Result<Plugin, Error> {
-        let status = match crate::snapshot::plan(spec.snapshot, &bytes) {
+        let status = match crate::call::snapshot::plan(spec.snapshot, &bytes) {
             Some(status) => status,
             None => match self
                 .load_snapshot(key, &spec, &bytes, &digest, share, report)
@@ -843,7 +843,7 @@ impl Loader {
         used.extend(
             plugins()
                 .filter(|p| p.plugin.snapshot == SnapshotStatus::Snapshotted)
-                .map(|p| crate::snapshot::cache_digest(p.plugin.digest(), &p.plugin.config)),
+                .map(|p| crate::call::snapshot::cache_digest(p.plugin.digest(), &p.plugin.config)),
         );
         if let Ok(mut m) = self.compiled.lock() {
             m.retain(|d, _| used.contains(d.as_str()));
@@ -949,7 +949,7 @@ fn plan_scope(
             let entries = names
                 .into_iter()
                 .map(|n| dir.join(n))
-                .filter(|path| match crate::dir::check_stem(path) {
+                .filter(|path| match crate::load::dir::check_stem(path) {
                     Ok(()) => true,
                     Err(e) => {
                         refused.push(LoadIssue::of(path, &e));
@@ -1009,7 +1009,7 @@ impl Loader {
     /// The plugin `spec` with its component snapshotted at load: from this
     /// registry's memory or the compiled cache when made before (no
     /// warm-up), else instrumented, compiled, warmed up within the load
-    /// probe's cap ([`crate::snapshot::warm_up_at_load`]), compiled again
+    /// probe's cap ([`crate::call::snapshot::warm_up_at_load`]), compiled again
     /// and cached. `Err`: why not (reported; the caller loads the plain
     /// component); a warm-up that failed is not tried again while the
     /// bytes, configuration and limits stay the same.
@@ -1026,7 +1026,7 @@ impl Loader {
         if let Some(why) = self.snapshots.failed(&memo) {
             return Err(why);
         }
-        let key = crate::snapshot::cache_digest(digest, &spec.config.to_string());
+        let key = crate::call::snapshot::cache_digest(digest, &spec.config.to_string());
         let result: Result<Plugin, String> = async {
             let component = match self.known(&key) {
                 Some(c) => c,
@@ -1083,18 +1083,18 @@ impl Loader {
         }
         let start = std::time::Instant::now();
         let wasm: Arc<[u8]> = bytes.into();
-        let instrumented = crate::snapshot::instrument(Arc::clone(&wasm)).await?;
+        let instrumented = crate::call::snapshot::instrument(Arc::clone(&wasm)).await?;
         let instrumenting = start.elapsed();
         let (instrumented, _) = self
             .compile(scope, &spec.path, instrumented, None)
             .await
             .map_err(|e| format!("compiling it instrumented: {e}"))?;
         let compiling = start.elapsed();
-        let bounds = crate::snapshot::WarmUpBounds {
+        let bounds = crate::call::snapshot::WarmUpBounds {
             deadline: self.limits.probe_timeout,
             max_bytes: self.limits.max_component_bytes,
         };
-        let snapshot = crate::snapshot::warm_up_at_load(
+        let snapshot = crate::call::snapshot::warm_up_at_load(
             &self.engine,
             spec,
             wasm,

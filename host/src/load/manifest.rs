@@ -35,19 +35,20 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 use toml::Spanned;
 
-use crate::files::{self, Opened, PluginDir, Symlinks};
-use crate::limits::Limits;
-use crate::plugin::{OnError, PluginSpec};
-use crate::policy::Policy;
-use crate::prepared::Depth;
-use crate::snapshot::SnapshotMode;
+use crate::call::plugin::{OnError, PluginSpec};
+use crate::call::snapshot::SnapshotMode;
+pub use crate::error::ManifestError;
+use crate::load::files::{self, Opened, PluginDir, Symlinks};
+use crate::load::policy::Policy;
+use crate::runtime::limits::Limits;
+use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
 
 /// The manifest's file name.
@@ -58,47 +59,6 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// Largest `timeout_ms` a manifest may set (10 minutes).
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
-
-/// A manifest that was rejected: the file, the 1-based line, the key at
-/// fault (when one can be named) and what is wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ManifestError {
-    /// The manifest file.
-    pub path: PathBuf,
-    /// The 1-based line of the offending key or value.
-    pub line: usize,
-    /// The key at fault, e.g. `plugin[2].memory_mib` or `fuel`.
-    pub key: Option<String>,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for ManifestError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: ", self.path.display(), self.line)?;
-        if let Some(key) = &self.key {
-            write!(f, "key `{key}`: ")?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ManifestError {}
-
-impl ManifestError {
-    /// A manifest that could not be read (not a regular file inside its
-    /// directory, too large, an I/O error): line 1, no key.
-    pub fn unreadable(path: &Path, error: &crate::error::Error) -> Self {
-        let shown = error.to_string();
-        let prefix = format!("{}: ", path.display());
-        ManifestError {
-            path: path.to_path_buf(),
-            line: 1,
-            key: None,
-            message: shown.strip_prefix(&prefix).unwrap_or(&shown).to_string(),
-        }
-    }
-}
 
 /// Where a manifest lives, which decides what it may say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,7 +106,7 @@ struct RawManifest {
     quarantine: Option<Spanned<RawQuarantine>>,
 }
 
-/// `[shares]`: see [`crate::shares::Shares`].
+/// `[shares]`: see [`crate::runtime::shares::Shares`].
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawShares {
@@ -174,7 +134,7 @@ struct RawTenantShares {
     burst: Option<Spanned<u32>>,
 }
 
-/// `[quarantine]`: see [`crate::quarantine::QuarantinePolicy`].
+/// `[quarantine]`: see [`crate::call::quarantine::QuarantinePolicy`].
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawQuarantine {
@@ -252,7 +212,7 @@ enum RawDepth {
 
 impl RawDepth {
     fn depth(&self) -> Result<Depth, String> {
-        let max = crate::prepared::MAX_DEPTH;
+        let max = crate::runtime::prepared::MAX_DEPTH;
         match self {
             RawDepth::Word(w) if w == "auto" => Ok(Depth::Auto),
             RawDepth::Word(w) => Err(format!("\"{w}\" is not \"auto\" or a count 0..={max}")),
@@ -641,7 +601,7 @@ fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
             None => 0,
         };
         s.tenant_rates
-            .insert(name.clone(), crate::shares::Rate::new(rate, burst));
+            .insert(name.clone(), crate::runtime::shares::Rate::new(rate, burst));
     }
     if let Some(v) = &raw.wait_ms {
         s.wait = Duration::from_millis(range(v, key("wait_ms"), 0, 60_000, " ms")?);

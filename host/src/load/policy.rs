@@ -9,9 +9,9 @@
 
 use serde::Serialize;
 
-use crate::limits::Limits;
-use crate::quarantine::QuarantinePolicy;
-use crate::shares::Shares;
+use crate::call::quarantine::QuarantinePolicy;
+use crate::runtime::limits::Limits;
+use crate::runtime::shares::Shares;
 
 /// Ceilings, shares and quarantine, as the registry applies them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -26,10 +26,10 @@
 //! keeps its previous version serving; a manifest that fails to parse keeps
 //! the directory's whole previous chain serving.
 //!
-//! Tenants are not trusted. Files are read by the rules of [`crate::files`]
+//! Tenants are not trusted. Files are read by the rules of [`crate::load::files`]
 //! (regular files inside their own directory, no symlinks in a tenant's,
 //! size-capped, on blocking threads); compiles wait in a bounded queue and
-//! are bounded in time and memory ([`crate::compile`]); a plugin that
+//! are bounded in time and memory ([`crate::load::compile`]); a plugin that
 //! failed is not compiled or probed again while its bytes and settings are
 //! unchanged; the load probe's deadline is capped. Each directory loads
 //! under its own lock and is swapped in when done, so one tenant's slow
@@ -55,22 +55,17 @@ use futures_util::future::join_all;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use crate::batch::Batch;
-use crate::cache::{CacheStats, CompiledCache};
-use crate::chain::Chain;
-use crate::engine::Engine;
+use crate::call::chain::Chain;
+use crate::call::plugin::Plugin;
+use crate::call::snapshot::SnapshotStatus;
 use crate::error::Error;
-pub use crate::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
-use crate::loader::{Loader, ScopeKey, ScopeReport, ScopeState};
-use crate::plugin::Plugin;
-use crate::policy::Policy;
-use crate::shares::Account;
-
-/// The former name of [`PluginSet`], kept for code that uses it
-/// ("snapshot" now means only a pre-initialised component, see
-/// [`crate::snapshot`]).
-#[deprecated(since = "0.1.0", note = "renamed `PluginSet`")]
-pub type Snapshot = PluginSet;
+use crate::load::batch::Batch;
+use crate::load::cache::{CacheStats, CompiledCache};
+pub use crate::load::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
+use crate::load::loader::{Loader, ScopeKey, ScopeReport, ScopeState};
+use crate::load::policy::Policy;
+use crate::runtime::engine::Engine;
+use crate::runtime::shares::Account;
 
 /// One loaded state of the plugin directory: every chain and the accounts
 /// they are charged to, swapped in whole by a reload.
@@ -134,7 +129,7 @@ pub enum NotReady {
     },
 }
 
-/// The accounts guard calls are charged to (see [`crate::shares`]).
+/// The accounts guard calls are charged to (see [`crate::runtime::shares`]).
 #[derive(Debug, Default)]
 pub struct Accounts {
     /// Calls with no tenant, or for a tenant without a directory.
@@ -427,7 +422,7 @@ impl Registry {
 
     /// The compile queue's counts: compiles running and waiting, and each
     /// directory's compiles, CPU time and budget waits.
-    pub fn compile_stats(&self) -> crate::compile_queue::CompileStats {
+    pub fn compile_stats(&self) -> crate::load::compile_queue::CompileStats {
         self.loader.compile_stats()
     }
 
@@ -437,12 +432,15 @@ impl Registry {
     }
 
     /// Watches the directory and reloads each directory that changed once
-    /// it has been quiet for `settle` (see [`crate::watch`]): one tenant's
+    /// it has been quiet for `settle` (see [`crate::load::watch`]): one tenant's
     /// churn delays no other's reload. Must be called inside a Tokio
     /// runtime; dropping the handle stops it.
-    pub fn watch(self: Arc<Self>, settle: Duration) -> Result<crate::watch::WatchHandle, Error> {
+    pub fn watch(
+        self: Arc<Self>,
+        settle: Duration,
+    ) -> Result<crate::load::watch::WatchHandle, Error> {
         let root = self.root().to_path_buf();
-        crate::watch::spawn(
+        crate::load::watch::spawn(
             &root,
             settle,
             self.reload_fn("after a change in the plugin directory"),
@@ -453,11 +451,11 @@ impl Registry {
     /// inside a Tokio runtime.
     #[cfg(unix)]
     pub fn on_sighup(self: Arc<Self>) -> Result<tokio::task::JoinHandle<()>, Error> {
-        crate::watch::on_sighup(self.reload_fn("on SIGHUP"))
+        crate::load::watch::on_sighup(self.reload_fn("on SIGHUP"))
     }
 
     /// A reload that logs its outcome; `why` says what asked for it.
-    fn reload_fn(self: Arc<Self>, why: &'static str) -> crate::watch::Reload {
+    fn reload_fn(self: Arc<Self>, why: &'static str) -> crate::load::watch::Reload {
         Arc::new(move |dirs| {
             let registry = Arc::clone(&self);
             Box::pin(async move {
@@ -470,7 +468,7 @@ impl Registry {
     /// counts, `error` when it failed); `why` says what asked for it, e.g.
     /// `on SIGHUP`.
     pub async fn reload_logged(&self, why: &str) -> Result<ReloadReport, Error> {
-        self.reload_dirs_logged(&[crate::watch::Dir::All], why)
+        self.reload_dirs_logged(&[crate::load::watch::Dir::All], why)
             .await
     }
 
@@ -478,7 +476,7 @@ impl Registry {
     /// [`Registry::reload_logged`].
     pub async fn reload_dirs_logged(
         &self,
-        dirs: &[crate::watch::Dir],
+        dirs: &[crate::load::watch::Dir],
         why: &str,
     ) -> Result<ReloadReport, Error> {
         let outcome = self.reload_dirs(dirs).await;
@@ -502,12 +500,6 @@ impl Registry {
         self.current.load_full()
     }
 
-    /// Deprecated: the former name of [`Registry::plugin_set`].
-    #[deprecated(since = "0.1.0", note = "renamed `plugin_set`")]
-    pub fn snapshot(&self) -> Arc<PluginSet> {
-        self.plugin_set()
-    }
-
     /// Re-reads the directory and swaps in the new chains. A component whose
     /// bytes did not change is reused as is (never recompiled); one that
     /// fails to load keeps its previous version serving and is reported,
@@ -521,17 +513,20 @@ impl Registry {
     /// (and then re-read); when a reload is already waiting for it, this one
     /// leaves it to that one.
     pub async fn reload(&self) -> Result<ReloadReport, Error> {
-        self.reload_dirs(&[crate::watch::Dir::All]).await
+        self.reload_dirs(&[crate::load::watch::Dir::All]).await
     }
 
     /// Reloads the directories in `dirs` (read even if they look
     /// unchanged), plus tenants that appeared or disappeared since the
-    /// last load; [`Dir::All`](crate::watch::Dir::All) is [`Registry::reload`].
+    /// last load; [`Dir::All`](crate::load::watch::Dir::All) is [`Registry::reload`].
     /// The cost is that of the directories loaded, not of the tenant count.
     /// A global directory whose policy changed reloads every tenant (their
     /// manifests are read under its ceilings).
-    pub async fn reload_dirs(&self, dirs: &[crate::watch::Dir]) -> Result<ReloadReport, Error> {
-        use crate::watch::Dir;
+    pub async fn reload_dirs(
+        &self,
+        dirs: &[crate::load::watch::Dir],
+    ) -> Result<ReloadReport, Error> {
+        use crate::load::watch::Dir;
         let all = dirs.contains(&Dir::All);
         let (listed, listing_errors) = self.loader.tenants().await?;
         let listed: BTreeSet<String> = listed.into_iter().collect();
@@ -930,7 +925,7 @@ impl PluginSet {
             .chain(tenant_plugins.values().flatten())
         {
             p.plugin.set_quarantine(policy.quarantine.clone());
-            errors.extend(p.plugin.snapshot_status().issue(p.plugin.path()));
+            errors.extend(snapshot_issue(p.plugin.snapshot_status(), p.plugin.path()));
         }
         let accounts = Accounts::plan(&policy, &old.accounts, tenant_plugins.keys());
         // Every plugin of a chain is charged to the chain's caller.
@@ -1047,5 +1042,18 @@ impl PluginSet {
             refused,
             admitted,
         }
+    }
+}
+
+/// The load issue a failed snapshot is reported as, for the plugin loaded
+/// from `path`.
+fn snapshot_issue(status: &SnapshotStatus, path: &Path) -> Option<LoadIssue> {
+    match status {
+        SnapshotStatus::Failed { reason } => Some(LoadIssue::new(
+            IssueKind::Snapshot,
+            path,
+            format!("{}: loaded without a snapshot: {reason}", path.display()),
+        )),
+        _ => None,
     }
 }

@@ -7,10 +7,10 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::bindings::Guard;
-use crate::prepared::PreparedSlots;
-use crate::sandbox::Sandbox;
-use crate::turns::{LanePriority, LongLane};
+use crate::runtime::bindings::Guard;
+use crate::runtime::prepared::PreparedSlots;
+use crate::runtime::sandbox::Sandbox;
+use crate::runtime::turns::{LanePriority, LongLane};
 
 /// Engine-wide settings. Per-plugin limits live in [`Limits`](crate::Limits).
 #[derive(Clone, Debug)]
@@ -34,7 +34,7 @@ pub struct EngineConfig {
     /// only where reserving large virtual address ranges is not allowed.
     /// Default: true.
     pub pooling: bool,
-    /// How many *long calls* (see [`crate::turns`]) may run at once on
+    /// How many *long calls* (see [`crate::runtime::turns`]) may run at once on
     /// each of the lane's two sets of threads (the low ones, for accounts
     /// over their part of the CPU, and the fair ones, at the normal
     /// priority), host-wide, and how many threads each set has; the others

@@ -39,7 +39,7 @@ use std::time::Duration;
 use wasmtime::Store;
 use wasmtime::component::Instance;
 
-use crate::sandbox::Sandbox;
+use crate::runtime::sandbox::Sandbox;
 
 /// How many instances a plugin keeps made ahead of need (`prepared` in a
 /// manifest).
@@ -179,9 +179,10 @@ pub struct PreparedShare {
     bytes: AtomicU64,
 }
 
+#[cfg(test)]
 impl PreparedShare {
     /// Prepared instances its plugins hold now.
-    pub fn live(&self) -> u32 {
+    fn live(&self) -> u32 {
         self.live.load(Ordering::Relaxed)
     }
 }

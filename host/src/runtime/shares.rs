@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::turns::AccountTurn;
+use crate::runtime::turns::AccountTurn;
 
 /// One MiB.
 const MIB: u64 = 1 << 20;
@@ -101,7 +101,7 @@ pub struct Shares {
     /// before faulting with `share-exhausted` (being refused as busy).
     /// Default: 1 s (a burst above the share queues; a flood waits, which
     /// also slows the flooder down).
-    #[serde(with = "crate::limits::millis")]
+    #[serde(with = "crate::runtime::limits::millis")]
     pub wait: Duration,
 }
 

@@ -46,7 +46,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use crate::metrics::Metrics;
+use crate::serve::metrics::Metrics;
 
 /// Connection limits of [`serve_connections`].
 #[derive(Clone, Debug)]

@@ -8,15 +8,15 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::chain::Chain;
+use crate::call::chain::Chain;
+use crate::call::plugin::{OnError, Plugin};
+use crate::call::quarantine::Health;
+use crate::call::snapshot::SnapshotStatus;
 use crate::event::Seam;
-use crate::limits::Limits;
-use crate::plugin::{OnError, Plugin};
-use crate::policy::Policy;
-use crate::quarantine::Health;
-use crate::registry::{LoadIssue, PluginSet};
-use crate::shares::Usage;
-use crate::snapshot::SnapshotStatus;
+use crate::load::policy::Policy;
+use crate::load::registry::{LoadIssue, PluginSet};
+use crate::runtime::limits::Limits;
+use crate::runtime::shares::Usage;
 use crate::tenant::TenantName;
 
 /// One loaded plugin as the faces show it.

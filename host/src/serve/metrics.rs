@@ -53,7 +53,6 @@
 //! they enter too — see [`crate::tenant::is_valid_name`] — so today none
 //! holds such characters; the escaping does not rely on that.)
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use std::fmt::Write as _;
@@ -65,11 +64,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::chain::{Decision, GuardTrace, Verdict};
+use crate::call::chain::{Decision, GuardTrace, Verdict};
 use crate::event::Seam;
-use crate::registry::PluginSet;
-use crate::shares::Usage;
-use crate::turns::LaneUsage;
+use crate::load::registry::PluginSet;
+use crate::runtime::shares::Usage;
+use crate::runtime::turns::LaneUsage;
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -588,7 +587,7 @@ impl Metrics {
         self.tenants_pending.set(gauge_value(set.pending.len()));
         self.tenants_refused.set(gauge_value(set.refused.len()));
         self.reloads_unsettled
-            .set(i64::try_from(crate::watch::unsettled_reloads()).unwrap_or(i64::MAX));
+            .set(i64::try_from(crate::load::watch::unsettled_reloads()).unwrap_or(i64::MAX));
         self.quarantined.clear();
         self.quarantines.clear();
         for plugin in described.plugins() {
@@ -597,7 +596,7 @@ impl Metrics {
             };
             let health = &plugin.health;
             self.quarantined.get_or_create(&labels).set(i64::from(
-                health.state != crate::quarantine::HealthState::Ok,
+                health.state != crate::call::quarantine::HealthState::Ok,
             ));
             self.quarantines
                 .get_or_create(&labels)
@@ -636,6 +635,3 @@ impl Metrics {
 fn gauge_value(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
-
-/// Shared handle to [`Metrics`].
-pub type SharedMetrics = Arc<Metrics>;

@@ -1,6 +1,6 @@
 //! One seam request, `{"event": {...}, "state"?: {...}, "tenant"?: "t"}`,
 //! parsed and answered the same way by every face that takes JSON: the
-//! HTTP service ([`crate::server`]) and the Python module
+//! HTTP service ([`crate::serve::server`]) and the Python module
 //! (`adapters/python/native`).
 //!
 //! Parsing checks field by field, so every error names its field
@@ -13,11 +13,11 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, 
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value, json};
 
-use crate::chain::{Decision, GuardTrace, Verdict};
+use crate::call::chain::{Decision, GuardTrace, Verdict};
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
-use crate::registry::{NotReady, PluginSet};
-use crate::shares::Busy;
+use crate::load::registry::{NotReady, PluginSet};
+use crate::runtime::shares::Busy;
 use crate::tenant::TenantName;
 
 /// A seam request, checked.
@@ -102,7 +102,7 @@ impl DecideRequest {
 
     /// Runs the request through `set`'s chain for its tenant, once
     /// its account has a place for it (see
-    /// [`Shares::tenant_requests`](crate::shares::Shares::tenant_requests)):
+    /// [`Shares::tenant_requests`](crate::runtime::shares::Shares::tenant_requests)):
     /// a request that waited the share's `wait` in vain is refused as
     /// [`NotDecided::Busy`], one for a tenant whose guards are not serving
     /// (still loading, or not admitted) as [`NotDecided::NotReady`], and one
@@ -111,7 +111,7 @@ impl DecideRequest {
     /// nothing.
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
-    /// call a span inside it (see [`crate::logging`]).
+    /// call a span inside it (see [`crate::serve::logging`]).
     pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
@@ -266,15 +266,17 @@ fn parse_fast(seam: Seam, body: &[u8]) -> Option<DecideRequest> {
     })
 }
 
-/// The answer's body: exactly the hook's return value, or, with `trace`,
-/// `{"result": ..., "trace": [...]}`.
-pub fn answer(decision: Decision<Verdict>, trace: bool) -> Value {
-    // A verdict holds strings and JSON objects only: it always serialises.
-    let result = serde_json::to_value(decision.result).unwrap_or(Value::Null);
-    if trace {
-        json!({"result": result, "trace": decision.trace})
-    } else {
-        result
+impl Decision<Verdict> {
+    /// The answer's body every face sends: exactly the hook's return
+    /// value, or, with `trace`, `{"result": ..., "trace": [...]}`.
+    pub fn answer(self, trace: bool) -> Value {
+        // A verdict holds strings and JSON objects only: it always serialises.
+        let result = serde_json::to_value(self.result).unwrap_or(Value::Null);
+        if trace {
+            json!({"result": result, "trace": self.trace})
+        } else {
+            result
+        }
     }
 }
 

@@ -6,9 +6,9 @@
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
 //! | GET | `/readyz` | 200 `{"status": "ready", ...}` once every tenant's directory is loaded, else 503 `{"status": "loading", "pending": N, "tenants": [...]}` with `Retry-After` (never needs the token; the tenants' names only when no token is configured) |
-//! | GET | `/v1/plugins` | the [`Description`](crate::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
+//! | GET | `/v1/plugins` | the [`Description`](crate::serve::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`] (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
-//! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::metrics`]) |
+//! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::serve::metrics`]) |
 //!
 //! A seam request's body is `{"event": {...}, "state"?: {...}, "tenant"?: "t"}`.
 //! Every POST must say `Content-Type: application/json` (parameters such as
@@ -86,10 +86,10 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 use crate::error::Error;
 use crate::event::Seam;
-use crate::metrics::{self, Metrics};
-use crate::registry::{Registry, ReloadReport};
-use crate::request::{self, DecideRequest, NotDecided};
-use crate::tokens::{Caller, TenantTokens, same_digest, sha256};
+use crate::load::registry::{Registry, ReloadReport};
+use crate::serve::metrics::{self, Metrics};
+use crate::serve::request::{DecideRequest, NotDecided};
+use crate::serve::tokens::{Caller, TenantTokens, same_digest, sha256};
 
 /// How the service answers. Every field documents its default.
 #[derive(Clone, Debug)]
@@ -98,7 +98,7 @@ pub struct ServerConfig {
     /// requires (`Authorization: Bearer <token>`). Default: none (no auth).
     pub token: Option<String>,
     /// Each tenant's own bearer token: a request with one calls the seams
-    /// only, always as its tenant (see [`crate::tokens`]). With tenant
+    /// only, always as its tenant (see [`crate::serve::tokens`]). With tenant
     /// tokens every request but `/healthz` needs a token, and the plugin
     /// list, reloads and metrics need the operator's. Default: none.
     pub tenant_tokens: TenantTokens,
@@ -108,7 +108,7 @@ pub struct ServerConfig {
     /// Longest a request may take before it is answered 503. Guard calls
     /// are bounded by their own deadlines; this bounds a whole request
     /// (a long chain; a reload is answered 202 after `reload_wait`, see
-    /// [Reloads](crate::server#reloads)). Default: 30 s.
+    /// [Reloads](crate::serve::server#reloads)). Default: 30 s.
     pub request_timeout: Duration,
     /// Most connections open at once; a connection accepted beyond it is
     /// closed at once (never queued). Default: 1024.
@@ -123,7 +123,7 @@ pub struct ServerConfig {
     /// reading its answer. Default: 30 s.
     pub idle_timeout: Duration,
     /// Longest `POST /v1/reload` waits for its reload before answering 202
-    /// Accepted (the reload goes on; see [Reloads](crate::server#reloads)). Keep it
+    /// Accepted (the reload goes on; see [Reloads](crate::serve::server#reloads)). Keep it
     /// under `request_timeout`: otherwise the request timeout answers
     /// first (503), the reload still going on. Default: 10 s.
     pub reload_wait: Duration,
@@ -263,12 +263,12 @@ pub async fn serve_with(
     metrics: Option<Arc<Metrics>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let limits = crate::connections::ConnectionLimits {
+    let limits = crate::serve::connections::ConnectionLimits {
         max_connections: config.max_connections,
         header_read_timeout: config.header_read_timeout,
         idle_timeout: config.idle_timeout,
     };
-    crate::connections::serve_connections(listener, router, limits, metrics, shutdown).await
+    crate::serve::connections::serve_connections(listener, router, limits, metrics, shutdown).await
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM.
@@ -607,7 +607,7 @@ async fn decide(
             ApiError::new(status, refused.to_string())
         })?;
     app.metrics.record_decision(&decision);
-    let body = request::answer(decision, with_trace);
+    let body = decision.answer(with_trace);
     Ok(axum::Json(body).into_response())
 }
 

@@ -14,13 +14,13 @@ use serde_json::Value;
 use wasmtime::Store;
 use wasmtime::component::Instance;
 
-use crate::chain::{Chain, Outcome};
+use crate::call::chain::{Chain, Outcome};
+use crate::call::guard_call::arm_deadline;
+use crate::call::plugin::Plugin;
 use crate::error::Error;
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
-use crate::guard_call::arm_deadline;
-use crate::plugin::Plugin;
-use crate::sandbox::Sandbox;
+use crate::runtime::sandbox::Sandbox;
 
 /// One instance of a plugin kept alive across calls: for measurements
 /// only.
@@ -202,7 +202,7 @@ pub async fn measure(
     })
 }
 
-fn faults<T>(d: &crate::chain::Decision<T>) -> u64 {
+fn faults<T>(d: &crate::call::chain::Decision<T>) -> u64 {
     d.trace
         .iter()
         .filter(|t| t.outcome == Outcome::Fault)

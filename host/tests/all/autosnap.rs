@@ -9,10 +9,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::cache::CompiledCache;
-use toolgate::registry::{IssueKind, LoadLimits};
-use toolgate::snapshot::{SnapshotMode, SnapshotStatus, default_warm_up, inspect};
+use toolgate::CompiledCache;
+use toolgate::{IssueKind, LoadLimits};
 use toolgate::{Registry, RegistryOptions};
+use toolgate::{SnapshotMode, SnapshotStatus, snapshot::default_warm_up, snapshot::inspect};
 use toolgate_tests::{HOSTILE, SQL_GUARD};
 
 use crate::*;

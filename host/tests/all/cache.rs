@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use toolgate::cache::{CacheStats, CompiledCache};
+use toolgate::{CacheStats, CompiledCache};
 use toolgate_tests::{NO_EMAIL, SCRIPTED, SQL_GUARD};
 
 use crate::reload::open;
@@ -140,7 +140,7 @@ async fn an_entry_copied_under_another_components_key_is_rebuilt() {
     drop(open(dir.path(), Some(cache.path())).await);
     let c = CompiledCache::at(cache.path());
     let entry_of = |file: &str| {
-        let digest = toolgate::plugin::digest(&std::fs::read(file).expect("read"));
+        let digest = toolgate::digest(&std::fs::read(file).expect("read"));
         c.entry_path(&engine(), &digest).expect("path")
     };
     let (sql, no_email) = (entry_of(SQL_GUARD), entry_of(NO_EMAIL));

@@ -405,7 +405,7 @@ fn http(dir: &Path, path: &str, body: Option<Value>) -> String {
             .expect("registry");
         let router = toolgate::server::router(
             std::sync::Arc::new(registry),
-            std::sync::Arc::new(toolgate::metrics::Metrics::new()),
+            std::sync::Arc::new(toolgate::Metrics::new()),
             toolgate::server::ServerConfig::default(),
         );
         let request = match body {

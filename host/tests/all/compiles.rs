@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use toolgate::cache::CompiledCache;
-use toolgate::compile::{CompileBounds, Compiler};
-use toolgate::compile_queue::CompileStats;
-use toolgate::registry::LoadLimits;
+use toolgate::CompileStats;
+use toolgate::CompiledCache;
+use toolgate::LoadLimits;
+use toolgate::{CompileBounds, Compiler};
 use toolgate::{Registry, RegistryOptions};
 use toolgate_tests::SQL_GUARD;
 

@@ -9,11 +9,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::cache::CompiledCache;
+use toolgate::CompiledCache;
+use toolgate::Depth;
 use toolgate::event::Skip;
-use toolgate::prepared::Depth;
-use toolgate::snapshot::{SnapshotStatus, default_warm_up};
 use toolgate::{Limits, Plugin, PluginSpec, Registry, RegistryOptions};
+use toolgate::{SnapshotStatus, snapshot::default_warm_up};
 use toolgate_tests::MEMO;
 
 use crate::*;

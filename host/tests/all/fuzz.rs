@@ -237,7 +237,7 @@ fn plugin_toml() -> impl Strategy<Value = PluginToml> {
 
 /// Checks that a manifest error names the file, a line inside the text (or
 /// just past its end) and says something.
-fn assert_names_where(err: &toolgate::manifest::ManifestError, path: &Path, text: &str) {
+fn assert_names_where(err: &toolgate::ManifestError, path: &Path, text: &str) {
     assert_eq!(err.path, path);
     let lines = text.lines().count().max(1);
     assert!(
@@ -466,7 +466,7 @@ fn fuzz_tenant_names_are_checked_exactly() {
 
 #[test]
 fn fuzz_tenant_tokens_files_never_panic_and_valid_ones_give_each_its_token() {
-    use toolgate::tokens::TenantTokens;
+    use toolgate::TenantTokens;
     let line = prop_oneof![
         "[a-z0-9_.-]{1,8} = \"sha256:[0-9a-f]{64}\"",
         "[a-z0-9 =\"\\[\\]:#-]{0,40}",
@@ -519,7 +519,7 @@ fn service() -> (tokio::runtime::Runtime, axum::Router, tempfile::TempDir) {
         .expect("registry");
     let router = toolgate::server::router(
         Arc::new(registry),
-        Arc::new(toolgate::metrics::Metrics::new()),
+        Arc::new(toolgate::Metrics::new()),
         toolgate::server::ServerConfig::default(),
     );
     (runtime, router, dir)

@@ -339,7 +339,7 @@ async fn fail_closed_guard_steers_with_a_labelled_message() {
     assert!(skip.is_error);
     assert_eq!(
         skip.content,
-        toolgate::chain::fail_closed_message("strict", Fault::Unreachable)
+        toolgate::fail_closed_message("strict", Fault::Unreachable)
     );
     assert!(skip.content.starts_with("[toolgate]"));
     assert_eq!(d.trace[0].outcome, Outcome::Fault);

@@ -9,8 +9,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use toolgate::Metrics;
 use toolgate::Registry;
-use toolgate::metrics::Metrics;
 use toolgate::server::{self, ServerConfig};
 use toolgate_tests::SQL_GUARD;
 

@@ -148,7 +148,7 @@ async fn deny_holds_at_every_seam() {
     assert!(skip.is_error);
     assert_eq!(
         skip.content,
-        toolgate::chain::fail_closed_message("strict", Fault::Unreachable)
+        toolgate::fail_closed_message("strict", Fault::Unreachable)
     );
 
     let d = chain(&[&strict])

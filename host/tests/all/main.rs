@@ -95,7 +95,7 @@ pub async fn plugin_with(
         limits,
         config,
         on_error,
-        prepared: toolgate::prepared::Depth::Fixed(0),
+        prepared: toolgate::Depth::Fixed(0),
         snapshot: Default::default(),
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))

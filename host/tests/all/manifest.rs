@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate::OnError;
-use toolgate::manifest::{Manifest, ManifestError, Scope};
+use toolgate::{ManifestError, manifest::Manifest, manifest::Scope};
 
 const MAX_MEMORY: usize = 1 << 30;
 
@@ -217,7 +217,7 @@ fn bad_on_error_is_rejected() {
 
 #[test]
 fn prepared_is_auto_unless_a_count_is_given() {
-    use toolgate::prepared::Depth;
+    use toolgate::Depth;
     let m = parse(
         "[[plugin]]\nname = \"one\"\npath = \"a.wasm\"\n\
          [[plugin]]\nname = \"two\"\npath = \"a.wasm\"\nprepared = \"auto\"\n\
@@ -467,7 +467,7 @@ fn manifest_error_is_a_load_issue_naming_the_line() {
 /// tell manifest errors apart by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_issues_say_their_kind() {
-    use toolgate::registry::IssueKind;
+    use toolgate::IssueKind;
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("core.wasm"), b"\0asm\x01\0\0\0").expect("write");
     let tenant = dir.path().join("tenants").join("acme");
@@ -514,7 +514,7 @@ async fn load_issues_say_their_kind() {
 
 #[test]
 fn snapshot_key_takes_auto_true_or_false() {
-    use toolgate::snapshot::SnapshotMode;
+    use toolgate::SnapshotMode;
     let m = parse(
         "[defaults]\nsnapshot = false\n\n[[plugin]]\npath = \"a.wasm\"\n\n[[plugin]]\npath = \"b.wasm\"\nsnapshot = \"auto\"\n",
         Scope::Tenant,
@@ -559,7 +559,7 @@ fn bad_snapshot_values_are_rejected() {
 /// burst without a rate and an unknown key are refused, each with its key.
 #[test]
 fn a_tenant_may_have_a_rate_of_its_own() {
-    use toolgate::shares::Rate;
+    use toolgate::Rate;
     let m = parse(
         "[shares]\ntenant_rate = 10\n\n[shares.tenants.acme]\nrate = 1000\nburst = 50\n\n\
          [shares.tenants.trusted]\nrate = 0\n",

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::prepared::Depth;
+use toolgate::Depth;
 use toolgate::{Fault, Limits, OnError, Plugin, PluginSpec};
 use toolgate_tests::{HOSTILE, SQL_GUARD};
 
@@ -103,7 +103,7 @@ async fn none_are_made_under_sustained_load_or_with_depth_zero() {
 /// gets all it keeps.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_directory_holds_its_part_of_the_prepared_instances() {
-    use toolgate::cache::CompiledCache;
+    use toolgate::CompiledCache;
     use toolgate::{Registry, RegistryOptions};
     // 40 slots: 16 global + 2 tenants × 4 + 1 probe slot leave 15 for
     // prepared instances, 5 for each of the 3 directories.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate::cache::CompiledCache;
+use toolgate::CompiledCache;
 use toolgate::event::Skip;
 use toolgate::{Registry, RegistryOptions};
 use toolgate_tests::{SCRIPTED, SQL_GUARD, STEERING_ONLY};

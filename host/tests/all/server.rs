@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use toolgate::cache::CompiledCache;
-use toolgate::metrics::Metrics;
-use toolgate::registry::LoadLimits;
+use toolgate::CompiledCache;
+use toolgate::LoadLimits;
+use toolgate::Metrics;
+use toolgate::TenantTokens;
 use toolgate::server::{self, ServerConfig};
-use toolgate::tokens::TenantTokens;
 use toolgate::{Policy, Registry, RegistryOptions};
 use toolgate_tests::{HIDE_ADMIN_TOOLS, HOSTILE, NO_EMAIL, QUERY_LIMIT, RESULT_AUDIT, SQL_GUARD};
 

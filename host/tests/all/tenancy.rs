@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate::cache::CompiledCache;
+use toolgate::CompiledCache;
 use toolgate::event::Skip;
 use toolgate::{Decision, Fault, Registry, RegistryOptions};
 use toolgate_tests::{HOSTILE, NO_EMAIL, SQL_GUARD};
@@ -464,19 +464,12 @@ async fn a_tenant_over_its_plugins_or_its_code_keeps_its_previous_plugins() {
 }
 
 /// The one `share` issue whose message says `what`.
-fn share_issue<'a>(
-    errors: &'a [toolgate::registry::LoadIssue],
-    what: &str,
-) -> &'a toolgate::registry::LoadIssue {
+fn share_issue<'a>(errors: &'a [toolgate::LoadIssue], what: &str) -> &'a toolgate::LoadIssue {
     let issue = errors
         .iter()
         .find(|e| e.message.contains(what))
         .unwrap_or_else(|| panic!("`{what}` reported: {errors:?}"));
-    assert_eq!(
-        issue.kind,
-        toolgate::registry::IssueKind::Share,
-        "{issue:?}"
-    );
+    assert_eq!(issue.kind, toolgate::IssueKind::Share, "{issue:?}");
     issue
 }
 
@@ -489,7 +482,7 @@ const CODE_LINES: usize = 8_000;
 /// /metrics; after the cool-down a probe that passes restores it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_guard_that_keeps_faulting_is_quarantined_then_probed() {
-    use toolgate::metrics::Metrics;
+    use toolgate::Metrics;
     use toolgate::server::{self, ServerConfig};
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -930,7 +923,7 @@ async fn the_host_s_lines_about_a_tenant_s_faults_are_held_to_its_log_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_tenants_plain_load_never_turns_a_guard_off() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use toolgate::request::NotDecided;
+    use toolgate::NotDecided;
     use toolgate::{DecideRequest, Event, Verdict};
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1034,8 +1027,8 @@ async fn another_tenants_plain_load_never_turns_a_guard_off() {
 /// its share for the newcomer at the next reload.
 #[tokio::test]
 async fn a_newcomer_that_does_not_fit_never_evicts_a_serving_tenant() {
-    use toolgate::registry::NotReady;
-    use toolgate::request::{DecideRequest, NotDecided};
+    use toolgate::NotReady;
+    use toolgate::{DecideRequest, NotDecided};
     let dir = tempfile::tempdir().expect("tempdir");
     put(
         dir.path(),

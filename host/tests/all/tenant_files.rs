@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolgate::cache::CompiledCache;
-use toolgate::compile::{CompileBounds, Compiler};
-use toolgate::registry::{LoadLimits, ReloadReport};
+use toolgate::CompiledCache;
+use toolgate::{CompileBounds, Compiler};
+use toolgate::{LoadLimits, ReloadReport};
 use toolgate::{Registry, RegistryOptions};
 use toolgate_tests::SQL_GUARD;
 
@@ -85,7 +85,7 @@ pub(crate) fn mkfifo(path: &Path) {
 }
 
 /// The error reported for `path`, if any.
-fn error_for<'a>(errors: &'a [toolgate::registry::LoadIssue], path: &Path) -> Option<&'a str> {
+fn error_for<'a>(errors: &'a [toolgate::LoadIssue], path: &Path) -> Option<&'a str> {
     errors
         .iter()
         .find(|e| e.path == path)
@@ -713,8 +713,8 @@ fn the_server_keeps_serving_through_fifo_and_dev_zero_manifests() {
 /// `Symlinks::Refuse`; the good guards load whatever the others are.
 #[test]
 fn load_dir_reads_by_the_file_rules() {
+    use toolgate::dir::Symlinks;
     use toolgate::dir::{self, DirRules};
-    use toolgate::files::Symlinks;
     let root = tempfile::tempdir().expect("tempdir");
     let d = root.path().join("plugins");
     put(SQL_GUARD, &d.join("10-sql.wasm"));
@@ -811,9 +811,8 @@ async fn hard_links_into_a_tenant_directory_are_refused() {
     let reg = open_with(dir.path(), LoadLimits::default()).await;
     let set = reg.plugin_set();
     // (The global guard runs for every tenant: count each one's own.)
-    let own = |set: &toolgate::registry::PluginSet, t: &str| {
-        set.tenants.get(t).map_or(0, |c| c.plugins().len())
-    };
+    let own =
+        |set: &toolgate::PluginSet, t: &str| set.tenants.get(t).map_or(0, |c| c.plugins().len());
     let msg = error_for(&set.errors, &evil.join("theirs.wasm")).expect("reported");
     assert!(msg.contains("has 3 hard links"), "{msg}");
     assert_eq!(own(&set, "evil"), 0, "a hard link loaded");

@@ -36,12 +36,12 @@ use std::time::Duration;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use toolgate::cache::CompiledCache;
-use toolgate::compile::{CompileBounds, Compiler};
-use toolgate::metrics::Metrics;
-use toolgate::registry::LoadLimits;
-use toolgate::request::NotDecided;
+use toolgate::CompiledCache;
+use toolgate::LoadLimits;
+use toolgate::Metrics;
+use toolgate::NotDecided;
 use toolgate::watch::WatchHandle;
+use toolgate::{CompileBounds, Compiler};
 use toolgate::{DecideRequest, Engine, EngineConfig, Registry, RegistryOptions, Seam};
 
 pyo3::create_exception!(
@@ -160,7 +160,7 @@ fn parse_seam(seam: &str) -> PyResult<Seam> {
 ///   `compile_command[0] compile_command[1:]... compile --flag=value...`,
 ///   a program that runs [`compile_child`] (`toolgate.Host` passes this
 ///   interpreter and `toolgate/_compile.py`; see
-///   `toolgate::compile::Compiler::Subprocess`), killed at
+///   `toolgate::Compiler::Subprocess`), killed at
 ///   `compile_timeout_ms` and limited to `compile_memory_mib` of data
 ///   (`RLIMIT_DATA`, the child's whole process). `None`: compile in this
 ///   process, with no memory bound (the time bound only stops the wait).
@@ -325,7 +325,7 @@ impl Host {
                     Refused::Busy(refused.to_string())
                 })?;
             metrics.record_decision(&decision);
-            Ok(toolgate::request::answer(decision, trace).to_string())
+            Ok(decision.answer(trace).to_string())
         });
         if self.inline {
             // The first slice, here, without the GIL: a guest still running

@@ -41,9 +41,9 @@ pub(crate) struct LoadArgs {
 }
 
 impl LoadArgs {
-    fn limits(&self) -> Result<toolgate::registry::LoadLimits> {
+    fn limits(&self) -> Result<toolgate::LoadLimits> {
         use std::time::Duration;
-        use toolgate::compile::{CompileBounds, Compiler};
+        use toolgate::{CompileBounds, Compiler};
         if self.max_manifest_kib == 0 || self.max_component_mib == 0 {
             return Err(bad(
                 "--max-manifest-kib and --max-component-mib must be at least 1",
@@ -69,7 +69,7 @@ impl LoadArgs {
                 args: Vec::new(),
             }
         };
-        Ok(toolgate::registry::LoadLimits {
+        Ok(toolgate::LoadLimits {
             max_manifest_bytes: self.max_manifest_kib.saturating_mul(1 << 10),
             max_component_bytes: self.max_component_mib.saturating_mul(1 << 20),
             compiler,
@@ -236,9 +236,7 @@ impl PolicyArgs {
             } else {
                 self.max_instances
             },
-            long_lane: self
-                .long_lane
-                .unwrap_or_else(toolgate::engine::default_long_lane),
+            long_lane: self.long_lane.unwrap_or_else(toolgate::default_long_lane),
             long_lane_priority: self.long_lane_priority,
             ..EngineConfig::default()
         };
@@ -259,8 +257,8 @@ pub(crate) struct CacheArgs {
 }
 
 impl CacheArgs {
-    fn cache(&self) -> toolgate::cache::CompiledCache {
-        use toolgate::cache::CompiledCache;
+    fn cache(&self) -> toolgate::CompiledCache {
+        use toolgate::CompiledCache;
         let cache = match (&self.cache_dir, self.no_cache) {
             (_, true) => CompiledCache::disabled(),
             (Some(dir), false) => CompiledCache::at(dir),
@@ -308,10 +306,10 @@ pub(crate) async fn open_for(
     let registry = open_registry(dir, cache, load, policy, global_only).await?;
     let set = registry.plugin_set();
     let global_manifest = dir.join(toolgate::manifest::FILE_NAME);
-    let manifest_errors: Vec<&toolgate::registry::LoadIssue> = set
+    let manifest_errors: Vec<&toolgate::LoadIssue> = set
         .errors
         .iter()
-        .filter(|e| e.kind == toolgate::registry::IssueKind::Manifest)
+        .filter(|e| e.kind == toolgate::IssueKind::Manifest)
         .filter(|e| !global_only || e.path == global_manifest)
         .collect();
     if let Some(first) = manifest_errors.first() {
@@ -319,7 +317,7 @@ pub(crate) async fn open_for(
     }
     for e in &set.errors {
         match e.kind {
-            toolgate::registry::IssueKind::Snapshot => {
+            toolgate::IssueKind::Snapshot => {
                 eprintln!("toolgate: warning: {}", e.message);
             }
             _ => eprintln!("toolgate: warning: plugin not loaded: {}", e.message),

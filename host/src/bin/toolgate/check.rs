@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use serde_json::{Map, Value, json};
-use toolgate::request::NotDecided;
+use toolgate::NotDecided;
 use toolgate::{DecideRequest, Seam};
 
 use crate::args::{CacheArgs, LoadArgs, open};

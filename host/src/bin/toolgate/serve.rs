@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use toolgate::metrics::Metrics;
+use toolgate::Metrics;
+use toolgate::TenantTokens;
 use toolgate::server::{self, ServerConfig};
-use toolgate::tokens::TenantTokens;
 
 use crate::args::{CacheArgs, LoadArgs, PolicyArgs, open_for};
 use crate::bad;

@@ -3,9 +3,6 @@
 use serde::Serialize;
 use wasmtime::Trap;
 
-use crate::limits::MemoryLimitExceeded;
-use crate::sandbox::HostBudgetExceeded;
-
 /// Why a guard call was abandoned.
 ///
 /// A fault is either the guard's own doing ([`Fault::is_guards`]: it
@@ -56,16 +53,16 @@ pub enum Fault {
     Capacity,
     /// The account the call is charged to (its tenant's, or the global
     /// one) had no instance or memory left within its wait: the caller's
-    /// own share is exhausted. See [`crate::shares`]. The host's doing.
+    /// own share is exhausted. See [`crate::runtime::shares`]. The host's doing.
     ShareExhausted,
     /// The host could not give the call the CPU to finish in time: it had
     /// used less than its `timeout` of run time when its wall-clock bound
-    /// (see [`crate::limits::Limits::wall_bound`]) passed — the cores were
+    /// (see [`crate::runtime::limits::Limits::wall_bound`]) passed — the cores were
     /// busy with other work — or the host was shutting down. The host's
     /// doing.
     Overloaded,
     /// The guard is quarantined after faulting repeatedly, and was not run.
-    /// See [`crate::quarantine`].
+    /// See [`crate::call::quarantine`].
     Quarantined,
 }
 
@@ -155,3 +152,19 @@ impl std::fmt::Display for Fault {
         f.write_str(self.as_str())
     }
 }
+
+/// The error a store's limiter raises when a guest grows past its cap.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit exceeded: wanted {wanted} bytes, the limit is {limit}")]
+pub struct MemoryLimitExceeded {
+    /// The size the guest asked for.
+    pub wanted: usize,
+    /// The configured cap.
+    pub limit: usize,
+}
+
+/// The error a host import raises when a guard exceeds its per-call budget
+/// of host calls or log bytes. It traps the call (fault `host-budget`).
+#[derive(Debug, thiserror::Error)]
+#[error("host budget exceeded: {0}")]
+pub struct HostBudgetExceeded(pub &'static str);

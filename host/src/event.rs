@@ -173,30 +173,6 @@ pub struct Rewrite {
     pub args: Map<String, Value>,
 }
 
-/// Deprecated name of [`ToolRoutingDecisionEvent`] (the seed's name is used
-/// everywhere now).
-#[deprecated(
-    since = "0.1.0",
-    note = "renamed `ToolRoutingDecisionEvent`, symfonic's name"
-)]
-pub type RoutingEvent = ToolRoutingDecisionEvent;
-
-/// Deprecated name of [`ToolCallDispatchEvent`] (the seed's name is used
-/// everywhere now).
-#[deprecated(
-    since = "0.1.0",
-    note = "renamed `ToolCallDispatchEvent`, symfonic's name"
-)]
-pub type DispatchEvent = ToolCallDispatchEvent;
-
-/// Deprecated name of [`ToolResultCallbackEvent`] (the seed's name is used
-/// everywhere now).
-#[deprecated(
-    since = "0.1.0",
-    note = "renamed `ToolResultCallbackEvent`, symfonic's name"
-)]
-pub type ToolResultEvent = ToolResultCallbackEvent;
-
 /// An event for any seam, as read from a file, a trace line or a request.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {

@@ -8,13 +8,15 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::call::guard_call::{
+    Called, GuestEvent, ResultHook, RewriteHook, RoutingHook, SteeringHook,
+};
+use crate::call::plugin::{OnError, Plugin};
 use crate::event::{
     BeforeToolCallEvent, Event, Rewrite, Seam, Skip, ToolCallDispatchEvent,
     ToolResultCallbackEvent, ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
-use crate::guard_call::{Called, GuestEvent, ResultHook, RewriteHook, RoutingHook, SteeringHook};
-use crate::plugin::{OnError, Plugin};
 
 /// What one guard did with one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -1,5 +1,6 @@
 //! Per-plugin resource limits and the store limiter that enforces them.
 
+use crate::fault::MemoryLimitExceeded;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -22,7 +23,7 @@ pub struct Limits {
     /// Largest linear memory of an instance — all of its memories
     /// together — (and table-growth bound), in bytes. Growing past it
     /// traps. It is also what a call commits from its account's memory
-    /// share (see [`crate::shares`]). Default: 128 MiB. Must not exceed the
+    /// share (see [`crate::runtime::shares`]). Default: 128 MiB. Must not exceed the
     /// engine's [`max_memory_bytes`](crate::EngineConfig::max_memory_bytes).
     pub memory_bytes: usize,
     /// Run time one call may take: the CPU time its instance spends
@@ -143,16 +144,6 @@ pub(crate) mod millis {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_millis)
     }
-}
-
-/// The error a store's limiter raises when a guest grows past its cap.
-#[derive(Debug, thiserror::Error)]
-#[error("memory limit exceeded: wanted {wanted} bytes, the limit is {limit}")]
-pub struct MemoryLimitExceeded {
-    /// The size the guest asked for.
-    pub wanted: usize,
-    /// The configured cap.
-    pub limit: usize,
 }
 
 /// A `ResourceLimiter` that traps (rather than failing `memory.grow`) when

@@ -28,17 +28,17 @@ use wasmtime::Store;
 use wasmtime::component::{Component, Instance, Lift, WasmList};
 use wasmtime_wizer::{ComponentContext, ComponentInstanceState, Wizer};
 
-use crate::engine::Engine;
+use crate::call::guard_call::arm_deadline;
+use crate::call::plugin::{self, Plugin, PluginSpec};
 use crate::error::Error;
 use crate::event::{
     BeforeToolCallEvent, Event, ToolCallDispatchEvent, ToolInfo, ToolResultCallbackEvent,
     ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
-use crate::guard_call::arm_deadline;
-use crate::limits::Limits;
-use crate::plugin::{self, Plugin, PluginSpec};
-use crate::sandbox::Sandbox;
+use crate::runtime::engine::Engine;
+use crate::runtime::limits::Limits;
+use crate::runtime::sandbox::Sandbox;
 
 /// Pre-initialises the component `wasm` (read from `path`, which names it
 /// in errors): instruments it, makes the `warm_up` calls (each an event and
@@ -80,7 +80,7 @@ pub async fn snapshot(
             ..Limits::default()
         },
         // A warm-up makes its own instance.
-        prepared: crate::prepared::Depth::Fixed(0),
+        prepared: crate::runtime::prepared::Depth::Fixed(0),
         ..PluginSpec::new(path)
     };
     let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;
@@ -354,21 +354,6 @@ pub enum SnapshotStatus {
     },
 }
 
-impl SnapshotStatus {
-    /// The load issue a failed snapshot is reported as, for the plugin
-    /// loaded from `path`.
-    pub fn issue(&self, path: &Path) -> Option<crate::registry::LoadIssue> {
-        match self {
-            SnapshotStatus::Failed { reason } => Some(crate::registry::LoadIssue::new(
-                crate::registry::IssueKind::Snapshot,
-                path,
-                format!("{}: loaded without a snapshot: {reason}", path.display()),
-            )),
-            _ => None,
-        }
-    }
-}
-
 /// What a component's custom sections say about it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Inspection {
@@ -578,7 +563,7 @@ pub(crate) async fn warm_up_at_load(
     let handle = tokio::runtime::Handle::current();
     let engine = engine.clone();
     let spec = PluginSpec {
-        prepared: crate::prepared::Depth::Fixed(0),
+        prepared: crate::runtime::prepared::Depth::Fixed(0),
         ..spec.clone()
     };
     let reason = |e: Error| match e {

@@ -2,6 +2,7 @@
 //! memory limiter, captured stdout/stderr, and the host imports with their
 //! budgets.
 
+use crate::fault::HostBudgetExceeded;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,15 +12,14 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::{host, types};
-use crate::limits::{Limiter, Limits};
-use crate::shares::Account;
+use crate::runtime::bindings::{host, types};
+use crate::runtime::limits::{Limiter, Limits};
+use crate::runtime::shares::Account;
 
-/// The error a host import raises when a guard exceeds its per-call budget
-/// of host calls or log bytes. It traps the call (fault `host-budget`).
-#[derive(Debug, thiserror::Error)]
-#[error("host budget exceeded: {0}")]
-pub struct HostBudgetExceeded(pub &'static str);
+/// The log target of a guard's own lines (`log`, stdout, stderr):
+/// `toolgate::sandbox`, as documented (`TOOLGATE_LOG=toolgate::sandbox=info`),
+/// whatever this module's path.
+pub(crate) const LOG_TARGET: &str = "toolgate::sandbox";
 
 /// The most data a guest may hand the host in one crossing — a call's
 /// reply, or one host import's arguments — in bytes: wasmtime's per-crossing
@@ -101,10 +101,10 @@ impl Sandbox {
         for (stream, capture) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let (text, dropped) = capture.take();
             if (!text.is_empty() || dropped > 0)
-                && tracing::enabled!(tracing::Level::INFO)
+                && tracing::enabled!(target: LOG_TARGET, tracing::Level::INFO)
                 && self.may_log(text.len())
             {
-                tracing::info!(plugin = %self.plugin, stream, dropped, "{}", text.trim_end());
+                tracing::info!(target: LOG_TARGET, plugin = %self.plugin, stream, dropped, "{}", text.trim_end());
             }
         }
     }
@@ -151,16 +151,20 @@ impl host::Host for Sandbox {
         let kept = |enabled: bool| enabled && self.may_log(message.len());
         let plugin = &*self.plugin;
         match level {
-            host::Level::Trace if kept(enabled!(Level::TRACE)) => {
-                tracing::trace!(plugin, "{message}")
+            host::Level::Trace if kept(enabled!(target: LOG_TARGET, Level::TRACE)) => {
+                tracing::trace!(target: LOG_TARGET, plugin, "{message}")
             }
-            host::Level::Debug if kept(enabled!(Level::DEBUG)) => {
-                tracing::debug!(plugin, "{message}")
+            host::Level::Debug if kept(enabled!(target: LOG_TARGET, Level::DEBUG)) => {
+                tracing::debug!(target: LOG_TARGET, plugin, "{message}")
             }
-            host::Level::Info if kept(enabled!(Level::INFO)) => tracing::info!(plugin, "{message}"),
-            host::Level::Warn if kept(enabled!(Level::WARN)) => tracing::warn!(plugin, "{message}"),
-            host::Level::Error if kept(enabled!(Level::ERROR)) => {
-                tracing::error!(plugin, "{message}")
+            host::Level::Info if kept(enabled!(target: LOG_TARGET, Level::INFO)) => {
+                tracing::info!(target: LOG_TARGET, plugin, "{message}")
+            }
+            host::Level::Warn if kept(enabled!(target: LOG_TARGET, Level::WARN)) => {
+                tracing::warn!(target: LOG_TARGET, plugin, "{message}")
+            }
+            host::Level::Error if kept(enabled!(target: LOG_TARGET, Level::ERROR)) => {
+                tracing::error!(target: LOG_TARGET, plugin, "{message}")
             }
             _ => {}
         }

@@ -1,0 +1,15 @@
+//! What every guard call shares, below any one call: the wasmtime engine
+//! and its instance pool, the store a call runs in (its sandbox, limits
+//! and the WIT bindings), the tenants' shares of capacity, turns on the CPU
+//! for long calls, and instances prepared ahead of need.
+//!
+//! Layer 1 (docs/design.md, "A map of the code"): imports only the crate
+//! root's vocabulary (`error`, `event`, `fault`, `tenant`).
+
+pub(crate) mod bindings;
+pub(crate) mod engine;
+pub(crate) mod limits;
+pub(crate) mod prepared;
+pub(crate) mod sandbox;
+pub(crate) mod shares;
+pub(crate) mod turns;
