@@ -26,6 +26,7 @@ use crate::load::manifest::{self, Manifest, Scope};
 use crate::load::policy::Policy;
 use crate::runtime::engine::Engine;
 use crate::runtime::prepared::PreparedShare;
+use crate::runtime::shares::Shares;
 use crate::tenant::TenantName;
 
 /// One plugin of a loaded directory, with what it was loaded from.
@@ -346,6 +347,121 @@ enum Plan {
         refused: Vec<LoadIssue>,
     },
 }
+/// Where one scope's files are, and what its manifest may say.
+struct Location {
+    dir: PathBuf,
+    scope: Scope,
+    /// The tenant whose directory this is; `None` for the global one.
+    tenant: Option<String>,
+    symlinks: Symlinks,
+}
+
+impl Location {
+    fn of(root: &Path, key: &ScopeKey) -> Self {
+        match key {
+            ScopeKey::Global => Location {
+                dir: root.to_path_buf(),
+                scope: Scope::Global,
+                tenant: None,
+                symlinks: Symlinks::Follow,
+            },
+            ScopeKey::Tenant(t) => Location {
+                dir: root.join("tenants").join(t),
+                scope: Scope::Tenant,
+                tenant: Some(t.to_string()),
+                symlinks: Symlinks::Refuse,
+            },
+        }
+    }
+
+    /// The memory (MiB) that must hold one instance of each plugin: the
+    /// shares its calls are charged to — a tenant's (a global plugin runs
+    /// for tenants too), and the global one.
+    fn fits_mib(&self, shares: &Shares) -> u64 {
+        match self.scope {
+            Scope::Global => shares.global_memory_mib.min(shares.tenant_memory_mib),
+            Scope::Tenant => shares.tenant_memory_mib,
+        }
+    }
+
+    /// The entries with their plugins' names: a tenant's are named
+    /// `<tenant>/<name>`, so traces, logs and metrics never confuse them
+    /// with a global plugin of the same name.
+    fn named(&self, entries: Vec<manifest::Entry>) -> Vec<manifest::Entry> {
+        let Some(tenant) = &self.tenant else {
+            return entries;
+        };
+        entries
+            .into_iter()
+            .map(|mut e| {
+                e.spec.name = format!("{tenant}/{}", e.spec.name);
+                e
+            })
+            .collect()
+    }
+
+    /// Why a tenant's plugins do not fit its compiled-code share, if they
+    /// do not. Plugins of one component share its code: each image counts
+    /// once.
+    fn over_code_share(&self, state: &ScopeState, shares: &Shares) -> Option<LoadIssue> {
+        self.tenant.as_ref()?;
+        let images: std::collections::HashSet<(usize, usize)> = state
+            .plugins
+            .iter()
+            .map(|p| p.plugin.code_image())
+            .collect();
+        let code: usize = images.iter().map(|(_, len)| len).sum();
+        let code_mib = (code as u64).div_ceil(1 << 20);
+        (code_mib > shares.tenant_code_mib).then(|| {
+            LoadIssue::new(
+                IssueKind::Share,
+                &self.dir,
+                format!(
+                    "{}: its plugins compile to {code_mib} MiB of code; a tenant's may hold at \
+                     most {} MiB ([shares] tenant_code_mib): not loaded, its previous plugins \
+                     keep serving",
+                    self.dir.display(),
+                    shares.tenant_code_mib
+                ),
+            )
+        })
+    }
+}
+
+/// What every entry of one scope's load needs.
+struct ScopeLoad<'a> {
+    key: &'a ScopeKey,
+    at: &'a Location,
+    files: &'a Arc<PluginDir>,
+    fits_mib: u64,
+    previous: &'a ScopeState,
+    share: Arc<PreparedShare>,
+}
+
+impl ScopeState {
+    /// The previous plugins, kept serving because of `why`.
+    fn kept_with(&self, why: LoadIssue) -> ScopeState {
+        ScopeState {
+            plugins: self.plugins.clone(),
+            errors: vec![why],
+            failed: self.failed.clone(),
+            policy: self.policy.clone(),
+            stamp: None,
+        }
+    }
+
+    /// The paths of this state's plugins that `next` no longer holds.
+    fn removed_by<'a>(&'a self, next: &'a ScopeState) -> impl Iterator<Item = PathBuf> + 'a {
+        self.plugins
+            .iter()
+            .filter(|p| {
+                !next.plugins.iter().any(|q| {
+                    Arc::ptr_eq(&q.plugin, &p.plugin) || q.plugin.path() == p.plugin.path()
+                })
+            })
+            .map(|p| p.plugin.path().to_path_buf())
+    }
+}
 
 fn join_error(source: tokio::task::JoinError) -> Error {
     Error::Task {
@@ -468,43 +584,19 @@ impl Loader {
     ) -> Option<ScopeState> {
         let empty = ScopeState::default();
         let previous = previous.unwrap_or(&empty);
-        let (dir, scope, tenant, symlinks) = match key {
-            ScopeKey::Global => (self.root.clone(), Scope::Global, None, Symlinks::Follow),
-            ScopeKey::Tenant(t) => (
-                self.root.join("tenants").join(t),
-                Scope::Tenant,
-                Some(t.as_str()),
-                Symlinks::Refuse,
-            ),
-        };
-        let (max_manifest, max_memory) = (
-            self.limits.max_manifest_bytes,
-            self.engine.config().max_memory_bytes,
-        );
-        let plan = {
-            let (dir, policy) = (dir.clone(), policy.clone());
-            tokio::task::spawn_blocking(move || {
-                plan_scope(&dir, scope, symlinks, max_manifest, max_memory, &policy)
-            })
-            .await
-        };
-        let keep_previous = |why: LoadIssue| ScopeState {
-            plugins: previous.plugins.clone(),
-            errors: vec![why],
-            failed: previous.failed.clone(),
-            policy: previous.policy.clone(),
-            stamp: None,
-        };
-        let (pdir, entries, set_policy, refused) = match plan {
-            Err(e) => return Some(keep_previous(LoadIssue::of(&dir, &join_error(e)))),
+        let at = Location::of(&self.root, key);
+        let (pdir, entries, set_policy, refused) = match self.plan(&at, policy).await {
+            Err(e) => return Some(previous.kept_with(LoadIssue::of(&at.dir, &e))),
             // The tenant listing reports a tenant directory turned symlink.
-            Ok(Plan::Gone | Plan::Refused(_)) if tenant.is_some() => return None,
+            Ok(Plan::Gone | Plan::Refused(_)) if at.tenant.is_some() => return None,
             Ok(Plan::Gone) => {
-                let gone = Error::Refused { path: dir.clone() };
-                let why = LoadIssue::new(IssueKind::Directory, &dir, gone.to_string());
-                return Some(keep_previous(why));
+                let gone = Error::Refused {
+                    path: at.dir.clone(),
+                };
+                let why = LoadIssue::new(IssueKind::Directory, &at.dir, gone.to_string());
+                return Some(previous.kept_with(why));
             }
-            Ok(Plan::Failed(why) | Plan::Refused(why)) => return Some(keep_previous(why)),
+            Ok(Plan::Failed(why) | Plan::Refused(why)) => return Some(previous.kept_with(why)),
             Ok(Plan::Load {
                 dir,
                 entries,
@@ -512,153 +604,154 @@ impl Loader {
                 refused,
             }) => (dir, entries, set, refused),
         };
-        // The memory shares a plugin's calls are charged to must hold one
-        // instance of it: a tenant's (a global plugin runs for tenants
-        // too), and the global one.
         let shares = &set_policy.as_ref().unwrap_or(policy).shares;
-        let fits_mib = match scope {
-            Scope::Global => shares.global_memory_mib.min(shares.tenant_memory_mib),
-            Scope::Tenant => shares.tenant_memory_mib,
-        };
-        // A tenant's plugins are named `<tenant>/<name>`: traces, logs and
-        // metrics never confuse them with a global plugin of the same name.
-        let entries: Vec<manifest::Entry> = match tenant {
-            None => entries,
-            Some(tenant) => entries
-                .into_iter()
-                .map(|mut e| {
-                    e.spec.name = format!("{tenant}/{}", e.spec.name);
-                    e
-                })
-                .collect(),
-        };
         let mut state = ScopeState {
             policy: set_policy.clone(),
             errors: refused,
             ..ScopeState::default()
         };
         let loaded_before = report.loaded.len();
-        let share = Arc::clone(
+        let scope = ScopeLoad {
+            key,
+            at: &at,
+            files: &pdir,
+            fits_mib: at.fits_mib(shares),
+            previous,
+            share: self.prepared_share(key),
+        };
+        for entry in at.named(entries) {
+            self.load_entry(&scope, entry, &mut state, report).await;
+        }
+        if let Some(why) = at.over_code_share(&state, shares) {
+            report.loaded.truncate(loaded_before);
+            return Some(previous.kept_with(why));
+        }
+        report.removed.extend(previous.removed_by(&state));
+        Some(state)
+    }
+
+    /// Reads the scope's directory and manifest off the async threads.
+    async fn plan(&self, at: &Location, policy: &Policy) -> Result<Plan, Error> {
+        let (dir, scope, symlinks, policy) =
+            (at.dir.clone(), at.scope, at.symlinks, policy.clone());
+        let (max_manifest, max_memory) = (
+            self.limits.max_manifest_bytes,
+            self.engine.config().max_memory_bytes,
+        );
+        tokio::task::spawn_blocking(move || {
+            plan_scope(&dir, scope, symlinks, max_manifest, max_memory, &policy)
+        })
+        .await
+        .map_err(join_error)
+    }
+
+    /// The prepared-instance share of the scope's plugins.
+    fn prepared_share(&self, key: &ScopeKey) -> Arc<PreparedShare> {
+        Arc::clone(
             self.prepared
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .entry(key.clone())
                 .or_default(),
-        );
-        for entry in entries {
-            // The previous plugin of this name (manifest) or file (no
-            // manifest; the name is the file's stem): what keeps serving if
-            // the new version fails.
-            let old = previous
-                .plugins
-                .iter()
-                .find(|p| p.plugin.name() == entry.spec.name);
-            let path = entry.spec.path.clone();
-            let mib = (entry.spec.limits.memory_bytes as u64).div_ceil(1 << 20);
-            if mib > fits_mib {
-                state.errors.push(LoadIssue::new(
-                    IssueKind::Share,
-                    &path,
-                    format!(
-                        "{}: memory_mib {mib} does not fit in the memory share its calls are \
-                         charged to ({fits_mib} MiB; see [shares])",
-                        path.display()
-                    ),
-                ));
-                state.plugins.extend(old.cloned());
-                continue;
-            }
-            let rel = path.strip_prefix(&dir).unwrap_or(&path).to_path_buf();
-            let (reader, cap) = (Arc::clone(&pdir), self.limits.max_component_bytes);
-            let read = tokio::task::spawn_blocking(move || reader.read(&rel, cap))
-                .await
-                .map_err(join_error)
-                .and_then(|r| r);
-            let bytes = match read {
-                Ok(b) => b,
-                Err(e) => {
-                    state.errors.push(LoadIssue::of(&path, &e));
-                    state.plugins.extend(old.cloned());
-                    continue;
-                }
-            };
-            let digest = crate::call::plugin::digest(&bytes);
-            let fingerprint = fingerprint(&entry, &digest);
-            if let Some(same) = previous
-                .plugins
-                .iter()
-                .find(|p| p.fingerprint == fingerprint)
-            {
-                state.plugins.push(same.clone());
-                continue;
-            }
-            if let Some((_, why)) = previous.failed.iter().find(|(f, _)| *f == fingerprint) {
-                // Failed before with these very bytes and settings: report
-                // it again, without compiling or probing again.
-                state.errors.push(why.clone());
-                state.failed.push((fingerprint, why.clone()));
-                state.plugins.extend(old.cloned());
-                continue;
-            }
-            match self
-                .load_plugin(key, entry.spec.clone(), bytes, digest, &share, report)
-                .await
-            {
-                Ok(plugin) => {
-                    report.loaded.push(path);
-                    state.plugins.push(LoadedPlugin {
-                        plugin: Arc::new(plugin),
-                        tenants: entry.tenants,
-                        fingerprint,
-                    });
-                }
-                Err(e) => {
-                    let why = LoadIssue::of(&path, &e);
-                    // An engine or I/O error may pass: try again next time.
-                    if !e.is_transient() {
-                        state.failed.push((fingerprint, why.clone()));
-                    }
-                    state.errors.push(why);
-                    state.plugins.extend(old.cloned());
-                }
-            }
-        }
-        // Plugins of one component share its code: each image counts once.
-        let images: std::collections::HashSet<(usize, usize)> = state
+        )
+    }
+
+    /// Loads one manifest entry into `state`: the plugin as it was when
+    /// nothing of it changed, its remembered failure when that is what
+    /// changed nothing, else a new load — and where that fails, the
+    /// previous version of the same name keeps serving.
+    async fn load_entry(
+        &self,
+        scope: &ScopeLoad<'_>,
+        entry: manifest::Entry,
+        state: &mut ScopeState,
+        report: &mut ScopeReport,
+    ) {
+        // The previous plugin of this name (manifest) or file (no
+        // manifest; the name is the file's stem): what keeps serving if
+        // the new version fails.
+        let old = scope
+            .previous
             .plugins
             .iter()
-            .map(|p| p.plugin.code_image())
-            .collect();
-        let code: usize = images.iter().map(|(_, len)| len).sum();
-        let code_mib = (code as u64).div_ceil(1 << 20);
-        if tenant.is_some() && code_mib > shares.tenant_code_mib {
-            report.loaded.truncate(loaded_before);
-            return Some(keep_previous(LoadIssue::new(
-                IssueKind::Share,
-                &dir,
-                format!(
-                    "{}: its plugins compile to {code_mib} MiB of code; a tenant's may hold at \
-                     most {} MiB ([shares] tenant_code_mib): not loaded, its previous plugins \
-                     keep serving",
-                    dir.display(),
-                    shares.tenant_code_mib
-                ),
-            )));
+            .find(|p| p.plugin.name() == entry.spec.name);
+        let path = entry.spec.path.clone();
+        let failed = |state: &mut ScopeState, why: LoadIssue| {
+            state.errors.push(why);
+            state.plugins.extend(old.cloned());
+        };
+        let mib = (entry.spec.limits.memory_bytes as u64).div_ceil(1 << 20);
+        if mib > scope.fits_mib {
+            let why = format!(
+                "{}: memory_mib {mib} does not fit in the memory share its calls are \
+                 charged to ({} MiB; see [shares])",
+                path.display(),
+                scope.fits_mib
+            );
+            return failed(state, LoadIssue::new(IssueKind::Share, &path, why));
         }
-        for p in &previous.plugins {
-            if !state
-                .plugins
-                .iter()
-                .any(|q| Arc::ptr_eq(&q.plugin, &p.plugin))
-                && !state
-                    .plugins
-                    .iter()
-                    .any(|q| q.plugin.path() == p.plugin.path())
-            {
-                report.removed.push(p.plugin.path().to_path_buf());
+        let bytes = match self.read_component(scope, &path).await {
+            Ok(b) => b,
+            Err(e) => return failed(state, LoadIssue::of(&path, &e)),
+        };
+        let digest = crate::call::plugin::digest(&bytes);
+        let fingerprint = fingerprint(&entry, &digest);
+        let previous = scope.previous;
+        if let Some(same) = previous
+            .plugins
+            .iter()
+            .find(|p| p.fingerprint == fingerprint)
+        {
+            return state.plugins.push(same.clone());
+        }
+        if let Some((_, why)) = previous.failed.iter().find(|(f, _)| *f == fingerprint) {
+            // Failed before with these very bytes and settings: report
+            // it again, without compiling or probing again.
+            state.failed.push((fingerprint, why.clone()));
+            return failed(state, why.clone());
+        }
+        let loaded = self
+            .load_plugin(
+                scope.key,
+                entry.spec.clone(),
+                bytes,
+                digest,
+                &scope.share,
+                report,
+            )
+            .await;
+        match loaded {
+            Ok(plugin) => {
+                report.loaded.push(path);
+                state.plugins.push(LoadedPlugin {
+                    plugin: Arc::new(plugin),
+                    tenants: entry.tenants,
+                    fingerprint,
+                });
+            }
+            Err(e) => {
+                let why = LoadIssue::of(&path, &e);
+                // An engine or I/O error may pass: try again next time.
+                if !e.is_transient() {
+                    state.failed.push((fingerprint, why.clone()));
+                }
+                failed(state, why);
             }
         }
-        Some(state)
+    }
+
+    /// Reads one component file of the scope, safely and size-capped, off
+    /// the async threads.
+    async fn read_component(&self, scope: &ScopeLoad<'_>, path: &Path) -> Result<Vec<u8>, Error> {
+        let rel = path
+            .strip_prefix(&scope.at.dir)
+            .unwrap_or(path)
+            .to_path_buf();
+        let (reader, cap) = (Arc::clone(scope.files), self.limits.max_component_bytes);
+        tokio::task::spawn_blocking(move || reader.read(&rel, cap))
+            .await
+            .map_err(join_error)
+            .and_then(|r| r)
     }
 
     /// Compiles (or finds compiled) and links one plugin: the compile waits
@@ -736,23 +829,7 @@ impl Loader {
         // What a remembered failure is told apart by, beside the bytes and
         // the engine: a failure under other bounds may not recur.
         let settings = format!("{:?}\0{:?}", self.limits.compiler, self.limits.compile);
-        let found = match digest {
-            None => (Lookup::Miss, None),
-            Some(d) => {
-                let (engine, cache, d, settings) = (
-                    self.engine.clone(),
-                    Arc::clone(&self.cache),
-                    d.to_string(),
-                    settings.clone(),
-                );
-                tokio::task::spawn_blocking(move || match cache.lookup(&engine, &d) {
-                    hit @ Lookup::Hit(_) => (hit, None),
-                    other => (other, cache.remembered_failure(&engine, &d, &settings)),
-                })
-                .await
-                .map_err(join_error)?
-            }
-        };
+        let found = self.look_up(digest, &settings).await?;
         let outcome = match found {
             (Lookup::Hit(c), _) => return Ok((c, CacheOutcome::Hit)),
             (_, Some(failed)) => return Err(failed.error(path)),
@@ -811,24 +888,52 @@ impl Loader {
             Compiler::Subprocess { .. } => self.limits.compile.timeout + Duration::from_secs(10),
         };
         match tokio::time::timeout(wait, task).await {
-            Err(_) => {
-                let e = Error::CompileBound {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "took longer than the compile time limit of {} ms",
-                        self.limits.compile.timeout.as_millis()
-                    ),
-                };
-                if let Some(failed) = digest.and_then(|d| CompileFailure::of(d, &e)) {
-                    let (engine, cache) = (self.engine.clone(), Arc::clone(&self.cache));
-                    tokio::task::spawn_blocking(move || {
-                        cache.remember_failure(&engine, &settings, &failed);
-                    });
-                }
-                Err(e)
-            }
+            Err(_) => Err(self.past_the_bound(path, digest, settings)),
             Ok(joined) => Ok((joined.map_err(join_error)??, outcome)),
         }
+    }
+
+    /// The compiled cache's answer for `digest`, and the failure it
+    /// remembers for it under these `settings` (when it holds no component).
+    async fn look_up(
+        &self,
+        digest: Option<&str>,
+        settings: &str,
+    ) -> Result<(Lookup, Option<CompileFailure>), Error> {
+        let Some(d) = digest else {
+            return Ok((Lookup::Miss, None));
+        };
+        let (engine, cache, d, settings) = (
+            self.engine.clone(),
+            Arc::clone(&self.cache),
+            d.to_string(),
+            settings.to_string(),
+        );
+        tokio::task::spawn_blocking(move || match cache.lookup(&engine, &d) {
+            hit @ Lookup::Hit(_) => (hit, None),
+            other => (other, cache.remembered_failure(&engine, &d, &settings)),
+        })
+        .await
+        .map_err(join_error)
+    }
+
+    /// The error of a compile that ran past its time bound, remembered in
+    /// the cache (in the background) as the component's failure.
+    fn past_the_bound(&self, path: &Path, digest: Option<&str>, settings: String) -> Error {
+        let e = Error::CompileBound {
+            path: path.to_path_buf(),
+            message: format!(
+                "took longer than the compile time limit of {} ms",
+                self.limits.compile.timeout.as_millis()
+            ),
+        };
+        if let Some(failed) = digest.and_then(|d| CompileFailure::of(d, &e)) {
+            let (engine, cache) = (self.engine.clone(), Arc::clone(&self.cache));
+            tokio::task::spawn_blocking(move || {
+                cache.remember_failure(&engine, &settings, &failed);
+            });
+        }
+        e
     }
 
     /// Drops compiled components (and remembered warm-up failures) no

@@ -530,27 +530,7 @@ impl Registry {
         let all = dirs.contains(&Dir::All);
         let (listed, listing_errors) = self.loader.tenants().await?;
         let listed: BTreeSet<String> = listed.into_iter().collect();
-        // Tenants listed now and not loaded are pending until loaded.
-        let set = self.plugin_set();
-        let unloaded = |t: &String| !set.scopes.contains_key(&ScopeKey::Tenant(t.clone()));
-        let pending: BTreeSet<String> = listed.iter().filter(|t| unloaded(t)).cloned().collect();
-        if pending != set.pending {
-            self.publish(|edit| {
-                *edit.pending = pending;
-                false
-            });
-        }
-        let set = self.plugin_set();
-        let loaded: BTreeSet<&String> = set
-            .scopes
-            .keys()
-            .filter_map(|k| match k {
-                ScopeKey::Tenant(t) => Some(t),
-                ScopeKey::Global => None,
-            })
-            .collect();
-        // Named, or appeared, or gone (a gone one is removed by its own
-        // load, under its lock); every tenant on a full reload.
+        self.mark_pending(&listed);
         let named: BTreeSet<&String> = dirs
             .iter()
             .filter_map(|d| match d {
@@ -558,19 +538,7 @@ impl Registry {
                 _ => None,
             })
             .collect();
-        let tenants: BTreeSet<String> = listed
-            .iter()
-            .filter(|t| all || named.contains(t) || !loaded.contains(t))
-            .chain(
-                loaded
-                    .iter()
-                    .copied()
-                    .filter(|t| all || named.contains(t) || !listed.contains(*t)),
-            )
-            .cloned()
-            .collect();
-        drop(loaded);
-        drop(set);
+        let tenants = self.tenants_to_load(all, &named, &listed);
         // The global directory first: its manifest sets the policy (the
         // ceilings) every tenant's manifest is read under. The tenant
         // listing's errors are published with it.
@@ -607,6 +575,58 @@ impl Registry {
         let set = self.plugin_set();
         report.generation = set.generation;
         report.errors = set.errors.clone();
+        self.log_reload(&report, &set);
+        Ok(report)
+    }
+
+    /// Publishes the tenants listed now and not loaded yet as pending
+    /// (until loaded).
+    fn mark_pending(&self, listed: &BTreeSet<String>) {
+        let set = self.plugin_set();
+        let unloaded = |t: &String| !set.scopes.contains_key(&ScopeKey::Tenant(t.clone()));
+        let pending: BTreeSet<String> = listed.iter().filter(|t| unloaded(t)).cloned().collect();
+        if pending != set.pending {
+            self.publish(|edit| {
+                *edit.pending = pending;
+                false
+            });
+        }
+    }
+
+    /// The tenants a reload loads: those `named`, those that appeared or
+    /// are gone (a gone one is removed by its own load, under its lock);
+    /// every tenant on a full reload (`all`).
+    fn tenants_to_load(
+        &self,
+        all: bool,
+        named: &BTreeSet<&String>,
+        listed: &BTreeSet<String>,
+    ) -> BTreeSet<String> {
+        let set = self.plugin_set();
+        let loaded: BTreeSet<&String> = set
+            .scopes
+            .keys()
+            .filter_map(|k| match k {
+                ScopeKey::Tenant(t) => Some(t),
+                ScopeKey::Global => None,
+            })
+            .collect();
+        listed
+            .iter()
+            .filter(|t| all || named.contains(t) || !loaded.contains(t))
+            .chain(
+                loaded
+                    .iter()
+                    .copied()
+                    .filter(|t| all || named.contains(t) || !listed.contains(*t)),
+            )
+            .cloned()
+            .collect()
+    }
+
+    /// Logs what a reload left: each plugin not loaded, a set with no
+    /// guard at all, and what changed.
+    fn log_reload(&self, report: &ReloadReport, set: &PluginSet) {
         for e in &report.errors {
             match e.kind {
                 IssueKind::Snapshot => tracing::warn!(path = %e.path.display(), "{}", e.message),
@@ -630,7 +650,6 @@ impl Registry {
                 "plugin set reloaded"
             );
         }
-        Ok(report)
     }
 
     /// Forgets every remembered load failure (and the compile failures the
@@ -865,18 +884,12 @@ impl PluginSet {
         old: &PluginSet,
         pool: Option<u32>,
     ) -> PluginSet {
-        let policy = scopes
-            .get(&ScopeKey::Global)
+        let global_scope = scopes.get(&ScopeKey::Global);
+        let policy = global_scope
             .and_then(|s| s.policy.clone())
             .unwrap_or_else(|| fallback.clone());
-        let global_plugins = scopes
-            .get(&ScopeKey::Global)
-            .map(|s| s.plugins.clone())
-            .unwrap_or_default();
-        let mut errors: Vec<LoadIssue> = scopes
-            .get(&ScopeKey::Global)
-            .map(|s| s.errors.clone())
-            .unwrap_or_default();
+        let global_plugins = global_scope.map(|s| s.plugins.clone()).unwrap_or_default();
+        let mut errors: Vec<LoadIssue> = global_scope.map(|s| s.errors.clone()).unwrap_or_default();
         errors.extend(listing_errors.iter().cloned());
         let loaded: BTreeMap<&String, &ScopeState> = scopes
             .iter()
@@ -889,36 +902,7 @@ impl PluginSet {
             errors.extend(state.errors.iter().cloned());
         }
         pending.retain(|t| !loaded.contains_key(t));
-        // Shares are reservations: a tenant whose share does not fit in the
-        // pool and the memory budget is not admitted (its calls are
-        // answered `NotReady`) and is reported. Who was serving keeps
-        // serving: the tenants admitted before come first, whatever their
-        // names; a newcomer that does not fit is the one refused.
-        let before: BTreeSet<&String> = old.admitted.iter().collect();
-        let order = old
-            .admitted
-            .iter()
-            .filter(|t| loaded.contains_key(t))
-            .chain(loaded.keys().copied().filter(|t| !before.contains(t)));
-        let mut admitted = Vec::new();
-        let mut refused = BTreeMap::new();
-        let mut tenant_plugins: BTreeMap<String, Vec<LoadedPlugin>> = BTreeMap::new();
-        for name in order {
-            let count = u32::try_from(admitted.len() + 1).unwrap_or(u32::MAX);
-            if let Err(e) = policy.shares.plan(pool, count, name) {
-                errors.push(LoadIssue::new(
-                    IssueKind::Share,
-                    PathBuf::from("tenants").join(name),
-                    e.to_string(),
-                ));
-                refused.insert(name.clone(), e.to_string());
-                continue;
-            }
-            admitted.push(name.clone());
-            if let Some(state) = loaded.get(name) {
-                tenant_plugins.insert(name.clone(), state.plugins.clone());
-            }
-        }
+        let (admitted, refused, tenant_plugins) = admit(&policy, pool, old, &loaded, &mut errors);
         drop(loaded);
         for p in global_plugins
             .iter()
@@ -928,105 +912,17 @@ impl PluginSet {
             errors.extend(snapshot_issue(p.plugin.snapshot_status(), p.plugin.path()));
         }
         let accounts = Accounts::plan(&policy, &old.accounts, tenant_plugins.keys());
-        // Every plugin of a chain is charged to the chain's caller.
-        let charge = |plugins: Vec<Arc<Plugin>>, account: Option<&Arc<Account>>| match account {
-            None => plugins,
-            Some(a) => plugins
-                .into_iter()
-                .map(|p| Arc::new(p.charged_to(Arc::clone(a))))
-                .collect(),
+        let chains = Chains {
+            globals_kept: old.generation > 0
+                && same_loaded(global_scope, old.scopes.get(&ScopeKey::Global)),
+            global_plugins: &global_plugins,
+            accounts: &accounts,
+            scopes: &scopes,
+            old,
         };
-        let chain_for = |tenant: Option<&str>| -> Vec<Arc<Plugin>> {
-            global_plugins
-                .iter()
-                .filter(|p| p.applies_to(tenant))
-                .map(|p| Arc::clone(&p.plugin))
-                .collect()
-        };
-        // A chain whose parts did not change (the same loaded plugins, the
-        // same account) is the old one: a reload of one tenant rebuilds
-        // that tenant's chains, not every tenant's (nor does it forget
-        // every guard's habit, see `Plugin::charged_to`).
-        let same_loaded = |a: Option<&ScopeState>, b: Option<&ScopeState>| {
-            let (a, b) = (
-                a.map_or(&[][..], |s| &s.plugins),
-                b.map_or(&[][..], |s| &s.plugins),
-            );
-            a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|(x, y)| Arc::ptr_eq(&x.plugin, &y.plugin))
-        };
-        let same_account = |a: Option<&Arc<Account>>, b: Option<&Arc<Account>>| match (a, b) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        let globals_kept = old.generation > 0
-            && same_loaded(
-                scopes.get(&ScopeKey::Global),
-                old.scopes.get(&ScopeKey::Global),
-            );
-        let kept = |name: &String, account: Option<&Arc<Account>>| {
-            let key = ScopeKey::Tenant(name.clone());
-            globals_kept
-                && same_loaded(scopes.get(&key), old.scopes.get(&key))
-                && same_account(
-                    account,
-                    old.accounts
-                        .tenants
-                        .get(name)
-                        .or(old.accounts.global.as_ref()),
-                )
-        };
-        let global = if globals_kept
-            && same_account(accounts.global.as_ref(), old.accounts.global.as_ref())
-        {
-            old.global.clone()
-        } else {
-            Chain::new(charge(chain_for(None), accounts.global.as_ref()))
-        };
-        // Tenants with a directory, and tenants a global plugin names.
-        let mut names: BTreeSet<String> = tenant_plugins.keys().cloned().collect();
-        names.extend(
-            global_plugins
-                .iter()
-                .flat_map(|p| p.tenants.iter().flatten().map(|t| t.to_string())),
-        );
-        // Each tenant's own chain, charged to its account: the same plugins
-        // its combined chain runs.
-        let tenants: BTreeMap<String, Chain> = tenant_plugins
-            .iter()
-            .map(|(name, own)| {
-                let account = accounts.tenants.get(name).or(accounts.global.as_ref());
-                if kept(name, account)
-                    && let Some(chain) = old.tenants.get(name)
-                {
-                    return (name.clone(), chain.clone());
-                }
-                let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
-                (name.clone(), Chain::new(charge(plugins, account)))
-            })
-            .collect();
-        let combined = names
-            .into_iter()
-            .map(|name| {
-                let account = accounts.tenants.get(&name).or(accounts.global.as_ref());
-                let admitted_before =
-                    tenants.contains_key(&name) == old.tenants.contains_key(&name);
-                if admitted_before
-                    && kept(&name, account)
-                    && let Some(chain) = old.combined.get(&name)
-                {
-                    return (name, chain.clone());
-                }
-                let mut all = charge(chain_for(Some(&name)), account);
-                if let Some(own) = tenants.get(&name) {
-                    all.extend(own.plugins().iter().cloned());
-                }
-                (name, Chain::new(all))
-            })
-            .collect();
+        let global = chains.global();
+        let tenants = chains.tenants(&tenant_plugins);
+        let combined = chains.combined(&tenant_plugins, &tenants);
         PluginSet {
             generation,
             global,
@@ -1042,6 +938,193 @@ impl PluginSet {
             refused,
             admitted,
         }
+    }
+}
+
+/// Tenants admitted, tenants refused (and why), and the admitted tenants'
+/// plugins.
+type Admitted = (
+    Vec<String>,
+    BTreeMap<String, String>,
+    BTreeMap<String, Vec<LoadedPlugin>>,
+);
+
+/// Admits the loaded tenants whose shares fit. Shares are reservations: a
+/// tenant whose share does not fit in the pool and the memory budget is
+/// not admitted (its calls are answered `NotReady`) and is reported in
+/// `errors`. Who was serving keeps serving: the tenants admitted before
+/// come first, whatever their names; a newcomer that does not fit is the
+/// one refused.
+fn admit(
+    policy: &Policy,
+    pool: Option<u32>,
+    old: &PluginSet,
+    loaded: &BTreeMap<&String, &ScopeState>,
+    errors: &mut Vec<LoadIssue>,
+) -> Admitted {
+    let before: BTreeSet<&String> = old.admitted.iter().collect();
+    let order = old
+        .admitted
+        .iter()
+        .filter(|t| loaded.contains_key(t))
+        .chain(loaded.keys().copied().filter(|t| !before.contains(t)));
+    let mut admitted = Vec::new();
+    let mut refused = BTreeMap::new();
+    let mut tenant_plugins = BTreeMap::new();
+    for name in order {
+        let count = u32::try_from(admitted.len() + 1).unwrap_or(u32::MAX);
+        if let Err(e) = policy.shares.plan(pool, count, name) {
+            errors.push(LoadIssue::new(
+                IssueKind::Share,
+                PathBuf::from("tenants").join(name),
+                e.to_string(),
+            ));
+            refused.insert(name.clone(), e.to_string());
+            continue;
+        }
+        admitted.push(name.clone());
+        if let Some(state) = loaded.get(name) {
+            tenant_plugins.insert(name.clone(), state.plugins.clone());
+        }
+    }
+    (admitted, refused, tenant_plugins)
+}
+
+/// Whether two loads of a scope hold the very same loaded plugins.
+fn same_loaded(a: Option<&ScopeState>, b: Option<&ScopeState>) -> bool {
+    let (a, b) = (
+        a.map_or(&[][..], |s| &s.plugins),
+        b.map_or(&[][..], |s| &s.plugins),
+    );
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| Arc::ptr_eq(&x.plugin, &y.plugin))
+}
+
+/// Whether two chains are charged to the very same account.
+fn same_account(a: Option<&Arc<Account>>, b: Option<&Arc<Account>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Building a plugin set's chains. A chain whose parts did not change (the
+/// same loaded plugins, the same account) is the old one: a reload of one
+/// tenant rebuilds that tenant's chains, not every tenant's (nor does it
+/// forget every guard's habit, see `Plugin::charged_to`).
+struct Chains<'a> {
+    /// The global plugins are the old set's: every chain may be kept.
+    globals_kept: bool,
+    global_plugins: &'a [LoadedPlugin],
+    accounts: &'a Accounts,
+    scopes: &'a BTreeMap<ScopeKey, ScopeState>,
+    old: &'a PluginSet,
+}
+
+impl Chains<'_> {
+    /// Every plugin of a chain is charged to the chain's caller.
+    fn charge(plugins: Vec<Arc<Plugin>>, account: Option<&Arc<Account>>) -> Vec<Arc<Plugin>> {
+        match account {
+            None => plugins,
+            Some(a) => plugins
+                .into_iter()
+                .map(|p| Arc::new(p.charged_to(Arc::clone(a))))
+                .collect(),
+        }
+    }
+
+    /// The global plugins that apply to `tenant` (none: calls without one).
+    fn globals_for(&self, tenant: Option<&str>) -> Vec<Arc<Plugin>> {
+        self.global_plugins
+            .iter()
+            .filter(|p| p.applies_to(tenant))
+            .map(|p| Arc::clone(&p.plugin))
+            .collect()
+    }
+
+    /// The account tenant `name`'s calls are charged to.
+    fn account(&self, name: &str) -> Option<&Arc<Account>> {
+        self.accounts
+            .tenants
+            .get(name)
+            .or(self.accounts.global.as_ref())
+    }
+
+    /// Whether tenant `name`'s old chains may be kept.
+    fn kept(&self, name: &String) -> bool {
+        let key = ScopeKey::Tenant(name.clone());
+        let old = self.old.accounts.tenants.get(name);
+        self.globals_kept
+            && same_loaded(self.scopes.get(&key), self.old.scopes.get(&key))
+            && same_account(
+                self.account(name),
+                old.or(self.old.accounts.global.as_ref()),
+            )
+    }
+
+    /// The chain of calls without a tenant.
+    fn global(&self) -> Chain {
+        let account = self.accounts.global.as_ref();
+        if self.globals_kept && same_account(account, self.old.accounts.global.as_ref()) {
+            return self.old.global.clone();
+        }
+        Chain::new(Self::charge(self.globals_for(None), account))
+    }
+
+    /// Each tenant's own chain, charged to its account: the same plugins
+    /// its combined chain runs.
+    fn tenants(&self, own: &BTreeMap<String, Vec<LoadedPlugin>>) -> BTreeMap<String, Chain> {
+        own.iter()
+            .map(|(name, own)| {
+                if self.kept(name)
+                    && let Some(chain) = self.old.tenants.get(name)
+                {
+                    return (name.clone(), chain.clone());
+                }
+                let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
+                (
+                    name.clone(),
+                    Chain::new(Self::charge(plugins, self.account(name))),
+                )
+            })
+            .collect()
+    }
+
+    /// Each tenant's combined chain (the global plugins that apply to it,
+    /// then its own): tenants with a directory, and tenants a global plugin
+    /// names.
+    fn combined(
+        &self,
+        own: &BTreeMap<String, Vec<LoadedPlugin>>,
+        tenants: &BTreeMap<String, Chain>,
+    ) -> BTreeMap<String, Chain> {
+        let mut names: BTreeSet<String> = own.keys().cloned().collect();
+        names.extend(
+            self.global_plugins
+                .iter()
+                .flat_map(|p| p.tenants.iter().flatten().map(|t| t.to_string())),
+        );
+        names
+            .into_iter()
+            .map(|name| {
+                let admitted_before =
+                    tenants.contains_key(&name) == self.old.tenants.contains_key(&name);
+                if admitted_before
+                    && self.kept(&name)
+                    && let Some(chain) = self.old.combined.get(&name)
+                {
+                    return (name, chain.clone());
+                }
+                let mut all = Self::charge(self.globals_for(Some(&name)), self.account(&name));
+                if let Some(own) = tenants.get(&name) {
+                    all.extend(own.plugins().iter().cloned());
+                }
+                (name, Chain::new(all))
+            })
+            .collect()
     }
 }
 
