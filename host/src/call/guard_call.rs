@@ -89,6 +89,18 @@ impl<H: Hook> GuestEvent<H> {
     }
 }
 
+/// A call's store, its progress, and — for a prepared instance — the
+/// instance and its pool slot.
+type CallStore = (
+    Store<Sandbox>,
+    Arc<Progress>,
+    Option<Instance>,
+    Option<Slot>,
+);
+
+/// What a call's future holds until it ends: its pool slot and its share.
+type Held = (Option<Slot>, Option<crate::runtime::shares::Admission>);
+
 /// The result of one guard call: what it returned or why it faulted, and
 /// what it cost.
 #[derive(Debug)]
@@ -99,6 +111,15 @@ pub(crate) struct Called<R> {
 }
 
 impl<R> Called<R> {
+    /// A call that did not run (or not to its end) because of `fault`.
+    fn not_run(fault: Fault, why: String, micros: u64) -> Self {
+        Called {
+            result: Err((fault, why)),
+            fuel_used: 0,
+            micros,
+        }
+    }
+
     fn map<S>(self, f: impl FnOnce(R) -> S) -> Called<S> {
         Called {
             result: self.result.map(f),
@@ -156,53 +177,23 @@ impl Plugin {
         let ticket = match self.quarantine.admit() {
             Ok(ticket) => ticket,
             Err(probe_in) => {
-                return Called {
-                    result: Err((
-                        Fault::Quarantined,
-                        format!(
-                            "quarantined after repeated faults; not run (next probe in {} ms)",
-                            probe_in.as_millis()
-                        ),
-                    )),
-                    fuel_used: 0,
-                    micros: 0,
-                };
+                let why = format!(
+                    "quarantined after repeated faults; not run (next probe in {} ms)",
+                    probe_in.as_millis()
+                );
+                return Called::not_run(Fault::Quarantined, why, 0);
             }
         };
         let admission = match &self.account {
             None => None,
             Some(account) => match account.admit(self.limits.memory_bytes).await {
                 Ok(admission) => Some(admission),
-                Err(why) => {
-                    return Called {
-                        result: Err((Fault::ShareExhausted, why)),
-                        fuel_used: 0,
-                        micros: elapsed(),
-                    };
-                }
+                Err(why) => return Called::not_run(Fault::ShareExhausted, why, elapsed()),
             },
         };
-        let taken = self.prepared.take();
-        self.refill();
-        let (mut store, progress, instance, slot) = match taken {
-            Some(Ready {
-                mut store,
-                instance,
-                slot,
-            }) => {
-                let progress = self.arm(&mut store);
-                (store, progress, Some(instance), Some(slot))
-            }
-            None => match self.store() {
-                Ok((store, progress)) => (store, progress, None, None),
-                Err(e) => {
-                    return Called {
-                        result: Err((Fault::Instantiate, e.to_string())),
-                        fuel_used: 0,
-                        micros: 0,
-                    };
-                }
-            },
+        let (mut store, progress, instance, slot) = match self.call_store() {
+            Ok(taken) => taken,
+            Err(e) => return Called::not_run(Fault::Instantiate, e.to_string(), 0),
         };
         store.data_mut().charge_log_to(self.account.clone());
         // Instantiating and calling, as one future that owns the store and
@@ -236,40 +227,17 @@ impl Plugin {
         self.engine.long_lane().record(&progress);
         let micros = elapsed();
         let (result, fuel_used) = match ran {
-            Ok((store, (slot, admission), called)) => {
-                let result = match called {
-                    Err(_) if progress.starved() => Err(self.starved(&progress)),
-                    Err((e, false)) => Err((Fault::classify(&e, false), root_cause(&e))),
-                    Err((e, true)) => Err(self.classify_call(&e)),
-                    Ok(returned) => self.check_size::<H>(returned),
-                };
-                let fuel_used = self
-                    .limits
-                    .fuel
-                    .saturating_sub(store.get_fuel().unwrap_or(0));
-                store.data().flush_output();
-                // Dropped in this order: the pool slot is free before the
-                // share is given back.
-                let big = store.data().limiter.memory_used() > crate::runtime::turns::BIG;
-                let remains = (store, slot, admission);
-                if big {
-                    self.engine.long_lane().drop_later(&progress, remains);
-                } else {
-                    drop(remains);
-                }
-                (result, fuel_used)
-            }
+            Ok((store, held, called)) => self.settle::<H>(store, held, called, &progress),
             Err(Unfinished::Overdue) => {
                 // Its store is still on the lane, to be dropped there.
                 progress.give_back_turn();
                 (Err(self.starved(&progress)), progress.fuel_burnt())
             }
             Err(Unfinished::ShutDown) => {
-                return Called {
-                    result: Err((Fault::Overloaded, "the host is shutting down".into())),
-                    fuel_used: progress.fuel_burnt(),
-                    micros,
-                };
+                let why = "the host is shutting down".to_string();
+                let mut called = Called::not_run(Fault::Overloaded, why, micros);
+                called.fuel_used = progress.fuel_burnt();
+                return called;
             }
         };
         self.quarantine
@@ -279,6 +247,60 @@ impl Plugin {
             fuel_used,
             micros,
         }
+    }
+
+    /// The store a call runs in: a prepared instance's (armed for this
+    /// call), or a fresh one to instantiate in.
+    fn call_store(&self) -> Result<CallStore, Error> {
+        let taken = self.prepared.take();
+        self.refill();
+        match taken {
+            Some(Ready {
+                mut store,
+                instance,
+                slot,
+            }) => {
+                let progress = self.arm(&mut store);
+                Ok((store, progress, Some(instance), Some(slot)))
+            }
+            None => self
+                .store()
+                .map(|(store, progress)| (store, progress, None, None)),
+        }
+    }
+
+    /// What a call that ran to its end gave (its reply, or why it failed:
+    /// instantiating, or the call itself), and the fuel it used; its store
+    /// and what it held are dropped — a big one on the long lane's
+    /// teardown thread.
+    fn settle<H: Hook>(
+        &self,
+        store: Store<Sandbox>,
+        (slot, admission): Held,
+        called: Result<H::Returned, (wasmtime::Error, bool)>,
+        progress: &Arc<Progress>,
+    ) -> (Result<H::Returned, (Fault, String)>, u64) {
+        let result = match called {
+            Err(_) if progress.starved() => Err(self.starved(progress)),
+            Err((e, false)) => Err((Fault::classify(&e, false), root_cause(&e))),
+            Err((e, true)) => Err(self.classify_call(&e)),
+            Ok(returned) => self.check_size::<H>(returned),
+        };
+        let fuel_used = self
+            .limits
+            .fuel
+            .saturating_sub(store.get_fuel().unwrap_or(0));
+        store.data().flush_output();
+        // Dropped in this order: the pool slot is free before the share is
+        // given back.
+        let big = store.data().limiter.memory_used() > crate::runtime::turns::BIG;
+        let remains = (store, slot, admission);
+        if big {
+            self.engine.long_lane().drop_later(progress, remains);
+        } else {
+            drop(remains);
+        }
+        (result, fuel_used)
     }
 
     /// The fault of a call the host stopped at its wall-clock bound having

@@ -176,15 +176,6 @@ fn run_child(
     bounds: &CompileBounds,
     cpu: &mut Option<Duration>,
 ) -> Result<Vec<u8>, Error> {
-    let spawn_failed = |e: std::io::Error| Error::Compiler {
-        path: path.into(),
-        message: format!(
-            "cannot run the compiler {} for {}: {e}",
-            program.display(),
-            path.display()
-        ),
-        source: Some(e),
-    };
     let mut command = Command::new(program);
     command
         .args(leading)
@@ -193,10 +184,16 @@ fn run_child(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     die_with_parent(&mut command);
-    let mut child = command.spawn().map_err(spawn_failed)?;
-    let (Some(mut stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
+    let mut child = command.spawn().map_err(|e| Error::Compiler {
+        path: path.into(),
+        message: format!(
+            "cannot run the compiler {} for {}: {e}",
+            program.display(),
+            path.display()
+        ),
+        source: Some(e),
+    })?;
+    let Some(pipes) = Pipes::start(&mut child, bytes, bounds.memory_bytes) else {
         let _ = child.kill();
         let _ = child.wait();
         return Err(Error::Compiler {
@@ -205,61 +202,20 @@ fn run_child(
             source: None,
         });
     };
-    let input = bytes.to_vec();
-    // A child that dies early closes its stdin: the write error is moot,
-    // its exit status says why.
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out_cap = bounds.memory_bytes;
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        // Past the cap the pipe is dropped: the child gets EPIPE and dies.
-        let _ = stdout.take(out_cap.saturating_add(1)).read_to_end(&mut out);
-        out
-    });
-    let errs = std::thread::spawn(move || {
-        let mut err = Vec::new();
-        let _ = stderr.take(64 << 10).read_to_end(&mut err);
-        err
-    });
-    let start = Instant::now();
-    let mut timed_out = false;
-    // Reaped here (not by `child.wait`) for the CPU time it used; until
-    // then its pid is its own, so `child.kill` is safe.
-    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-    let ended = loop {
-        match reap(pid, false) {
-            Ok(Some(ended)) => break Some(ended),
-            Ok(None) if start.elapsed() >= bounds.timeout => {
-                timed_out = true;
-                let _ = child.kill();
-                break reap(pid, true).ok().flatten();
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => {
-                let _ = child.kill();
-                break reap(pid, true).ok().flatten();
-            }
-        }
-    };
+    let (ended, timed_out) = wait_within(&mut child, bounds.timeout);
+    let (out, err) = pipes.finish();
     let status = ended.map(|(status, used)| {
         *cpu = Some(used);
         status
     });
-    let _ = writer.join();
-    let out = reader.join().unwrap_or_default();
-    let err = String::from_utf8_lossy(&errs.join().unwrap_or_default()).into_owned();
-    let err = err.trim();
-    let bound = |message: String| Error::CompileBound {
-        path: path.into(),
-        message,
-    };
     if timed_out {
-        return Err(bound(format!(
-            "took longer than the compile time limit of {} ms",
-            bounds.timeout.as_millis()
-        )));
+        return Err(Error::CompileBound {
+            path: path.into(),
+            message: format!(
+                "took longer than the compile time limit of {} ms",
+                bounds.timeout.as_millis()
+            ),
+        });
     }
     let Some(status) = status else {
         return Err(Error::Compiler {
@@ -267,6 +223,99 @@ fn run_child(
             message: format!("lost the compiler process for {}", path.display()),
             source: None,
         });
+    };
+    judge_child(program, path, bounds, status, out, err.trim())
+}
+
+/// The threads that feed a compile child its component and read what it
+/// writes, each bounded.
+struct Pipes {
+    writer: std::thread::JoinHandle<()>,
+    reader: std::thread::JoinHandle<Vec<u8>>,
+    errs: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Pipes {
+    /// Starts feeding `bytes` to the child and reading at most `out_cap`
+    /// (+1, to tell "over") bytes of its output and 64 KiB of its errors;
+    /// `None` if the child has no pipes.
+    fn start(child: &mut std::process::Child, bytes: &[u8], out_cap: u64) -> Option<Pipes> {
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return None;
+        };
+        let input = bytes.to_vec();
+        Some(Pipes {
+            // A child that dies early closes its stdin: the write error is
+            // moot, its exit status says why.
+            writer: std::thread::spawn(move || {
+                let _ = stdin.write_all(&input);
+            }),
+            reader: std::thread::spawn(move || {
+                let mut out = Vec::new();
+                // Past the cap the pipe is dropped: the child gets EPIPE and dies.
+                let _ = stdout.take(out_cap.saturating_add(1)).read_to_end(&mut out);
+                out
+            }),
+            errs: std::thread::spawn(move || {
+                let mut err = Vec::new();
+                let _ = stderr.take(64 << 10).read_to_end(&mut err);
+                err
+            }),
+        })
+    }
+
+    /// What the child wrote to its output and to its errors.
+    fn finish(self) -> (Vec<u8>, String) {
+        let _ = self.writer.join();
+        let out = self.reader.join().unwrap_or_default();
+        let err = String::from_utf8_lossy(&self.errs.join().unwrap_or_default()).into_owned();
+        (out, err)
+    }
+}
+
+/// Waits for the child to end, killing it at `timeout`: its exit status
+/// and the CPU time it used (when it could be reaped), and whether it was
+/// killed at the bound. Reaped here (not by `child.wait`) for the CPU time
+/// it used; until then its pid is its own, so `child.kill` is safe.
+fn wait_within(
+    child: &mut std::process::Child,
+    timeout: Duration,
+) -> (Option<(std::process::ExitStatus, Duration)>, bool) {
+    let start = Instant::now();
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    loop {
+        match reap(pid, false) {
+            Ok(Some(ended)) => return (Some(ended), false),
+            Ok(None) if start.elapsed() >= timeout => {
+                let _ = child.kill();
+                return (reap(pid, true).ok().flatten(), true);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => {
+                let _ = child.kill();
+                return (reap(pid, true).ok().flatten(), false);
+            }
+        }
+    }
+}
+
+/// What a compile child's end means: its compiled code, a component that
+/// does not compile, a compile past one of its bounds, or a compiler that
+/// could not do its job (not the component's doing).
+fn judge_child(
+    program: &Path,
+    path: &Path,
+    bounds: &CompileBounds,
+    status: std::process::ExitStatus,
+    out: Vec<u8>,
+    err: &str,
+) -> Result<Vec<u8>, Error> {
+    let out_cap = bounds.memory_bytes;
+    let bound = |message: String| Error::CompileBound {
+        path: path.into(),
+        message,
     };
     if status.success() {
         if out.len() as u64 > out_cap {

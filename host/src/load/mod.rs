@@ -13,6 +13,7 @@ pub(crate) mod dir;
 pub(crate) mod files;
 pub(crate) mod loader;
 pub(crate) mod manifest;
+pub(crate) mod plan;
 pub(crate) mod policy;
 pub(crate) mod registry;
 pub(crate) mod watch;

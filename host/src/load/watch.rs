@@ -130,7 +130,7 @@ pub fn spawn_bounded(
     max_delay: Duration,
     reload: Reload,
 ) -> Result<WatchHandle, Error> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Dir>();
+    let (tx, rx) = mpsc::unbounded_channel::<Dir>();
     let root = root.to_path_buf();
     let filter_root = root.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
@@ -161,70 +161,93 @@ pub fn spawn_bounded(
             path: root.clone(),
             source,
         })?;
-    let task = tokio::spawn(async move {
-        // Each directory with changes not yet reloaded: when its first
-        // such change came, and its last.
-        let mut waiting: HashMap<Dir, (Instant, Instant)> = HashMap::new();
-        loop {
-            let next = waiting
-                .values()
-                .map(|&(first, last)| (last + settle).min(first + max_delay))
-                .min();
-            let event = match next {
-                None => match rx.recv().await {
-                    Some(dir) => Some(dir),
-                    None => return,
-                },
-                Some(at) => match tokio::time::timeout_at(at, rx.recv()).await {
-                    Ok(Some(dir)) => Some(dir),
-                    Ok(None) => return,
-                    // Something is due.
-                    Err(_) => None,
-                },
-            };
-            let now = Instant::now();
-            if let Some(dir) = event {
-                waiting
-                    .entry(dir)
-                    .and_modify(|(_, last)| *last = now)
-                    .or_insert((now, now));
-                // Events always ready must not hold back what is due.
-                if next.is_none_or(|at| now < at) {
-                    continue;
-                }
-            }
-            let mut due = Vec::new();
-            waiting.retain(|dir, &mut (first, last)| {
-                let settled = now >= last + settle;
-                let overdue = now >= first + max_delay;
-                if !settled && !overdue {
-                    return true;
-                }
-                if !settled {
-                    UNSETTLED.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(
-                        directory = ?dir,
-                        "plugin directory kept changing for {} ms without {} ms of quiet: \
-                         reloading it anyway",
-                        max_delay.as_millis(),
-                        settle.as_millis()
-                    );
-                }
-                due.push(dir.clone());
-                false
-            });
-            if !due.is_empty() {
-                due.sort();
-                // Not awaited: a reload that waits for a slow compile in
-                // one directory must not hold up the next change in another.
-                tokio::spawn(reload(due));
-            }
-        }
-    });
+    let task = tokio::spawn(settle_and_reload(rx, settle, max_delay, reload));
     Ok(WatchHandle {
         _watcher: watcher,
         task,
     })
+}
+
+/// The watcher's task: waits for each directory that changed to be quiet
+/// for `settle` (or to have kept changing for `max_delay`), then calls
+/// `reload` with every directory due, without waiting for it.
+async fn settle_and_reload(
+    mut rx: mpsc::UnboundedReceiver<Dir>,
+    settle: Duration,
+    max_delay: Duration,
+    reload: Reload,
+) {
+    // Each directory with changes not yet reloaded: when its first such
+    // change came, and its last.
+    let mut waiting: HashMap<Dir, (Instant, Instant)> = HashMap::new();
+    loop {
+        let next = waiting
+            .values()
+            .map(|&(first, last)| (last + settle).min(first + max_delay))
+            .min();
+        let event = match next {
+            None => match rx.recv().await {
+                Some(dir) => Some(dir),
+                None => return,
+            },
+            Some(at) => match tokio::time::timeout_at(at, rx.recv()).await {
+                Ok(Some(dir)) => Some(dir),
+                Ok(None) => return,
+                // Something is due.
+                Err(_) => None,
+            },
+        };
+        let now = Instant::now();
+        if let Some(dir) = event {
+            waiting
+                .entry(dir)
+                .and_modify(|(_, last)| *last = now)
+                .or_insert((now, now));
+            // Events always ready must not hold back what is due.
+            if next.is_none_or(|at| now < at) {
+                continue;
+            }
+        }
+        let mut due = take_due(&mut waiting, now, settle, max_delay);
+        if !due.is_empty() {
+            due.sort();
+            // Not awaited: a reload that waits for a slow compile in one
+            // directory must not hold up the next change in another.
+            tokio::spawn(reload(due));
+        }
+    }
+}
+
+/// Takes the directories due at `now` out of `waiting`: quiet for
+/// `settle`, or changing for `max_delay` (counted and logged as reloaded
+/// unsettled).
+fn take_due(
+    waiting: &mut HashMap<Dir, (Instant, Instant)>,
+    now: Instant,
+    settle: Duration,
+    max_delay: Duration,
+) -> Vec<Dir> {
+    let mut due = Vec::new();
+    waiting.retain(|dir, &mut (first, last)| {
+        let settled = now >= last + settle;
+        let overdue = now >= first + max_delay;
+        if !settled && !overdue {
+            return true;
+        }
+        if !settled {
+            UNSETTLED.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                directory = ?dir,
+                "plugin directory kept changing for {} ms without {} ms of quiet: \
+                 reloading it anyway",
+                max_delay.as_millis(),
+                settle.as_millis()
+            );
+        }
+        due.push(dir.clone());
+        false
+    });
+    due
 }
 
 /// Calls `reload` on every `SIGHUP` until the task is aborted. Must be

@@ -1,6 +1,10 @@
 //! `toolgate serve`: the four seams over HTTP, for agents written in other
 //! languages (the symfonic adapter in `adapters/python` speaks to it).
 //!
+//! Long on purpose (about 760 lines of code, 100 of tests): every route
+//! and its handler, so the service's answers (status, headers, body) can
+//! be read against docs/service.md in one file.
+//!
 //! | method | path | answer |
 //! |---|---|---|
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
