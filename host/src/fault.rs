@@ -53,7 +53,7 @@ pub enum Fault {
     Capacity,
     /// The account the call is charged to (its tenant's, or the global
     /// one) had no instance or memory left within its wait: the caller's
-    /// own share is exhausted. See [`crate::runtime::shares`]. The host's doing.
+    /// own share is exhausted. See `crate::runtime::shares`. The host's doing.
     ShareExhausted,
     /// The host could not give the call the CPU to finish in time: it had
     /// used less than its `timeout` of run time when its wall-clock bound
@@ -62,7 +62,7 @@ pub enum Fault {
     /// doing.
     Overloaded,
     /// The guard is quarantined after faulting repeatedly, and was not run.
-    /// See [`crate::call::quarantine`].
+    /// See `crate::call::quarantine`.
     Quarantined,
 }
 

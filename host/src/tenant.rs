@@ -33,8 +33,8 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// A valid tenant name: it follows [`is_valid_name`] and is not
-/// [`GLOBAL_ACCOUNT`]. The only way to make one is [`TenantName::try_from`]
+/// A valid tenant name: it follows `is_valid_name` and is not
+/// `GLOBAL_ACCOUNT`. The only way to make one is [`TenantName::try_from`]
 /// (or [`str::parse`], or deserializing), which checks it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

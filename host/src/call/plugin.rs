@@ -52,7 +52,7 @@ pub struct PluginSpec {
     pub config: Value,
     /// What a fault means.
     pub on_error: OnError,
-    /// Instances kept made ahead of need (see [`crate::runtime::prepared`]).
+    /// Instances kept made ahead of need (see `crate::runtime::prepared`).
     /// Default: [`Depth::Auto`].
     pub prepared: Depth,
     /// Whether a [`Registry`](crate::Registry) pre-initialises the
@@ -339,7 +339,7 @@ impl Plugin {
     }
 
     /// Its health for every account it has run for, summed up, with the
-    /// accounts where it is not clear listed (see [`Health::accounts`]).
+    /// accounts where it is not clear listed (see `Health::accounts`).
     pub fn health_of_every_account(&self) -> Health {
         self.quarantines.health()
     }
@@ -360,7 +360,7 @@ impl Plugin {
     /// global guard fault quarantines it for its own calls only; every copy
     /// charged to the same account shares that quarantine. Whether its
     /// calls have lately run long is its own too (see
-    /// [`crate::runtime::turns::Habit`]): another tenant's calls never make this
+    /// `crate::runtime::turns::Habit`): another tenant's calls never make this
     /// account's start on the long lane.
     pub fn charged_to(&self, account: Arc<Account>) -> Plugin {
         Plugin {

@@ -363,7 +363,7 @@ pub struct Inspection {
     /// by ComponentizeJS). `None` for anything else (Rust, Python via
     /// componentize-py, C, ...).
     pub runtime: Option<&'static str>,
-    /// Whether it is already a snapshot ([`MARKER`] at its top level).
+    /// Whether it is already a snapshot (`MARKER` at its top level).
     pub snapshot: bool,
 }
 

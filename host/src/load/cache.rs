@@ -165,7 +165,7 @@ impl CompiledCache {
 
     /// The cached compiled form of the component with SHA-256 `digest`, if
     /// a valid entry exists. An unusable entry is deleted
-    /// ([`Lookup::Rebuilt`]: compile and [`CompiledCache::store`] again).
+    /// (`Lookup::Rebuilt`: compile and [`CompiledCache::store`] again).
     /// Counts a hit or a miss. Blocking.
     pub fn lookup(&self, engine: &Engine, digest: &str) -> Lookup {
         let Some(entry) = self.entry_path(engine, digest) else {
@@ -547,7 +547,7 @@ impl CompiledCache {
 
     /// The compile failure remembered for the component with SHA-256
     /// `digest` under `engine` and `settings`, if any within
-    /// [`FAILURE_TTL`]; an expired or unusable record is deleted.
+    /// `FAILURE_TTL`; an expired or unusable record is deleted.
     /// Blocking.
     pub fn remembered_failure(
         &self,

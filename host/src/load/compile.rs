@@ -102,7 +102,7 @@ impl Compiler {
     /// ([`Compiler::Subprocess`]), or the wall-clock time
     /// ([`Compiler::InProcess`], whose compiler threads are not told apart
     /// from this process's). What a tenant's compiles are charged (see
-    /// [`crate::load::compile_queue`]).
+    /// `crate::load::compile_queue`).
     pub fn compile_measured(
         &self,
         engine: &Engine,
@@ -519,11 +519,11 @@ pub const EXIT_CHILD_FAILED: i32 = 1;
 
 /// The compile child's whole run, shared by `toolgate compile` and the
 /// Python package's `toolgate._compile`: limits this process
-/// ([`limit_this_process`]), reads a component on standard input, compiles
-/// it for `args`' engine settings ([`precompile`]) and writes the native
+/// (`limit_this_process`), reads a component on standard input, compiles
+/// it for `args`' engine settings (`precompile`) and writes the native
 /// code on standard output. Returns the process exit code: 0,
-/// [`EXIT_DOES_NOT_COMPILE`] for a component that does not compile, or
-/// [`EXIT_CHILD_FAILED`]; a failure's message is on standard error,
+/// `EXIT_DOES_NOT_COMPILE` for a component that does not compile, or
+/// `EXIT_CHILD_FAILED`; a failure's message is on standard error,
 /// `toolgate: error: <message>`.
 ///
 /// Call it only in a process of its own: the limits stay on the process.
@@ -563,7 +563,7 @@ pub fn child_main(args: &ChildArgs) -> i32 {
 
 /// [`child_main`] for the command line `argv` (`compile --flag=value...`;
 /// the first item is the command's name): flags that do not parse print
-/// clap's message and return [`EXIT_CHILD_FAILED`].
+/// clap's message and return `EXIT_CHILD_FAILED`.
 pub fn child_main_from<I, T>(argv: I) -> i32
 where
     I: IntoIterator<Item = T>,

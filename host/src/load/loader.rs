@@ -96,7 +96,7 @@ pub enum IssueKind {
     /// The host itself failed (the engine, a task, a thread).
     Host,
     /// Not a failure to load: a plugin whose snapshot at load failed (see
-    /// [`crate::call::snapshot`]) serves as its bytes are.
+    /// `crate::call::snapshot`) serves as its bytes are.
     Snapshot,
 }
 
@@ -148,7 +148,7 @@ impl LoadIssue {
 #[derive(Clone, Debug)]
 pub struct LoadLimits {
     /// Largest manifest read, in bytes; larger is refused unread.
-    /// Default: 1 MiB ([`manifest::MAX_MANIFEST_BYTES`]).
+    /// Default: 1 MiB (`manifest::MAX_MANIFEST_BYTES`).
     pub max_manifest_bytes: u64,
     /// Largest component read (and so compiled), in bytes; larger is
     /// refused unread. Default: 64 MiB.
@@ -162,7 +162,7 @@ pub struct LoadLimits {
     /// Compiles that may run at once, all directories together (a
     /// directory never runs more than one); waiting ones are served
     /// the global directory's first, then tenant by tenant in turn (see
-    /// [`crate::load::compile_queue`]). Default: 2.
+    /// `crate::load::compile_queue`). Default: 2.
     pub compile_jobs: usize,
     /// CPU time a tenant's compiles may use per minute: a tenant that used
     /// more in the last minute waits to compile until it is back under.

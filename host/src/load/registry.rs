@@ -436,7 +436,7 @@ impl Registry {
     }
 
     /// Watches the directory and reloads each directory that changed once
-    /// it has been quiet for `settle` (see [`crate::load::watch`]): one tenant's
+    /// it has been quiet for `settle` (see `crate::load::watch`): one tenant's
     /// churn delays no other's reload. Must be called inside a Tokio
     /// runtime; dropping the handle stops it.
     pub fn watch(

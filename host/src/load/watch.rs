@@ -59,7 +59,7 @@ pub const MAX_DELAY: Duration = Duration::from_secs(5);
 static UNSETTLED: AtomicU64 = AtomicU64::new(0);
 
 /// How many reloads were made because a directory kept changing for
-/// [`MAX_DELAY`] without settling.
+/// `MAX_DELAY` without settling.
 pub fn unsettled_reloads() -> u64 {
     UNSETTLED.load(Ordering::Relaxed)
 }

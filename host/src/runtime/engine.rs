@@ -34,7 +34,7 @@ pub struct EngineConfig {
     /// only where reserving large virtual address ranges is not allowed.
     /// Default: true.
     pub pooling: bool,
-    /// How many *long calls* (see [`crate::runtime::turns`]) may run at once on
+    /// How many *long calls* (see `crate::runtime::turns`) may run at once on
     /// each of the lane's two sets of threads (the low ones, for accounts
     /// over their part of the CPU, and the fair ones, at the normal
     /// priority), host-wide, and how many threads each set has; the others

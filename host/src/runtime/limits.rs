@@ -23,7 +23,7 @@ pub struct Limits {
     /// Largest linear memory of an instance — all of its memories
     /// together — (and table-growth bound), in bytes. Growing past it
     /// traps. It is also what a call commits from its account's memory
-    /// share (see [`crate::runtime::shares`]). Default: 128 MiB. Must not exceed the
+    /// share (see `crate::runtime::shares`). Default: 128 MiB. Must not exceed the
     /// engine's [`max_memory_bytes`](crate::EngineConfig::max_memory_bytes).
     pub memory_bytes: usize,
     /// Run time one call may take: the CPU time its instance spends

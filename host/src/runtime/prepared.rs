@@ -45,12 +45,12 @@ use crate::runtime::sandbox::Sandbox;
 /// manifest).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Depth {
-    /// Decided at load: [`AUTO_DEPTH`] when one instantiation of the plugin
-    /// (the best of [`AUTO_SAMPLES`] after the load probe) takes at least
-    /// [`AUTO_THRESHOLD`], else none.
+    /// Decided at load: `AUTO_DEPTH` when one instantiation of the plugin
+    /// (the best of `AUTO_SAMPLES` after the load probe) takes at least
+    /// `AUTO_THRESHOLD`, else none.
     #[default]
     Auto,
-    /// Exactly this many (at most [`MAX_DEPTH`]); 0: none.
+    /// Exactly this many (at most `MAX_DEPTH`); 0: none.
     Fixed(u32),
 }
 

@@ -111,7 +111,7 @@ impl DecideRequest {
     /// nothing.
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
-    /// call a span inside it (see [`crate::serve::logging`]).
+    /// call a span inside it (see `crate::serve::logging`).
     pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         use tracing::Instrument;
         let span = tracing::debug_span!(

@@ -102,7 +102,7 @@ pub struct ServerConfig {
     /// requires (`Authorization: Bearer <token>`). Default: none (no auth).
     pub token: Option<String>,
     /// Each tenant's own bearer token: a request with one calls the seams
-    /// only, always as its tenant (see [`crate::serve::tokens`]). With tenant
+    /// only, always as its tenant (see `crate::serve::tokens`). With tenant
     /// tokens every request but `/healthz` needs a token, and the plugin
     /// list, reloads and metrics need the operator's. Default: none.
     pub tenant_tokens: TenantTokens,
@@ -112,7 +112,7 @@ pub struct ServerConfig {
     /// Longest a request may take before it is answered 503. Guard calls
     /// are bounded by their own deadlines; this bounds a whole request
     /// (a long chain; a reload is answered 202 after `reload_wait`, see
-    /// [Reloads](crate::serve::server#reloads)). Default: 30 s.
+    /// Reloads). Default: 30 s.
     pub request_timeout: Duration,
     /// Most connections open at once; a connection accepted beyond it is
     /// closed at once (never queued). Default: 1024.
@@ -127,7 +127,7 @@ pub struct ServerConfig {
     /// reading its answer. Default: 30 s.
     pub idle_timeout: Duration,
     /// Longest `POST /v1/reload` waits for its reload before answering 202
-    /// Accepted (the reload goes on; see [Reloads](crate::serve::server#reloads)). Keep it
+    /// Accepted (the reload goes on; see Reloads). Keep it
     /// under `request_timeout`: otherwise the request timeout answers
     /// first (503), the reload still going on. Default: 10 s.
     pub reload_wait: Duration,

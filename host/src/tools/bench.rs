@@ -100,7 +100,7 @@ pub struct GuardCost {
     /// A fresh instance per call, through a chain of this guard alone,
     /// calls back to back.
     pub fresh: Latency,
-    /// The same at light load: one call every [`LIGHT_GAP`], as a caller
+    /// The same at light load: one call every `LIGHT_GAP`, as a caller
     /// sees it (with the plugin's prepared instances, when it keeps any).
     pub light: Latency,
     /// One instance kept alive (measurement only, never served).
