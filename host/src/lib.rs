@@ -12,6 +12,14 @@
 //! [`Plugin`] is called on a fresh store, its reply or [`Fault`] becomes a
 //! [`GuardTrace`] entry, and the chain rules produce a [`Decision`].
 //!
+//! The public API is the list this file re-exports, and nothing else: the
+//! types at the crate root (events in, a chain and its plugins, the
+//! engine and limits, loading and the registry, the faces' request),
+//! the events in [`event`], and small namespaces of functions
+//! ([`server`], [`manifest`], [`dir`], [`watch`], [`cache`], [`compile`],
+//! [`snapshot`], [`bench`](mod@bench), [`logging`]). Everything else is private to
+//! the crate, in the layered parts docs/design.md maps.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), toolgate::Error> {
 //! use std::sync::Arc;
