@@ -768,6 +768,11 @@ def test_breaker_opens_then_probes_and_closes(
     assert handler.failures == {"steering": 6}
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and "circuit open" in errors[0], errors
+    # Its closing is a WARNING (docs/failures.md), once.
+    closed = [
+        r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "circuit closed" in r.getMessage()
+    ]
+    assert closed == ["toolgate: service answered again; circuit closed"], closed
 
 
 def test_one_budget_per_tool_call(serve: StartServer, caplog: Any) -> None:
