@@ -28,6 +28,7 @@
 //! | `--max-connections`: a connection over the cap is closed, those within it served | `http_limits::the_binary_takes_connection_limits` |
 //! | `--tenant-tokens-file`: a tenant's token calls as that tenant only; the operator's endpoints are the operator's | `server::the_binary_serves_tenants_by_their_tokens_file`, `server::a_tenant_token_calls_the_seams_as_its_tenant_only` |
 //! | the compiled cache's default place: `$TOOLGATE_CACHE_DIR` (`off`, empty: none), else `$XDG_CACHE_HOME/toolgate`, else `$HOME/.cache/toolgate`, else none | `cache::default_location_follows_the_environment` (the binary, one environment per case) |
+//! | the log is coloured only on a terminal: a pipe or a file gets plain text | `cli::a_log_written_to_a_pipe_is_plain_text` |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
