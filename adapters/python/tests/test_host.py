@@ -269,6 +269,13 @@ def test_metrics(tmp_path: Path) -> None:
     assert "toolgate_plugins_generation 1" in text
 
 
+# One call at a time: a second concurrent long call of the same account
+# runs on the long lane's idle-priority threads, which a machine busy with
+# other processes can starve past the call's wall-clock bound (`overloaded`,
+# a BusyError), as the host intends; that is not what this test is about.
+CALLS = 1
+
+
 def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
     hostile = required_guest("hostile")
     # The hostile guard spins on a `loop` call until its deadline: 100 ms of
@@ -298,7 +305,7 @@ def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
                     trace=True,
                 )
             )
-            for i in range(4)
+            for i in range(CALLS)
         ]
         # What the loop saw while it ran beside the calls: the counting
         # thread's count at each turn of this loop taken while no call had
@@ -319,9 +326,9 @@ def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
         thread.join()
     # Each call ran until the host stopped it at its deadline and was
     # skipped: it did take its time.
-    assert [a["result"] for a in answers] == [None] * 4
+    assert [a["result"] for a in answers] == [None] * CALLS
     faults = [entry.get("fault") for a in answers for entry in a["trace"]]
-    assert faults == ["deadline"] * 4, answers
+    assert faults == ["deadline"] * CALLS, answers
     # The loop turned while every call was in flight, and the Python thread
     # counted meanwhile.
     assert len(seen) >= 2, seen
