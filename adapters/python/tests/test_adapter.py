@@ -718,10 +718,27 @@ def _steer(handler: ToolgateHandler, call_id: str, tool: str = "list_tables") ->
     return handler.on_before_tool_call(event, {"run_id": "r"})
 
 
-def test_breaker_opens_then_probes_and_closes(service: Any, caplog: Any) -> None:
+class BreakerClock:
+    """The circuit breaker's clock, moved by the test alone: the cool-down
+    ends when the test says so, however long the calls around it take."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_breaker_opens_then_probes_and_closes(
+    service: Any, caplog: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolgate_symfonic._transport as transport
+
+    clock = BreakerClock()
+    monkeypatch.setattr(transport, "time", clock)
     service.answers["steering"] = lambda b: (500, {"error": "boom"})
     handler = ToolgateHandler(
-        url=service.url, failure_policy="fail_closed", breaker_threshold=2, breaker_cooldown=0.3
+        url=service.url, failure_policy="fail_closed", breaker_threshold=2, breaker_cooldown=30.0
     )
     assert handler.breaker is not None
 
@@ -730,7 +747,11 @@ def test_breaker_opens_then_probes_and_closes(service: Any, caplog: Any) -> None
             out = [await _steer(handler, f"c{i}") for i in range(5)]
             assert len(service.seam_requests("steering")) == 2  # then short-circuited
             assert handler.breaker is not None and handler.breaker.state == "open"
-            await asyncio.sleep(0.35)
+            clock.now += 29.9  # still within the cool-down: short-circuited
+            out.append(await _steer(handler, "c5"))
+            assert len(service.seam_requests("steering")) == 2
+            clock.now += 0.2  # the cool-down is over
+            assert handler.breaker.state == "half-open"
             service.answers["steering"] = lambda b: (200, None)
             out.append(await _steer(handler, "probe"))  # the probe reaches the service
             out.append(await _steer(handler, "after"))
@@ -741,12 +762,17 @@ def test_breaker_opens_then_probes_and_closes(service: Any, caplog: Any) -> None
     with caplog.at_level(logging.DEBUG, logger="toolgate_symfonic"):
         answers = run(go())
     refused = {"action": "skip", "content": FAIL_CLOSED_MESSAGE, "is_error": True}
-    assert answers == [refused] * 5 + [None, None]
+    assert answers == [refused] * 6 + [None, None]
     assert len(service.seam_requests("steering")) == 4
     assert handler.breaker.state == "closed" and handler.breaker.opened == 1
-    assert handler.failures == {"steering": 5}
+    assert handler.failures == {"steering": 6}
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1 and "circuit open" in errors[0], errors
+    # Its closing is a WARNING (docs/failures.md), once.
+    closed = [
+        r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "circuit closed" in r.getMessage()
+    ]
+    assert closed == ["toolgate: service answered again; circuit closed"], closed
 
 
 def test_one_budget_per_tool_call(serve: StartServer, caplog: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ import toolgate._native
 from toolgate import Host
 
 WHERE_MESSAGE = "Add a WHERE clause before running this query."
+# The time bound's bomb: big enough that compiling it, not starting the
+# compile child, is most of its time.
+TIME_BOMB_LINES = 40_000
 SKIP = {"action": "skip", "content": WHERE_MESSAGE, "is_error": True}
 
 
@@ -59,18 +63,33 @@ def test_a_compile_bomb_is_refused_at_the_memory_bound_and_the_rest_loads(
 
 
 def test_a_compile_past_the_time_bound_is_refused(tmp_path: Path) -> None:
+    # The bound is a fifth of the time this bomb took to compile in a child,
+    # unbounded, measured in this run: it is past the bound on a fast
+    # machine and on a slow one alike.
+    bomb_bytes = compile_bomb(TIME_BOMB_LINES)
+    alone = plugin_dir(tmp_path / "alone", {})
+    (alone / "bomb.wasm").write_bytes(bomb_bytes)
+    start = time.monotonic()
+    unbounded = Host(alone, watch=False, no_cache=True)
+    took = time.monotonic() - start
+    (measured,) = unbounded.plugins()["errors"]
+    # Compiled, then refused for what it is (no guard): no bound was hit.
+    assert "compile refused" not in measured["message"], measured
+    unbounded.close()
+    bound_ms = max(1, round(took * 1000 / 5))
+
     # The guard is compiled into the cache first: only the bomb compiles
-    # under the tight bound.
+    # under the bound.
     cache = tmp_path / "cache"
     plugins = plugin_dir(tmp_path / "plugins", {"sql-guard.wasm": rust_plugin("sql-guard")})
     Host(plugins, watch=False, cache_dir=cache).close()
     bomb = plugins / "bomb.wasm"
-    bomb.write_bytes(compile_bomb())
-    host = Host(plugins, watch=False, cache_dir=cache, compile_timeout_s=0.3)
+    bomb.write_bytes(bomb_bytes)
+    host = Host(plugins, watch=False, cache_dir=cache, compile_timeout_s=bound_ms / 1000)
 
     (error,) = host.plugins()["errors"]
     assert error["path"] == str(bomb)
-    assert "compile time limit of 300 ms" in error["message"], error
+    assert f"compile time limit of {bound_ms} ms" in error["message"], (error, took)
     assert asyncio.run(host.steering(delete_all())) == SKIP
 
 

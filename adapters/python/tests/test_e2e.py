@@ -13,6 +13,7 @@ binary or component fails the test (it never passes vacuously, nor skips).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import subprocess
@@ -273,17 +274,16 @@ def test_hostile_guard_is_stopped_and_the_call_proceeds(guards: StartGuards) -> 
         ]
     )
     handler = g.handler(timeout=2 * TIMEOUT)
-    start = time.monotonic()
     run_agent(agent, handler)
-    elapsed = time.monotonic() - start
 
     assert t.ran == [("loop", {"n": 1})]
     assert t.tool_message("l1").status == "success"
     assert t.tool_message("c2").content == WHERE_MESSAGE
-    # Every failure the handler saw is the hostile guard's fault.
+    # Every failure the handler saw is the hostile guard's fault, reported
+    # by the host: none is a hook the handler gave up waiting for (a guard
+    # the host did not stop would be one).
     assert set(handler.guard_faults) == {"00-hostile"}
     assert sum(handler.failures.values()) == sum(handler.guard_faults.values()) > 0
-    assert elapsed < 2 * TIMEOUT
 
     answer = g.traced(
         "steering",
@@ -537,7 +537,7 @@ FIVE_CALLS = [
 @pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
 @pytest.mark.parametrize("how", ["killed", "hung"])
 def test_service_lost_mid_run_is_bounded_by_the_breaker(
-    serve: Callable[..., ToolgateServer], policy: str, how: str
+    serve: Callable[..., ToolgateServer], policy: str, how: str, caplog: Any
 ) -> None:
     import signal
 
@@ -553,19 +553,28 @@ def test_service_lost_mid_run_is_bounded_by_the_breaker(
         timeout=timeout,
         failure_policy=policy,  # type: ignore[arg-type]
         breaker_threshold=threshold,
-        breaker_cooldown=60.0,
+        breaker_cooldown=3600.0,
     )
-    start = time.monotonic()
     try:
-        run_agent(agent, handler)
+        with caplog.at_level(logging.DEBUG, logger="toolgate_symfonic"):
+            run_agent(agent, handler)
     finally:
         if how == "hung":
             os.kill(pid, signal.SIGCONT)
-    elapsed = time.monotonic() - start
 
-    # Without the breaker and the per-call budget a hung service would cost
-    # every hook its full timeout: 4 calls x 3 hooks x 1 s.
-    assert elapsed < threshold * timeout + 3.0, elapsed
+    # Without the breaker a hung service would cost every hook its full
+    # timeout: 4 calls x 3 hooks x 1 s. With it, exactly `threshold` hooks
+    # went to the lost service (and waited, when it hung); every later hook
+    # failed at once without a request: short-circuited by the open
+    # circuit, or (a later hook of a call that already waited) its call's
+    # budget spent.
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolgate_symfonic"]
+    spent = [m for m in logged if "budget of" in m and "is spent" in m]
+    sent = [m for m in logged if " call to " in m and " failed (" in m and m not in spent]
+    short_circuited = [m for m in logged if "short-circuited (circuit open" in m]
+    assert len(sent) == threshold, sent
+    failed = len(sent) + len(spent) + len(short_circuited)
+    assert short_circuited and failed == sum(handler.failures.values()), logged
     assert handler.breaker is not None and handler.breaker.opened == 1
     assert handler.breaker.state == "open"
     later = [m.tool_call_id for m in t.tool_messages()][1:]

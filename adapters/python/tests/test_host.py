@@ -269,10 +269,25 @@ def test_metrics(tmp_path: Path) -> None:
     assert "toolgate_plugins_generation 1" in text
 
 
+# One call at a time: a second concurrent long call of the same account
+# runs on the long lane's idle-priority threads, which a machine busy with
+# other processes can starve past the call's wall-clock bound (`overloaded`,
+# a BusyError), as the host intends; that is not what this test is about.
+CALLS = 1
+
+
 def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
     hostile = required_guest("hostile")
-    # The hostile guard spins on a `loop` call until its 200 ms deadline.
-    host = host_over(tmp_path, {"hostile.wasm": hostile})
+    # The hostile guard spins on a `loop` call until its deadline: 100 ms of
+    # its own run time (CPU time, so as long on a fast machine as on a slow
+    # one), unmetered by fuel. (Short: a call starved past its wall-clock
+    # bound of timeout + 1 s would be answered `overloaded` instead.)
+    plugins = plugin_dir(tmp_path / "plugins", {"hostile.wasm": hostile})
+    (plugins / "toolgate.toml").write_text(
+        "[ceilings]\ntimeout_ms = 2000\nfuel = 9223372036854775807\n\n"
+        '[[plugin]]\npath = "hostile.wasm"\ntimeout_ms = 100\nfuel = 9223372036854775807\n'
+    )
+    host = Host(plugins, watch=False, max_instances=32)
     counted = 0
     stop = threading.Event()
 
@@ -281,43 +296,43 @@ def test_calls_block_neither_the_event_loop_nor_the_gil(tmp_path: Path) -> None:
         while not stop.is_set():
             counted += 1
 
-    async def go() -> tuple[int, float, list[Any]]:
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.001)
-                ticks += 1
-
-        ticker = asyncio.create_task(tick())
-        start = time.monotonic()
-        answers = await asyncio.gather(
-            *(host.steering({**steering_event(None, tool="loop"), "call_id": f"l{i}"})
-              for i in range(4))
-        )
-        elapsed = time.monotonic() - start
-        ticker.cancel()
-        return ticks, elapsed, answers
+    async def go() -> tuple[list[int], list[Any]]:
+        calls = [
+            asyncio.ensure_future(
+                host.decide(
+                    "steering",
+                    {**steering_event(None, tool="loop"), "call_id": f"l{i}"},
+                    trace=True,
+                )
+            )
+            for i in range(CALLS)
+        ]
+        # What the loop saw while it ran beside the calls: the counting
+        # thread's count at each turn of this loop taken while no call had
+        # ended yet. A call that blocked the loop would let no turn happen
+        # before it ended; one that held the GIL would stop the count.
+        seen: list[int] = []
+        while not any(c.done() for c in calls):
+            seen.append(counted)
+            await asyncio.sleep(0.001)
+        return seen, await asyncio.gather(*calls)
 
     thread = threading.Thread(target=count)
     thread.start()
     try:
-        before = counted
-        ticks, elapsed, answers = asyncio.run(go())
-        during = counted - before
+        seen, answers = asyncio.run(go())
     finally:
         stop.set()
         thread.join()
-    assert answers == [None] * 4  # faulted (out of fuel or deadline) and skipped
-    # The calls took real time: each spins until its fuel (~0.1 s) or its
-    # 200 ms deadline runs out.
-    assert elapsed >= 0.05
-    # The loop kept running (a blocked loop would not tick at all while the
-    # calls ran; the counting thread shares the GIL with it, 5 ms slices)
-    # and so did a Python thread (it would stall if a call held the GIL).
-    assert ticks >= 5, (ticks, elapsed)
-    assert during > 1000, during
+    # Each call ran until the host stopped it at its deadline and was
+    # skipped: it did take its time.
+    assert [a["result"] for a in answers] == [None] * CALLS
+    faults = [entry.get("fault") for a in answers for entry in a["trace"]]
+    assert faults == ["deadline"] * CALLS, answers
+    # The loop turned while every call was in flight, and the Python thread
+    # counted meanwhile.
+    assert len(seen) >= 2, seen
+    assert seen[-1] > seen[0], seen
 
 
 def test_a_tenant_over_its_requests_in_progress_raises_busy_error(tmp_path: Path) -> None:

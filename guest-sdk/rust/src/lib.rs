@@ -63,6 +63,8 @@ use serde_json::Value;
 
 mod bindings;
 pub mod log;
+#[cfg(test)]
+mod tests;
 
 use bindings::{host, types};
 
@@ -404,11 +406,15 @@ pub trait ResultGuard {
 ///
 /// Each call asks the host and parses the answer; call it once per hook.
 pub fn config() -> Value {
-    let text = config_json();
+    parse_config(&config_json())
+}
+
+/// The configuration JSON text the host sent, parsed; blank text is `{}`.
+fn parse_config(text: &str) -> Value {
     if text.trim().is_empty() {
         return empty_object();
     }
-    parse_json("config", &text)
+    parse_json("config", text)
 }
 
 /// The plugin's configuration exactly as the host sent it, as JSON text.

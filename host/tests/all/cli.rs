@@ -791,3 +791,26 @@ fn check_decides_as_the_server_does() {
         "{err}"
     );
 }
+
+/// The log is coloured only on a terminal (README, "Every face logs to
+/// standard error"): written to a pipe, as a file or a log collector gets
+/// it, a warning is plain text, no escape sequences.
+#[test]
+fn a_log_written_to_a_pipe_is_plain_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = check(
+        dir.path(),
+        "steering",
+        json!({"run_id": "r", "tool_name": "t", "call_id": "c", "args": {}}),
+    );
+    let text = stderr(&out);
+    let warned: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("no guard loaded"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{text}");
+    assert!(
+        !out.stderr.contains(&0x1b),
+        "an escape sequence in a piped log: {text:?}"
+    );
+}

@@ -8,7 +8,7 @@
 
 use serde_json::json;
 use toolgate::{Fault, Outcome};
-use toolgate_tests::{HOSTILE, MEMO, SCRIPTED};
+use toolgate_tests::{HOSTILE, MEMO, SCRIPTED, SQL_GUARD};
 
 use crate::*;
 
@@ -188,4 +188,68 @@ async fn deny_holds_at_every_seam() {
         1,
         "{text}"
     );
+}
+
+/// A guard the host could not run (here the engine's one instance slot is
+/// held by a spinning call: `capacity`, or `overloaded` had it waited) is
+/// the host's doing: the call is not decided, and it is logged at DEBUG,
+/// never as a WARNING (docs/failures.md: a flood of them must not flood
+/// the log). The DEBUG line shows the capture sees that path.
+#[tokio::test]
+async fn a_guard_the_host_could_not_run_is_logged_at_debug_never_warn() {
+    let engine = Engine::new(EngineConfig {
+        max_instances: 1,
+        long_lane_priority: TEST_LANE,
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let spin = Limits {
+        fuel: i64::MAX as u64,
+        timeout: Duration::from_secs(3),
+        ..Limits::default()
+    };
+    let spinner = plugin_with(&engine, "spinner", HOSTILE, json!({}), spin, OnError::Skip).await;
+    let guard = plugin(&engine, "sql-guard", SQL_GUARD, json!({})).await;
+    let spinning = tokio::spawn({
+        let chain = chain(&[&spinner]);
+        async move {
+            chain
+                .steering(&steering("loop", json!({})), &no_state())
+                .await
+        }
+    });
+    // Until the spinner holds the slot, on the long lane.
+    let held = tokio::time::timeout(Duration::from_secs(60), async {
+        while engine.long_lane().usage().running == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    assert!(held.await.is_ok(), "the spinner never ran long");
+
+    let (kept, log) = capture(tracing::Level::DEBUG);
+    let d = chain(&[&guard])
+        .steering(
+            &steering("run_query", json!({"sql": "DELETE FROM users"})),
+            &no_state(),
+        )
+        .await;
+    drop(log);
+    let text = kept.text();
+    let entry = &d.trace[0];
+    assert_eq!(entry.outcome, Outcome::Unavailable, "{:?}\n{text}", d.trace);
+    let fault = entry.fault.expect("a fault");
+    assert!(!fault.is_guards(), "{fault:?}");
+    let lines = lines_with(
+        &text,
+        &[
+            "DEBUG",
+            "guard not run in time; not decided",
+            "plugin=\"sql-guard\"",
+            &format!("fault={fault}"),
+        ],
+    );
+    assert_eq!(lines.len(), 1, "{text}");
+    let warned = lines_with(&text, &["WARN"]);
+    assert!(warned.is_empty(), "{warned:?}");
+    spinning.abort();
 }
