@@ -32,11 +32,9 @@
 //! [`Manifest::parse`] is the entry point; `docs/plugins.md` is the
 //! reference.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::path::{Component, Path};
-use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -50,6 +48,12 @@ use crate::load::policy::Policy;
 use crate::runtime::limits::Limits;
 use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
+
+mod locate;
+mod tables;
+
+use locate::{find_key, key_at, line_of};
+use tables::{LimitError, RawLimits, RawQuarantine, RawShares, apply_quarantine, apply_shares};
 
 /// The manifest's file name.
 pub const FILE_NAME: &str = "toolgate.toml";
@@ -106,43 +110,6 @@ struct RawManifest {
     quarantine: Option<Spanned<RawQuarantine>>,
 }
 
-/// `[shares]`: see [`crate::runtime::shares::Shares`].
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawShares {
-    global_instances: Option<Spanned<u32>>,
-    global_memory_mib: Option<Spanned<u64>>,
-    tenant_instances: Option<Spanned<u32>>,
-    tenant_memory_mib: Option<Spanned<u64>>,
-    tenant_plugins: Option<Spanned<u32>>,
-    tenant_code_mib: Option<Spanned<u64>>,
-    memory_budget_mib: Option<Spanned<u64>>,
-    global_requests: Option<Spanned<u32>>,
-    tenant_requests: Option<Spanned<u32>>,
-    tenant_rate: Option<Spanned<u32>>,
-    tenant_burst: Option<Spanned<u32>>,
-    tenants: Option<BTreeMap<String, Spanned<RawTenantShares>>>,
-    tenant_log_kib_per_s: Option<Spanned<u32>>,
-    wait_ms: Option<Spanned<u64>>,
-}
-
-/// `[shares.tenants.<name>]`: one tenant's own rate.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTenantShares {
-    rate: Option<Spanned<u32>>,
-    burst: Option<Spanned<u32>>,
-}
-
-/// `[quarantine]`: see [`crate::call::quarantine::QuarantinePolicy`].
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawQuarantine {
-    faults: Option<Spanned<u32>>,
-    window_ms: Option<Spanned<u64>>,
-    cooldown_ms: Option<Spanned<u64>>,
-}
-
 // The limit keys are spelled out in each table rather than flattened:
 // serde's `flatten` loses both `deny_unknown_fields` and toml's spans.
 #[derive(Deserialize, Default)]
@@ -159,18 +126,6 @@ struct RawDefaults {
 }
 
 /// The limit keys of a `[[plugin]]` or `[defaults]`; as itself, `[ceilings]`:
-/// the most any tenant plugin may have, per limit key.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawLimits {
-    fuel: Option<Spanned<u64>>,
-    memory_mib: Option<Spanned<u64>>,
-    timeout_ms: Option<Spanned<u64>>,
-    max_return_kib: Option<Spanned<u64>>,
-    host_calls: Option<Spanned<u32>>,
-    log_kib: Option<Spanned<u64>>,
-}
-
 macro_rules! limits_of {
     ($raw:expr) => {
         RawLimits {
@@ -535,96 +490,6 @@ impl Manifest {
     }
 }
 
-/// Overrides `policy.shares` with every key of `[shares]`, checking ranges.
-fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
-    let s = &mut policy.shares;
-    let key = |k: &str| format!("shares.{k}");
-    if let Some(v) = &raw.global_instances {
-        s.global_instances = range(v, key("global_instances"), 1, 1 << 16, "")?;
-    }
-    if let Some(v) = &raw.global_memory_mib {
-        s.global_memory_mib = range(v, key("global_memory_mib"), 1, 1 << 30, " MiB")?;
-    }
-    if let Some(v) = &raw.tenant_instances {
-        s.tenant_instances = range(v, key("tenant_instances"), 1, 1 << 16, "")?;
-    }
-    if let Some(v) = &raw.tenant_memory_mib {
-        s.tenant_memory_mib = range(v, key("tenant_memory_mib"), 1, 1 << 30, " MiB")?;
-    }
-    if let Some(v) = &raw.tenant_plugins {
-        s.tenant_plugins = range(v, key("tenant_plugins"), 1, 1 << 10, "")?;
-    }
-    if let Some(v) = &raw.tenant_code_mib {
-        s.tenant_code_mib = range(v, key("tenant_code_mib"), 1, 1 << 30, " MiB")?;
-    }
-    if let Some(v) = &raw.tenant_log_kib_per_s {
-        s.tenant_log_kib_per_s = range(v, key("tenant_log_kib_per_s"), 0, 1 << 22, " KiB/s")?;
-    }
-    if let Some(v) = &raw.memory_budget_mib {
-        s.memory_budget_mib = range(v, key("memory_budget_mib"), 1, 1 << 40, " MiB")?;
-    }
-    if let Some(v) = &raw.global_requests {
-        s.global_requests = range(v, key("global_requests"), 1, 1 << 16, "")?;
-    }
-    if let Some(v) = &raw.tenant_requests {
-        s.tenant_requests = range(v, key("tenant_requests"), 1, 1 << 16, "")?;
-    }
-    if let Some(v) = &raw.tenant_rate {
-        s.tenant_rate = range(v, key("tenant_rate"), 0, 1_000_000, " requests/s")?;
-    }
-    if let Some(v) = &raw.tenant_burst {
-        s.tenant_burst = range(v, key("tenant_burst"), 0, 1_000_000, "")?;
-    }
-    for (name, own) in raw.tenants.iter().flatten() {
-        let table = format!("shares.tenants.{name}");
-        TenantName::try_from(name.clone())
-            .map_err(|e| (own.span(), table.clone(), e.to_string()))?;
-        let key = |k: &str| format!("{table}.{k}");
-        let RawTenantShares { rate, burst } = own.get_ref();
-        let Some(rate) = rate else {
-            return Err((
-                own.span(),
-                key("rate"),
-                "missing: the tenant's requests a second (0: no limit)".into(),
-            ));
-        };
-        let rate = range(rate, key("rate"), 0, 1_000_000, " requests/s")?;
-        let burst = match burst {
-            Some(v) if rate == 0 => {
-                return Err((
-                    v.span(),
-                    key("burst"),
-                    "has no effect without a rate".into(),
-                ));
-            }
-            Some(v) => range(v, key("burst"), 0, 1_000_000, "")?,
-            None => 0,
-        };
-        s.tenant_rates
-            .insert(name.clone(), crate::runtime::shares::Rate::new(rate, burst));
-    }
-    if let Some(v) = &raw.wait_ms {
-        s.wait = Duration::from_millis(range(v, key("wait_ms"), 0, 60_000, " ms")?);
-    }
-    Ok(())
-}
-
-/// Overrides `policy.quarantine` with every key of `[quarantine]`.
-fn apply_quarantine(policy: &mut Policy, raw: RawQuarantine) -> Result<(), LimitError> {
-    let q = &mut policy.quarantine;
-    let key = |k: &str| format!("quarantine.{k}");
-    if let Some(v) = &raw.faults {
-        q.faults = range(v, key("faults"), 0, 1_000_000, "")?;
-    }
-    if let Some(v) = &raw.window_ms {
-        q.window = Duration::from_millis(range(v, key("window_ms"), 1, 86_400_000, " ms")?);
-    }
-    if let Some(v) = &raw.cooldown_ms {
-        q.cooldown = Duration::from_millis(range(v, key("cooldown_ms"), 1, 86_400_000, " ms")?);
-    }
-    Ok(())
-}
-
 /// A `snapshot` value: `"auto"`, `true` or `false`, else an error naming
 /// `key`.
 fn snapshot_mode(v: &Spanned<toml::Value>, key: String) -> Result<SnapshotMode, LimitError> {
@@ -646,104 +511,6 @@ fn snapshot_mode(v: &Spanned<toml::Value>, key: String) -> Result<SnapshotMode, 
     }
 }
 
-/// `v` if it is within `lo..=hi`, else an error naming `key`.
-fn range<T: Copy + PartialOrd + fmt::Display>(
-    v: &Spanned<T>,
-    key: String,
-    lo: T,
-    hi: T,
-    unit: &str,
-) -> Result<T, LimitError> {
-    let x = *v.get_ref();
-    if x < lo || x > hi {
-        return Err((
-            v.span(),
-            key,
-            format!("{x} is out of range: must be {lo}..={hi}{unit}"),
-        ));
-    }
-    Ok(x)
-}
-
-type LimitError = (Range<usize>, String, String);
-
-impl RawLimits {
-    /// Overrides `limits` with every key set here, checking ranges and,
-    /// for a tenant's manifest, the operator's `ceiling`.
-    fn apply(
-        &self,
-        mut limits: Limits,
-        prefix: &str,
-        max_memory_bytes: usize,
-        ceiling: Option<&Limits>,
-    ) -> Result<Limits, LimitError> {
-        self.apply_ranges(&mut limits, prefix, max_memory_bytes)?;
-        let Some(ceiling) = ceiling else {
-            return Ok(limits);
-        };
-        // Only what this table sets can be above the ceiling: the base it
-        // starts from is already within it.
-        match limits.above(ceiling) {
-            None => Ok(limits),
-            Some((k, value, max)) => {
-                let span = match k {
-                    "fuel" => self.fuel.as_ref().map(Spanned::span),
-                    "memory_mib" => self.memory_mib.as_ref().map(Spanned::span),
-                    "timeout_ms" => self.timeout_ms.as_ref().map(Spanned::span),
-                    "max_return_kib" => self.max_return_kib.as_ref().map(Spanned::span),
-                    "host_calls" => self.host_calls.as_ref().map(Spanned::span),
-                    _ => self.log_kib.as_ref().map(Spanned::span),
-                }
-                .unwrap_or(0..0);
-                Err((
-                    span,
-                    format!("{prefix}.{k}"),
-                    format!(
-                        "{value} is above the operator's ceiling for tenant plugins ({max}; \
-                         `[ceilings]` in the global manifest)"
-                    ),
-                ))
-            }
-        }
-    }
-
-    /// Overrides `limits` with every key set here, checking ranges.
-    fn apply_ranges(
-        &self,
-        limits: &mut Limits,
-        prefix: &str,
-        max_memory_bytes: usize,
-    ) -> Result<(), LimitError> {
-        let key = |k: &str| format!("{prefix}.{k}");
-        const KIB: u64 = 1 << 10;
-        const MIB: u64 = 1 << 20;
-        if let Some(v) = &self.fuel {
-            limits.fuel = range(v, key("fuel"), 1, u64::MAX, "")?;
-        }
-        if let Some(v) = &self.memory_mib {
-            let max = (max_memory_bytes as u64 / MIB).max(1);
-            let mib = range(v, key("memory_mib"), 1, max, " MiB (the engine's maximum)")?;
-            limits.memory_bytes = usize::try_from(mib * MIB).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = &self.timeout_ms {
-            let ms = range(v, key("timeout_ms"), 1, MAX_TIMEOUT_MS, " ms")?;
-            limits.timeout = Duration::from_millis(ms);
-        }
-        if let Some(v) = &self.max_return_kib {
-            let kib = range(v, key("max_return_kib"), 1, 1 << 20, " KiB")?;
-            limits.max_return_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = &self.host_calls {
-            limits.host_calls = *v.get_ref();
-        }
-        if let Some(v) = &self.log_kib {
-            let kib = range(v, key("log_kib"), 0, 1 << 20, " KiB")?;
-            limits.log_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
-        }
-        Ok(())
-    }
-}
-
 /// A plugin name follows the one rule for names
 /// ([`crate::tenant::is_valid_name`]); else the error says what it may be.
 pub(crate) fn validate_name(name: &str) -> Result<(), String> {
@@ -755,111 +522,6 @@ pub(crate) fn validate_name(name: &str) -> Result<(), String> {
             crate::tenant::NAME_RULE
         ))
     }
-}
-
-/// The 1-based line holding byte `offset` of `text`.
-fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()[..end]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
-}
-
-/// The key a toml error at `span` of `text` is about, found from the span
-/// and the document (never from the error's message): the key the span
-/// covers (an unknown or a duplicate key, a table's header), else the
-/// `key = ` the span's line starts with (a value of the wrong type).
-fn key_at(text: &str, span: Range<usize>) -> Option<String> {
-    let bare = |k: &str| {
-        !k.is_empty()
-            && k.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
-    };
-    let start = span.start.min(text.len());
-    let covered = text.get(span).map_or("", str::trim);
-    let covered = covered.trim_start_matches('[').trim_end_matches(']').trim();
-    let after_equals = text
-        .get(..start)
-        .is_some_and(|t| t.trim_end().ends_with('='));
-    if bare(covered) && !after_equals {
-        return Some(covered.to_string());
-    }
-    let line_start = text.get(..start)?.rfind('\n').map_or(0, |i| i + 1);
-    let line = text.get(line_start..)?.lines().next().unwrap_or("").trim();
-    if let Some(header) = line.strip_prefix('[') {
-        let header = header
-            .trim_start_matches('[')
-            .split(']')
-            .next()
-            .unwrap_or("")
-            .trim();
-        return bare(header).then(|| header.to_string());
-    }
-    let (k, _) = line.split_once('=')?;
-    let k = k.trim();
-    (!k.is_empty()).then(|| k.to_string())
-}
-
-/// The key a toml error at byte `at` is about, by its place in the parsed
-/// document.
-struct FoundKey {
-    /// Its full path (`plugin[2].fuel`, `shares.tenants.acme.rate`); `None`
-    /// at the top of the document.
-    path: Option<String>,
-    /// Whether its value is a datetime.
-    datetime: bool,
-}
-
-/// The innermost key of `text` whose key or value holds byte `at`, with its
-/// full path (arrays of tables numbered from 1, as [`ManifestError`]s
-/// number plugins); `None` when `text` does not parse as TOML.
-fn find_key(text: &str, at: usize) -> Option<FoundKey> {
-    use toml::de::{DeTable, DeValue};
-    /// Whether `at` is in `value` (its path pushed onto `path`), and if so
-    /// whether the innermost value there is a datetime.
-    fn walk(value: &toml::Spanned<DeValue<'_>>, at: usize, path: &mut Vec<String>) -> Option<bool> {
-        match value.get_ref() {
-            DeValue::Table(table) => {
-                for (key, item) in table.iter() {
-                    path.push(format!(".{}", key.get_ref()));
-                    // The key itself (an unknown or a duplicate key), else
-                    // inside its value.
-                    if key.span().contains(&at) {
-                        return Some(matches!(item.get_ref(), DeValue::Datetime(_)));
-                    }
-                    if let Some(datetime) = walk(item, at, path) {
-                        return Some(datetime);
-                    }
-                    path.pop();
-                }
-            }
-            DeValue::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    path.push(format!("[{}]", i + 1));
-                    if let Some(datetime) = walk(item, at, path) {
-                        return Some(datetime);
-                    }
-                    path.pop();
-                }
-            }
-            _ => {}
-        }
-        value
-            .span()
-            .contains(&at)
-            .then(|| matches!(value.get_ref(), DeValue::Datetime(_)))
-    }
-    let doc = DeTable::parse(text).ok()?;
-    let root = toml::Spanned::new(doc.span(), DeValue::Table(doc.into_inner()));
-    let mut path = Vec::new();
-    let datetime = walk(&root, at, &mut path).unwrap_or(false);
-    let path = path.concat();
-    Some(FoundKey {
-        path: (!path.is_empty()).then(|| path.trim_start_matches('.').to_string()),
-        datetime,
-    })
 }
 
 /// A toml value as JSON; datetimes become their RFC 3339 text.
