@@ -267,17 +267,78 @@ impl Manifest {
             Scope::Global => Symlinks::Follow,
             Scope::Tenant => Symlinks::Refuse,
         };
-        let opened = match PluginDir::open(dir, symlinks) {
+        let here = Here { path, text };
+        let raw = here.read()?;
+        let mut policy = policy.clone();
+        apply_tables(&here, &raw, scope, max_memory_bytes, &mut policy)?;
+        let ceiling = (scope == Scope::Tenant).then_some(&policy.ceilings);
+        let defaults = raw.defaults.unwrap_or_default();
+        let base = match ceiling {
+            Some(c) => Limits::default().clamped_to(c),
+            None => Limits::default(),
+        };
+        let base = Base {
+            on_error: defaults.on_error.unwrap_or_default(),
+            snapshot: match &defaults.snapshot {
+                None => SnapshotMode::default(),
+                Some(v) => snapshot_mode(v, "defaults.snapshot".into()).map_err(|e| here.err(e))?,
+            },
+            limits: limits_of!(defaults)
+                .apply(base, "defaults", max_memory_bytes, ceiling)
+                .map_err(|e| here.err(e))?,
+            max_memory_bytes,
+            ceiling,
+        };
+        let plugins = PluginDir::open(dir, symlinks);
+        let opened = match &plugins {
             Opened::Dir(d) => Some(d),
             Opened::Missing | Opened::Refused(_) => None,
         };
-        let at = |span: Range<usize>, key: Option<String>, message: String| ManifestError {
-            path: path.to_path_buf(),
-            line: line_of(text, span.start),
+        let mut names = BTreeSet::new();
+        let mut entries = Vec::new();
+        for (i, p) in raw.plugin.into_iter().enumerate() {
+            let (span, p) = (p.span(), p.into_inner());
+            let at = Plugin {
+                here: &here,
+                prefix: format!("plugin[{}]", i + 1),
+                dir,
+                scope,
+            };
+            entries.push(at.entry(span, p, opened, &base, &mut names)?);
+        }
+        Ok(Manifest {
+            plugins: entries,
+            policy,
+        })
+    }
+}
+
+/// A manifest's text and where it was read from, for errors naming both.
+struct Here<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Here<'_> {
+    /// An error at `span` about `key`.
+    fn at(&self, span: Range<usize>, key: Option<String>, message: String) -> ManifestError {
+        ManifestError {
+            path: self.path.to_path_buf(),
+            line: line_of(self.text, span.start),
             key,
             message,
-        };
-        let raw: RawManifest = toml::from_str(text).map_err(|e| {
+        }
+    }
+
+    /// A table's error (its span, key and message) as the manifest's.
+    fn err(&self, (span, key, message): LimitError) -> ManifestError {
+        self.at(span, Some(key), message)
+    }
+
+    /// The manifest's tables as written, or toml's error naming its key.
+    fn read(&self) -> Result<RawManifest, ManifestError> {
+        let text = self.text;
+        toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             let mut message = e.message().trim().to_string();
             let key = match find_key(text, span.start) {
@@ -292,201 +353,251 @@ impl Manifest {
                 }
                 None => key_at(text, span.clone()),
             };
-            at(span, key, message)
-        })?;
-        let mut policy = policy.clone();
-        if scope == Scope::Tenant {
-            let tables = [
-                ("ceilings", raw.ceilings.as_ref().map(Spanned::span)),
-                ("shares", raw.shares.as_ref().map(Spanned::span)),
-                ("quarantine", raw.quarantine.as_ref().map(Spanned::span)),
-            ];
-            if let Some((key, Some(span))) = tables.into_iter().find(|(_, s)| s.is_some()) {
-                return Err(at(
-                    span,
-                    Some(key.into()),
-                    format!(
-                        "`[{key}]` is the operator's: it is allowed only in the global manifest"
-                    ),
-                ));
-            }
-        } else {
-            let mut whole = 0..0;
-            if let Some(c) = raw.ceilings {
-                whole = c.span();
-                policy.ceilings = c
-                    .into_inner()
-                    .apply(policy.ceilings, "ceilings", max_memory_bytes, None)
-                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
-            }
-            if let Some(sh) = raw.shares {
-                whole = sh.span();
-                apply_shares(&mut policy, sh.into_inner())
-                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
-            }
-            if let Some(q) = raw.quarantine {
-                whole = q.span();
-                apply_quarantine(&mut policy, q.into_inner())
-                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
-            }
-            policy
-                .check()
-                .map_err(|(key, msg)| at(whole, Some(key), msg))?;
+            self.at(span, key, message)
+        })
+    }
+}
+
+/// The operator's tables: refused in a tenant's manifest; in the global
+/// one, each overrides `policy` key by key, and the result is checked.
+fn apply_tables(
+    here: &Here<'_>,
+    raw: &RawManifest,
+    scope: Scope,
+    max_memory_bytes: usize,
+    policy: &mut Policy,
+) -> Result<(), ManifestError> {
+    let tables = [
+        ("ceilings", raw.ceilings.as_ref().map(Spanned::span)),
+        ("shares", raw.shares.as_ref().map(Spanned::span)),
+        ("quarantine", raw.quarantine.as_ref().map(Spanned::span)),
+    ];
+    if scope == Scope::Tenant {
+        if let Some((key, Some(span))) = tables.into_iter().find(|(_, s)| s.is_some()) {
+            return Err(here.at(
+                span,
+                Some(key.into()),
+                format!("`[{key}]` is the operator's: it is allowed only in the global manifest"),
+            ));
         }
-        let ceiling = (scope == Scope::Tenant).then_some(&policy.ceilings);
-        let defaults = raw.defaults.unwrap_or_default();
-        let base = match ceiling {
-            Some(c) => Limits::default().clamped_to(c),
-            None => Limits::default(),
+        return Ok(());
+    }
+    if let Some(c) = &raw.ceilings {
+        policy.ceilings = c
+            .get_ref()
+            .apply(policy.ceilings.clone(), "ceilings", max_memory_bytes, None)
+            .map_err(|e| here.err(e))?;
+    }
+    if let Some(sh) = &raw.shares {
+        apply_shares(policy, sh.get_ref()).map_err(|e| here.err(e))?;
+    }
+    if let Some(q) = &raw.quarantine {
+        apply_quarantine(policy, q.get_ref()).map_err(|e| here.err(e))?;
+    }
+    // A cross-key error names the last table given.
+    let whole = tables.into_iter().rev().find_map(|(_, s)| s);
+    policy
+        .check()
+        .map_err(|(key, msg)| here.at(whole.unwrap_or(0..0), Some(key), msg))
+}
+
+/// What every `[[plugin]]` starts from: `[defaults]` over the defaults
+/// (lowered to the ceiling in a tenant's manifest).
+struct Base<'a> {
+    limits: Limits,
+    on_error: OnError,
+    snapshot: SnapshotMode,
+    max_memory_bytes: usize,
+    ceiling: Option<&'a Limits>,
+}
+
+/// One `[[plugin]]` of a manifest, for errors naming its keys.
+struct Plugin<'a> {
+    here: &'a Here<'a>,
+    /// `plugin[N]`.
+    prefix: String,
+    /// The manifest's directory.
+    dir: &'a Path,
+    scope: Scope,
+}
+
+impl Plugin<'_> {
+    fn key(&self, k: &str) -> Option<String> {
+        Some(format!("{}.{k}", self.prefix))
+    }
+
+    /// The plugin checked: its component file, name, limits, tenants and
+    /// settings; `names` holds the names taken before it.
+    fn entry(
+        &self,
+        span: Range<usize>,
+        p: RawPlugin,
+        opened: Option<&PluginDir>,
+        base: &Base<'_>,
+        names: &mut BTreeSet<String>,
+    ) -> Result<Entry, ManifestError> {
+        let here = self.here;
+        // Checked here, not by serde: the error then names the key
+        // from what the manifest holds, never from a message's text.
+        let Some(path) = &p.path else {
+            return Err(here.at(span, Some("path".into()), "missing field `path`".into()));
         };
-        let base_on_error = defaults.on_error.unwrap_or_default();
-        let base_snapshot = match &defaults.snapshot {
-            None => SnapshotMode::default(),
-            Some(v) => snapshot_mode(v, "defaults.snapshot".into())
-                .map_err(|(span, key, msg)| at(span, Some(key), msg))?,
+        let file = self.component(path, opened)?;
+        let name = self.name(p.name.as_ref(), path, names)?;
+        let limits = limits_of!(p)
+            .apply(
+                base.limits.clone(),
+                &self.prefix,
+                base.max_memory_bytes,
+                base.ceiling,
+            )
+            .map_err(|e| here.err(e))?;
+        let tenants = self.tenants(p.tenants)?;
+        let prepared = match &p.prepared {
+            None => Depth::Auto,
+            Some(v) => v
+                .get_ref()
+                .depth()
+                .map_err(|msg| here.at(v.span(), self.key("prepared"), msg))?,
         };
-        let base = limits_of!(defaults)
-            .apply(base, "defaults", max_memory_bytes, ceiling)
-            .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
-        let mut names = BTreeSet::new();
-        let mut plugins = Vec::new();
-        for (i, p) in raw.plugin.into_iter().enumerate() {
-            let (span, p) = (p.span(), p.into_inner());
-            // Checked here, not by serde: the error then names the key
-            // from what the manifest holds, never from a message's text.
-            let Some(path) = p.path else {
-                return Err(at(span, Some("path".into()), "missing field `path`".into()));
-            };
-            let prefix = format!("plugin[{}]", i + 1);
-            let key = |k: &str| Some(format!("{prefix}.{k}"));
-            let rel = path.get_ref();
-            let rel_path = Path::new(rel);
-            if rel.is_empty()
-                || rel_path.is_absolute()
-                || rel_path
-                    .components()
-                    .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-            {
-                return Err(at(
-                    path.span(),
-                    key("path"),
-                    format!(
-                        "{rel:?} must be a relative path inside the manifest's directory (no `..`, not absolute)"
-                    ),
-                ));
+        let snapshot = match &p.snapshot {
+            None => base.snapshot,
+            Some(v) => {
+                snapshot_mode(v, format!("{}.snapshot", self.prefix)).map_err(|e| here.err(e))?
             }
-            let file = dir.join(rel_path);
-            // One message whether the file is missing, a symlink, a FIFO or
-            // a device: it never tells whether a host path exists.
-            match opened.as_ref().map(|d| d.check(rel_path)) {
-                Some(Ok(())) => {}
-                Some(Err(crate::Error::HardLink { links, .. })) => {
-                    return Err(at(
-                        path.span(),
-                        key("path"),
-                        format!(
-                            "component file {} has {links} hard links; a file in a tenant's \
-                             directory must have exactly one (copy it in, do not link it)",
-                            file.display()
-                        ),
-                    ));
-                }
-                None | Some(Err(_)) => {
-                    return Err(at(
-                        path.span(),
-                        key("path"),
-                        format!(
-                            "component file {} is missing or not a regular file inside the \
-                             manifest's directory (symlinks are not followed in a tenant's \
-                             directory)",
-                            file.display()
-                        ),
-                    ));
-                }
-            }
-            let (name, name_span) = match &p.name {
-                Some(n) => (n.get_ref().clone(), n.span()),
-                None => (
-                    rel_path
-                        .file_stem()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_default(),
-                    path.span(),
+        };
+        let config = match p.config {
+            None => Value::Object(Default::default()),
+            Some(c) => toml_to_json(toml::Value::Table(c.into_inner())),
+        };
+        Ok(Entry {
+            spec: PluginSpec {
+                name,
+                path: file,
+                limits,
+                config,
+                on_error: p.on_error.unwrap_or(base.on_error),
+                prepared,
+                snapshot,
+            },
+            tenants,
+        })
+    }
+
+    /// The component file `path` names, checked to be a regular file
+    /// inside the manifest's directory.
+    fn component(
+        &self,
+        path: &Spanned<String>,
+        opened: Option<&PluginDir>,
+    ) -> Result<std::path::PathBuf, ManifestError> {
+        let here = self.here;
+        let rel = path.get_ref();
+        let rel_path = Path::new(rel);
+        if rel.is_empty()
+            || rel_path.is_absolute()
+            || rel_path
+                .components()
+                .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(here.at(
+                path.span(),
+                self.key("path"),
+                format!(
+                    "{rel:?} must be a relative path inside the manifest's directory (no `..`, not absolute)"
                 ),
-            };
-            if let Err(why) = validate_name(&name) {
-                return Err(at(name_span, key("name"), why));
-            }
-            if !names.insert(name.clone()) {
-                return Err(at(
-                    name_span,
-                    key("name"),
-                    format!("duplicate plugin name {name:?}; names must be unique in a manifest"),
-                ));
-            }
-            let limits = limits_of!(p)
-                .apply(base.clone(), &prefix, max_memory_bytes, ceiling)
-                .map_err(|(span, key, msg)| at(span, Some(key), msg))?;
-            let tenants = match p.tenants {
-                None => None,
-                Some(t) if scope == Scope::Tenant => {
-                    return Err(at(
-                        t.span(),
-                        key("tenants"),
-                        "`tenants` is allowed only in the global manifest; a tenant's own \
-                         directory already applies to that tenant alone"
-                            .into(),
-                    ));
-                }
-                Some(t) => {
-                    let span = t.span();
-                    let list = t.into_inner();
-                    if list.is_empty() {
-                        return Err(at(
-                            span,
-                            key("tenants"),
-                            "an empty list would apply to no call; leave the plugin out instead"
-                                .into(),
-                        ));
-                    }
-                    let list = list
-                        .into_iter()
-                        .map(TenantName::try_from)
-                        .collect::<Result<Vec<_>, _>>()
-                        .map_err(|why| at(span.clone(), key("tenants"), why.to_string()))?;
-                    Some(list)
-                }
-            };
-            let prepared = match &p.prepared {
-                None => Depth::Auto,
-                Some(v) => v
-                    .get_ref()
-                    .depth()
-                    .map_err(|msg| at(v.span(), Some(format!("{prefix}.prepared")), msg))?,
-            };
-            let snapshot = match &p.snapshot {
-                None => base_snapshot,
-                Some(v) => snapshot_mode(v, format!("{prefix}.snapshot"))
-                    .map_err(|(span, key, msg)| at(span, Some(key), msg))?,
-            };
-            let config = match p.config {
-                None => Value::Object(Default::default()),
-                Some(c) => toml_to_json(toml::Value::Table(c.into_inner())),
-            };
-            plugins.push(Entry {
-                spec: PluginSpec {
-                    name,
-                    path: file,
-                    limits,
-                    config,
-                    on_error: p.on_error.unwrap_or(base_on_error),
-                    prepared,
-                    snapshot,
-                },
-                tenants,
-            });
+            ));
         }
-        Ok(Manifest { plugins, policy })
+        let file = self.dir.join(rel_path);
+        // One message whether the file is missing, a symlink, a FIFO or
+        // a device: it never tells whether a host path exists.
+        match opened.map(|d| d.check(rel_path)) {
+            Some(Ok(())) => Ok(file),
+            Some(Err(crate::Error::HardLink { links, .. })) => Err(here.at(
+                path.span(),
+                self.key("path"),
+                format!(
+                    "component file {} has {links} hard links; a file in a tenant's \
+                     directory must have exactly one (copy it in, do not link it)",
+                    file.display()
+                ),
+            )),
+            None | Some(Err(_)) => Err(here.at(
+                path.span(),
+                self.key("path"),
+                format!(
+                    "component file {} is missing or not a regular file inside the \
+                     manifest's directory (symlinks are not followed in a tenant's \
+                     directory)",
+                    file.display()
+                ),
+            )),
+        }
+    }
+
+    /// The plugin's name (default: the file's stem), valid and not taken.
+    fn name(
+        &self,
+        name: Option<&Spanned<String>>,
+        path: &Spanned<String>,
+        names: &mut BTreeSet<String>,
+    ) -> Result<String, ManifestError> {
+        let here = self.here;
+        let (name, name_span) = match name {
+            Some(n) => (n.get_ref().clone(), n.span()),
+            None => (
+                Path::new(path.get_ref())
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                path.span(),
+            ),
+        };
+        if let Err(why) = validate_name(&name) {
+            return Err(here.at(name_span, self.key("name"), why));
+        }
+        if !names.insert(name.clone()) {
+            return Err(here.at(
+                name_span,
+                self.key("name"),
+                format!("duplicate plugin name {name:?}; names must be unique in a manifest"),
+            ));
+        }
+        Ok(name)
+    }
+
+    /// `tenants`: only in the global manifest, never empty, valid names.
+    fn tenants(
+        &self,
+        tenants: Option<Spanned<Vec<String>>>,
+    ) -> Result<Option<Vec<TenantName>>, ManifestError> {
+        let here = self.here;
+        let Some(t) = tenants else {
+            return Ok(None);
+        };
+        if self.scope == Scope::Tenant {
+            return Err(here.at(
+                t.span(),
+                self.key("tenants"),
+                "`tenants` is allowed only in the global manifest; a tenant's own \
+                 directory already applies to that tenant alone"
+                    .into(),
+            ));
+        }
+        let span = t.span();
+        let list = t.into_inner();
+        if list.is_empty() {
+            return Err(here.at(
+                span,
+                self.key("tenants"),
+                "an empty list would apply to no call; leave the plugin out instead".into(),
+            ));
+        }
+        list.into_iter()
+            .map(TenantName::try_from)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+            .map_err(|why| here.at(span, self.key("tenants"), why.to_string()))
     }
 }
 

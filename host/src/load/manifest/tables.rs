@@ -38,7 +38,7 @@ macro_rules! raw_shares {
 
         /// Overrides `policy.shares` with every key of `[shares]`, checking
         /// ranges.
-        pub(super) fn apply_shares(policy: &mut Policy, raw: RawShares) -> Result<(), LimitError> {
+        pub(super) fn apply_shares(policy: &mut Policy, raw: &RawShares) -> Result<(), LimitError> {
             let s = &mut policy.shares;
             $(
                 $( if let Some(v) = &raw.$key {
@@ -107,7 +107,7 @@ pub(super) struct RawQuarantine {
 }
 
 /// Overrides `policy.quarantine` with every key of `[quarantine]`.
-pub(super) fn apply_quarantine(policy: &mut Policy, raw: RawQuarantine) -> Result<(), LimitError> {
+pub(super) fn apply_quarantine(policy: &mut Policy, raw: &RawQuarantine) -> Result<(), LimitError> {
     let q = &mut policy.quarantine;
     let key = |k: &str| format!("quarantine.{k}");
     if let Some(v) = &raw.faults {
