@@ -137,26 +137,22 @@ pub(crate) struct PolicyArgs {
 /// Generates [`ShareArgs`] from `toolgate::share_keys!`: a flag for every
 /// `[shares]` key, with its help.
 macro_rules! share_args {
-    ($( {
-        $(#[$attr:meta])*
-        $field:ident: $ty:ty = $default:expr;
-        $( key $key:ident: $raw:ty => $into:path, $lo:expr, $hi:expr, $unit:literal;
-           flag $flag:ident $(#[$help:meta])*; )?
-        $( table $table:ident; )?
-    } )*) => {
+    (fields $_fields:tt keys $_keys:tt flags { $(
+        { $(#[$help:meta])* $flag:ident: $raw:ty => $field:ident, $into:path }
+    )* }) => {
         /// The `[shares]` flags: each overrides its key's default (the global
         /// manifest's `[shares]` overrides them in turn).
         #[derive(clap::Args, Clone, Debug, Default)]
         pub(crate) struct ShareArgs {
-            $( $( $(#[$help])* #[arg(long)] $flag: Option<$raw>, )? )*
+            $( $(#[$help])* #[arg(long)] $flag: Option<$raw>, )*
         }
 
         impl ShareArgs {
             /// Sets every key given a flag.
             fn apply(&self, s: &mut toolgate::Shares) {
-                $( $( if let Some(v) = self.$flag {
+                $( if let Some(v) = self.$flag {
                     s.$field = $into(v);
-                } )? )*
+                } )*
             }
         }
     };

@@ -19,13 +19,10 @@ use crate::tenant::TenantName;
 /// Generates `[shares]`'s table, [`RawShares`], and [`apply_shares`] from
 /// `share_keys!` (`runtime/shares/keys.rs`).
 macro_rules! raw_shares {
-    ($( {
-        $(#[$attr:meta])*
-        $field:ident: $ty:ty = $default:expr;
-        $( key $key:ident: $raw:ty => $into:path, $lo:expr, $hi:expr, $unit:literal;
-           flag $flag:ident $(#[$help:meta])*; )?
-        $( table $table:ident; )?
-    } )*) => {
+    (fields $_fields:tt keys { $( {
+        $( scalar $field:ident, $key:ident: $raw:ty => $into:path, $lo:expr, $hi:expr, $unit:literal )?
+        $( table $table:ident )?
+    } )* } flags $_flags:tt) => {
         /// `[shares]`: see [`Shares`].
         #[derive(Deserialize, Default)]
         #[serde(deny_unknown_fields)]

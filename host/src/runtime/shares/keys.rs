@@ -6,13 +6,21 @@
 //! manifest's `[shares]` table and its checks (`load/manifest/tables.rs`),
 //! and the CLI's flags (`bin/toolgate/args.rs`).
 //!
-//! `share_keys!(then)` calls the macro `then` with every entry, in order:
+//! An entry is
 //!
 //! ```text
 //! { $(#[doc])* field: Type = default;
 //!   key manifest_key: Written => into, lo, hi, " unit";   // a scalar key
 //!   flag cli_field $(#[doc])*; }                         //   and its flag
 //! { $(#[doc])* field: Type = default; table manifest_key; } // a sub-table
+//! ```
+//!
+//! and `share_keys!(then)` calls the macro `then` with them as three lists:
+//!
+//! ```text
+//! fields { $( { $(#[attr])* field: Type = default } )* }
+//! keys { $( { scalar field, key: Written => into, lo, hi, unit } | { table key } )* }
+//! flags { $( { $(#[doc])* cli_field: Written => field, into } )* }
 //! ```
 //!
 //! The order is the order of the struct's fields (and so of its JSON), of
@@ -26,7 +34,7 @@
 #[macro_export]
 macro_rules! share_keys {
     ($then:ident) => {
-        $then! {
+        $crate::share_keys! { @lists $then
             {
                 /// Guard instances the global account may have alive at once (calls
                 /// with no tenant, or for a tenant without a directory of its own).
@@ -181,6 +189,25 @@ macro_rules! share_keys {
                     /// How long a call waits for its share before faulting, ms (default 1000).
                     ;
             }
+        }
+    };
+    // The entries as three lists, each consumer reading the one it needs:
+    // `fields` (every field of `Shares`), `keys` (the manifest's keys, a
+    // scalar or a sub-table, in order) and `flags` (the scalars' flags).
+    (@lists $then:ident $( {
+        $(#[$attr:meta])*
+        $field:ident: $ty:ty = $default:expr;
+        $( key $key:ident: $raw:ty => $into:path, $lo:expr, $hi:expr, $unit:literal;
+           flag $flag:ident $(#[$help:meta])*; )?
+        $( table $table:ident; )?
+    } )*) => {
+        $then! {
+            fields { $( { $(#[$attr])* $field: $ty = $default } )* }
+            keys { $( {
+                $( scalar $field, $key: $raw => $into, $lo, $hi, $unit )?
+                $( table $table )?
+            } )* }
+            flags { $( $( { $(#[$help])* $flag: $raw => $field, $into } )? )* }
         }
     };
 }

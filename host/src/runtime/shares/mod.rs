@@ -39,13 +39,7 @@ pub const PROBE_SLOTS: u32 = 1;
 
 /// Generates [`Shares`] and its `Default` from the table in `keys.rs`.
 macro_rules! shares_struct {
-    ($( {
-        $(#[$attr:meta])*
-        $field:ident: $ty:ty = $default:expr;
-        $( key $key:ident: $raw:ty => $into:path, $lo:expr, $hi:expr, $unit:literal;
-           flag $flag:ident $(#[$help:meta])*; )?
-        $( table $table:ident; )?
-    } )*) => {
+    (fields { $( { $(#[$attr:meta])* $field:ident: $ty:ty = $default:expr } )* } $($_:tt)*) => {
         /// The operator's capacity settings. Every field documents its default.
         #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
         pub struct Shares {
