@@ -53,7 +53,10 @@ mod locate;
 mod tables;
 
 use locate::{find_key, key_at, line_of};
-use tables::{LimitError, RawLimits, RawQuarantine, RawShares, apply_quarantine, apply_shares};
+use tables::{
+    LimitError, RawLimits, RawQuarantine, RawShares, apply_quarantine, apply_shares,
+    with_limit_keys,
+};
 
 /// The manifest's file name.
 pub const FILE_NAME: &str = "toolgate.toml";
@@ -110,51 +113,31 @@ struct RawManifest {
     quarantine: Option<Spanned<RawQuarantine>>,
 }
 
-// The limit keys are spelled out in each table rather than flattened:
-// serde's `flatten` loses both `deny_unknown_fields` and toml's spans.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawDefaults {
-    fuel: Option<Spanned<u64>>,
-    memory_mib: Option<Spanned<u64>>,
-    timeout_ms: Option<Spanned<u64>>,
-    max_return_kib: Option<Spanned<u64>>,
-    host_calls: Option<Spanned<u32>>,
-    log_kib: Option<Spanned<u64>>,
-    on_error: Option<OnError>,
-    snapshot: Option<Spanned<toml::Value>>,
+with_limit_keys! {
+    /// `[defaults]`: the limit keys and settings every `[[plugin]]` starts
+    /// from.
+    #[derive(Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct RawDefaults {} {
+        on_error: Option<OnError>,
+        snapshot: Option<Spanned<toml::Value>>,
+    }
 }
 
-/// The limit keys of a `[[plugin]]` or `[defaults]`; as itself, `[ceilings]`:
-macro_rules! limits_of {
-    ($raw:expr) => {
-        RawLimits {
-            fuel: $raw.fuel,
-            memory_mib: $raw.memory_mib,
-            timeout_ms: $raw.timeout_ms,
-            max_return_kib: $raw.max_return_kib,
-            host_calls: $raw.host_calls,
-            log_kib: $raw.log_kib,
-        }
-    };
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPlugin {
-    name: Option<Spanned<String>>,
-    path: Option<Spanned<String>>,
-    fuel: Option<Spanned<u64>>,
-    memory_mib: Option<Spanned<u64>>,
-    timeout_ms: Option<Spanned<u64>>,
-    max_return_kib: Option<Spanned<u64>>,
-    host_calls: Option<Spanned<u32>>,
-    log_kib: Option<Spanned<u64>>,
-    on_error: Option<OnError>,
-    prepared: Option<Spanned<RawDepth>>,
-    snapshot: Option<Spanned<toml::Value>>,
-    tenants: Option<Spanned<Vec<String>>>,
-    config: Option<Spanned<toml::Table>>,
+with_limit_keys! {
+    /// One `[[plugin]]`.
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RawPlugin {
+        name: Option<Spanned<String>>,
+        path: Option<Spanned<String>>,
+    } {
+        on_error: Option<OnError>,
+        prepared: Option<Spanned<RawDepth>>,
+        snapshot: Option<Spanned<toml::Value>>,
+        tenants: Option<Spanned<Vec<String>>>,
+        config: Option<Spanned<toml::Table>>,
+    }
 }
 
 /// `prepared` as written: `"auto"` or a count.
@@ -283,7 +266,7 @@ impl Manifest {
                 None => SnapshotMode::default(),
                 Some(v) => snapshot_mode(v, "defaults.snapshot".into()).map_err(|e| here.err(e))?,
             },
-            limits: limits_of!(defaults)
+            limits: RawLimits::from(&defaults)
                 .apply(base, "defaults", max_memory_bytes, ceiling)
                 .map_err(|e| here.err(e))?,
             max_memory_bytes,
@@ -444,7 +427,7 @@ impl Plugin<'_> {
         };
         let file = self.component(path, opened)?;
         let name = self.name(p.name.as_ref(), path, names)?;
-        let limits = limits_of!(p)
+        let limits = RawLimits::from(&p)
             .apply(
                 base.limits.clone(),
                 &self.prefix,

@@ -140,16 +140,52 @@ pub(super) fn range<T: Copy + PartialOrd + fmt::Display>(
 
 pub(super) type LimitError = (Range<usize>, String, String);
 
-/// the most any tenant plugin may have, per limit key.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawLimits {
-    pub(super) fuel: Option<Spanned<u64>>,
-    pub(super) memory_mib: Option<Spanned<u64>>,
-    pub(super) timeout_ms: Option<Spanned<u64>>,
-    pub(super) max_return_kib: Option<Spanned<u64>>,
-    pub(super) host_calls: Option<Spanned<u32>>,
-    pub(super) log_kib: Option<Spanned<u64>>,
+/// Puts the limit keys every `[[plugin]]`, `[defaults]` and `[ceilings]`
+/// may set — each declared here once, with the type it is written as — in
+/// a table's struct, between the table's own fields `{ before }` and
+/// `{ after }`, and a way from the table to those keys as a [`RawLimits`].
+/// They are spelled into each table rather than flattened:
+/// serde's `flatten` loses both `deny_unknown_fields` and toml's spans.
+macro_rules! with_limit_keys {
+    (@keys [$($key:ident: $ty:ty),*] $(#[$m:meta])* struct $name:ident
+        { $($before:tt)* } { $($after:tt)* }) => {
+        $(#[$m])*
+        pub(super) struct $name {
+            $($before)*
+            $( pub(super) $key: Option<Spanned<$ty>>, )*
+            $($after)*
+        }
+
+        /// Its limit keys, as a table of their own.
+        impl From<&$name> for RawLimits {
+            fn from(table: &$name) -> RawLimits {
+                RawLimits { $( $key: table.$key.clone(), )* }
+            }
+        }
+    };
+    ($(#[$m:meta])* struct $name:ident $before:tt $after:tt) => {
+        with_limit_keys! {
+            @keys [
+                fuel: u64,
+                memory_mib: u64,
+                timeout_ms: u64,
+                max_return_kib: u64,
+                host_calls: u32,
+                log_kib: u64
+            ]
+            $(#[$m])* struct $name $before $after
+        }
+    };
+}
+
+pub(super) use with_limit_keys;
+
+with_limit_keys! {
+    /// The limit keys of a `[[plugin]]` or `[defaults]`; as itself, `[ceilings]`:
+    /// the most any tenant plugin may have, per limit key.
+    #[derive(Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct RawLimits {} {}
 }
 
 impl RawLimits {
