@@ -138,7 +138,7 @@ pub(crate) struct PolicyArgs {
 /// `[shares]` key, with its help.
 macro_rules! share_args {
     (fields $_fields:tt keys $_keys:tt flags { $(
-        { $(#[$help:meta])* $flag:ident: $raw:ty => $field:ident, $into:path }
+        { $(#[$help:meta])* $flag:ident: $raw:ty => $field:ident, $into:path; $key:ident }
     )* }) => {
         /// The `[shares]` flags: each overrides its key's default (the global
         /// manifest's `[shares]` overrides them in turn).

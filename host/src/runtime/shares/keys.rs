@@ -20,7 +20,7 @@
 //! ```text
 //! fields { $( { $(#[attr])* field: Type = default } )* }
 //! keys { $( { scalar field, key: Written => into, lo, hi, unit } | { table key } )* }
-//! flags { $( { $(#[doc])* cli_field: Written => field, into } )* }
+//! flags { $( { $(#[doc])* cli_field: Written => field, into; manifest_key } )* }
 //! ```
 //!
 //! The order is the order of the struct's fields (and so of its JSON), of
@@ -207,7 +207,33 @@ macro_rules! share_keys {
                 $( scalar $field, $key: $raw => $into, $lo, $hi, $unit )?
                 $( table $table )?
             } )* }
-            flags { $( $( { $(#[$help])* $flag: $raw => $field, $into } )? )* }
+            flags { $( $( { $(#[$help])* $flag: $raw => $field, $into; $key } )? )* }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every key with a flag, as `(manifest key, flag)`.
+    macro_rules! keys_and_flags {
+        (fields $_fields:tt keys $_keys:tt flags { $(
+            { $(#[$help:meta])* $flag:ident: $raw:ty => $field:ident, $into:path; $key:ident }
+        )* }) => {
+            [$( (stringify!($key), stringify!($flag)) ),*]
+        };
+    }
+
+    #[test]
+    fn docs_list_every_share_key_with_its_flag() {
+        let docs = include_str!("../../../../docs/plugins.md");
+        for (key, flag) in crate::share_keys!(keys_and_flags) {
+            let row = format!("| `{key}` |");
+            let flag = format!("`--{}`", flag.replace('_', "-"));
+            assert!(
+                docs.lines()
+                    .any(|l| l.starts_with(&row) && l.contains(&flag)),
+                "docs/plugins.md's [shares] table has no row {row} naming {flag}"
+            );
+        }
+    }
 }
