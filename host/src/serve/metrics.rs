@@ -169,34 +169,94 @@ fn fuel_histogram() -> Histogram {
     Histogram::new(exponential_buckets(1e4, 4.0, 10))
 }
 
-/// The metrics of one serving host. Cheap to share (`Arc`); every method
-/// takes `&self`.
-pub struct Metrics {
-    registry: Registry,
-    guard_calls: Family<GuardLabels, Counter>,
-    guard_outcomes: Family<OutcomeLabels, Counter>,
-    guard_fuel: HistogramFamily<GuardLabels>,
-    guard_latency: HistogramFamily<GuardLabels>,
-    decisions: Family<DecisionLabels, Counter>,
-    requests: Family<RequestLabels, Counter>,
-    request_duration: HistogramFamily<EndpointLabels>,
-    request_timeouts: Family<EndpointLabels, Counter>,
-    reloads_accepted: Counter,
-    connections_open: Gauge,
-    connections_refused: Counter,
-    connections_timed_out: Family<ReasonLabels, Counter>,
-    plugins_loaded: Family<ChainLabels, Gauge>,
-    load_errors: Gauge,
-    generation: Gauge,
-    tenants_pending: Gauge,
-    tenants_refused: Gauge,
-    reloads_unsettled: Gauge,
-    quarantined: Family<PluginLabels, Gauge>,
-    quarantines: Family<PluginLabels, Gauge>,
-    /// One family per [`SHARE_GAUGES`] entry.
-    shares: Vec<Family<AccountLabels, Gauge>>,
-    /// One gauge per [`LANE_GAUGES`] entry.
-    lane: Vec<Gauge>,
+/// Declares the fixed series: each field of [`Metrics`], what makes it, and
+/// the name and help it is registered under (in this order, which is the
+/// order of [`Metrics::encode`]'s output).
+macro_rules! series {
+    ($( $field:ident: $ty:ty = $make:expr, $name:literal, $help:literal; )*) => {
+        /// The metrics of one serving host. Cheap to share (`Arc`); every method
+        /// takes `&self`.
+        pub struct Metrics {
+            registry: Registry,
+            $( $field: $ty, )*
+            /// One family per [`SHARE_GAUGES`] entry.
+            shares: Vec<Family<AccountLabels, Gauge>>,
+            /// One gauge per [`LANE_GAUGES`] entry.
+            lane: Vec<Gauge>,
+        }
+
+        impl Metrics {
+            /// A fresh set of series, registered under the `toolgate` prefix.
+            pub fn new() -> Metrics {
+                let mut registry = Registry::with_prefix("toolgate");
+                $(
+                    let $field: $ty = $make;
+                    registry.register($name, $help, $field.clone());
+                )*
+                let shares: Vec<Family<AccountLabels, Gauge>> =
+                    SHARE_GAUGES.iter().map(|_| Family::default()).collect();
+                for (r, family) in SHARE_GAUGES.iter().zip(&shares) {
+                    registry.register(r.name, r.help, family.clone());
+                }
+                let lane: Vec<Gauge> = LANE_GAUGES.iter().map(|_| Gauge::default()).collect();
+                for (r, gauge) in LANE_GAUGES.iter().zip(&lane) {
+                    registry.register(r.name, r.help, gauge.clone());
+                }
+                Metrics { registry, $( $field, )* shares, lane }
+            }
+        }
+    };
+}
+
+series! {
+    guard_calls: Family<GuardLabels, Counter> = Family::default(),
+        "guard_calls", "Guard calls made, per plugin and seam";
+    guard_outcomes: Family<OutcomeLabels, Counter> = Family::default(),
+        "guard_outcomes",
+        "What each guard call did (proceed, skip, rewrite, narrow, observed, malformed, fault); cause is the fault or none";
+    guard_fuel: HistogramFamily<GuardLabels> = Family::new_with_constructor(fuel_histogram),
+        "guard_fuel", "Fuel burnt per guard call, start-up included";
+    guard_latency: HistogramFamily<GuardLabels> = Family::new_with_constructor(latency_histogram),
+        "guard_latency_seconds", "Wall-clock time per guard call, fresh instance included";
+    decisions: Family<DecisionLabels, Counter> = Family::default(),
+        "decisions", "Chain answers per seam and verdict";
+    requests: Family<RequestLabels, Counter> = Family::default(),
+        "http_requests", "HTTP requests answered, per endpoint and status code";
+    request_duration: HistogramFamily<EndpointLabels> = Family::new_with_constructor(latency_histogram),
+        "http_request_duration_seconds", "Time to answer an HTTP request, per endpoint";
+    request_timeouts: Family<EndpointLabels, Counter> = Family::default(),
+        "http_request_timeouts",
+        "HTTP requests cut by the request timeout (answered 503), per endpoint";
+    reloads_accepted: Counter = Counter::default(),
+        "http_reloads_accepted",
+        "POST /v1/reload requests answered 202 Accepted (the reload went on in the background)";
+    connections_open: Gauge = Gauge::default(),
+        "http_connections_open", "HTTP connections open now";
+    connections_refused: Counter = Counter::default(),
+        "http_connections_refused",
+        "HTTP connections closed at once because the connection cap was reached";
+    connections_timed_out: Family<ReasonLabels, Counter> = Family::default(),
+        "http_connections_timed_out", "HTTP connections closed by the header-read or idle timeout";
+    plugins_loaded: Family<ChainLabels, Gauge> = Family::default(),
+        "plugins_loaded", "Plugins loaded, in the global chain and in each tenant's own";
+    load_errors: Gauge = Gauge::default(),
+        "plugin_load_errors",
+        "Files the last reload could not load (their previous version, if any, keeps serving)";
+    tenants_pending: Gauge = Gauge::default(),
+        "tenants_pending",
+        "Tenants whose directory has not loaded yet (their calls are answered 503)";
+    tenants_refused: Gauge = Gauge::default(),
+        "tenants_refused",
+        "Tenants not admitted because their share did not fit (their calls are answered 503)";
+    reloads_unsettled: Gauge = Gauge::default(),
+        "reloads_unsettled",
+        "Directory reloads made because the directory kept changing without settling";
+    generation: Gauge = Gauge::default(),
+        "plugins_generation", "The plugin set generation serving";
+    quarantined: Family<PluginLabels, Gauge> = Family::default(),
+        "plugin_quarantined", "1 while the plugin is quarantined or being probed, else 0";
+    quarantines: Family<PluginLabels, Gauge> = Family::default(),
+        "plugin_quarantines", "Times the plugin was quarantined since it was loaded";
 }
 
 /// A gauge whose value is read from a usage report `U`.
@@ -307,143 +367,6 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A fresh set of series, registered under the `toolgate` prefix.
-    pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("toolgate");
-        let m = Metrics {
-            guard_calls: Family::default(),
-            guard_outcomes: Family::default(),
-            guard_fuel: Family::new_with_constructor(fuel_histogram as fn() -> Histogram),
-            guard_latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
-            decisions: Family::default(),
-            requests: Family::default(),
-            request_duration: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
-            request_timeouts: Family::default(),
-            reloads_accepted: Counter::default(),
-            connections_open: Gauge::default(),
-            connections_refused: Counter::default(),
-            connections_timed_out: Family::default(),
-            plugins_loaded: Family::default(),
-            load_errors: Gauge::default(),
-            generation: Gauge::default(),
-            tenants_pending: Gauge::default(),
-            tenants_refused: Gauge::default(),
-            reloads_unsettled: Gauge::default(),
-            quarantined: Family::default(),
-            quarantines: Family::default(),
-            shares: SHARE_GAUGES.iter().map(|_| Family::default()).collect(),
-            lane: LANE_GAUGES.iter().map(|_| Gauge::default()).collect(),
-            registry: Registry::default(),
-        };
-        registry.register(
-            "guard_calls",
-            "Guard calls made, per plugin and seam",
-            m.guard_calls.clone(),
-        );
-        registry.register(
-            "guard_outcomes",
-            "What each guard call did (proceed, skip, rewrite, narrow, observed, malformed, fault); cause is the fault or none",
-            m.guard_outcomes.clone(),
-        );
-        registry.register(
-            "guard_fuel",
-            "Fuel burnt per guard call, start-up included",
-            m.guard_fuel.clone(),
-        );
-        registry.register(
-            "guard_latency_seconds",
-            "Wall-clock time per guard call, fresh instance included",
-            m.guard_latency.clone(),
-        );
-        registry.register(
-            "decisions",
-            "Chain answers per seam and verdict",
-            m.decisions.clone(),
-        );
-        registry.register(
-            "http_requests",
-            "HTTP requests answered, per endpoint and status code",
-            m.requests.clone(),
-        );
-        registry.register(
-            "http_request_duration_seconds",
-            "Time to answer an HTTP request, per endpoint",
-            m.request_duration.clone(),
-        );
-        registry.register(
-            "http_request_timeouts",
-            "HTTP requests cut by the request timeout (answered 503), per endpoint",
-            m.request_timeouts.clone(),
-        );
-        registry.register(
-            "http_reloads_accepted",
-            "POST /v1/reload requests answered 202 Accepted (the reload went on in the background)",
-            m.reloads_accepted.clone(),
-        );
-        registry.register(
-            "http_connections_open",
-            "HTTP connections open now",
-            m.connections_open.clone(),
-        );
-        registry.register(
-            "http_connections_refused",
-            "HTTP connections closed at once because the connection cap was reached",
-            m.connections_refused.clone(),
-        );
-        registry.register(
-            "http_connections_timed_out",
-            "HTTP connections closed by the header-read or idle timeout",
-            m.connections_timed_out.clone(),
-        );
-        registry.register(
-            "plugins_loaded",
-            "Plugins loaded, in the global chain and in each tenant's own",
-            m.plugins_loaded.clone(),
-        );
-        registry.register(
-            "plugin_load_errors",
-            "Files the last reload could not load (their previous version, if any, keeps serving)",
-            m.load_errors.clone(),
-        );
-        registry.register(
-            "tenants_pending",
-            "Tenants whose directory has not loaded yet (their calls are answered 503)",
-            m.tenants_pending.clone(),
-        );
-        registry.register(
-            "tenants_refused",
-            "Tenants not admitted because their share did not fit (their calls are answered 503)",
-            m.tenants_refused.clone(),
-        );
-        registry.register(
-            "reloads_unsettled",
-            "Directory reloads made because the directory kept changing without settling",
-            m.reloads_unsettled.clone(),
-        );
-        registry.register(
-            "plugins_generation",
-            "The plugin set generation serving",
-            m.generation.clone(),
-        );
-        registry.register(
-            "plugin_quarantined",
-            "1 while the plugin is quarantined or being probed, else 0",
-            m.quarantined.clone(),
-        );
-        registry.register(
-            "plugin_quarantines",
-            "Times the plugin was quarantined since it was loaded",
-            m.quarantines.clone(),
-        );
-        for (r, family) in SHARE_GAUGES.iter().zip(&m.shares) {
-            registry.register(r.name, r.help, family.clone());
-        }
-        for (r, gauge) in LANE_GAUGES.iter().zip(&m.lane) {
-            registry.register(r.name, r.help, gauge.clone());
-        }
-        Metrics { registry, ..m }
-    }
-
     /// Records one decision: each guard's call, outcome, fuel and latency,
     /// and the chain's verdict.
     pub fn record_decision(&self, decision: &Decision<Verdict>) {

@@ -120,52 +120,9 @@ pub(crate) struct PolicyArgs {
     /// Ceiling on a tenant plugin's log text per call, KiB.
     #[arg(long)]
     tenant_max_log_kib: Option<u64>,
-    /// Instances the global account may have alive at once (default 16).
-    #[arg(long)]
-    global_instances: Option<u32>,
-    /// Memory the global account may commit at once, MiB (default 2048).
-    #[arg(long)]
-    global_memory_mib: Option<u64>,
-    /// Instances each tenant may have alive at once (default 4).
-    #[arg(long)]
-    tenant_instances: Option<u32>,
-    /// Memory each tenant may commit at once, MiB (default 512).
-    #[arg(long)]
-    tenant_memory_mib: Option<u64>,
-    /// Plugins each tenant may have; a tenant with more is not loaded
-    /// (default 16).
-    #[arg(long)]
-    tenant_plugins: Option<u32>,
-    /// Compiled code each tenant's plugins may hold together, MiB; counted
-    /// in the memory budget (default 256).
-    #[arg(long)]
-    tenant_code_mib: Option<u64>,
-    /// Guest log each tenant's guard calls may write a second, KiB; lines
-    /// beyond it are dropped and counted; 0: no limit (default 256).
-    #[arg(long)]
-    tenant_log_kib_per_s: Option<u32>,
-    /// Host-wide memory budget for all shares, MiB (default: half the RAM).
-    #[arg(long)]
-    memory_budget_mib: Option<u64>,
-    /// Requests the global account may have in progress at once (default:
-    /// four per core).
-    #[arg(long)]
-    global_requests: Option<u32>,
-    /// Requests each tenant may have in progress at once; more wait, then
-    /// are refused with 429 (default: one per core).
-    #[arg(long)]
-    tenant_requests: Option<u32>,
-    /// Requests each tenant may start per second; more wait their turn,
-    /// then are refused with 429; 0: no limit (default 0).
-    #[arg(long)]
-    tenant_rate: Option<u32>,
-    /// Requests each tenant may start at once on top of its rate after a
-    /// pause; 0: a second's worth (default 0).
-    #[arg(long)]
-    tenant_burst: Option<u32>,
-    /// How long a call waits for its share before faulting, ms (default 1000).
-    #[arg(long)]
-    share_wait_ms: Option<u64>,
+    // The `[shares]` flags, one per key of `toolgate::share_keys!`.
+    #[command(flatten)]
+    shares: ShareArgs,
     /// Faults within the window that quarantine a guard; 0: off (default 5).
     #[arg(long)]
     quarantine_faults: Option<u32>,
@@ -176,6 +133,32 @@ pub(crate) struct PolicyArgs {
     #[arg(long)]
     quarantine_cooldown_ms: Option<u64>,
 }
+
+/// Generates [`ShareArgs`] from `toolgate::share_keys!`: a flag for every
+/// `[shares]` key, with its help.
+macro_rules! share_args {
+    (fields $_fields:tt keys $_keys:tt flags { $(
+        { $(#[$help:meta])* $flag:ident: $raw:ty => $field:ident, $into:path; $key:ident }
+    )* }) => {
+        /// The `[shares]` flags: each overrides its key's default (the global
+        /// manifest's `[shares]` overrides them in turn).
+        #[derive(clap::Args, Clone, Debug, Default)]
+        pub(crate) struct ShareArgs {
+            $( $(#[$help])* #[arg(long)] $flag: Option<$raw>, )*
+        }
+
+        impl ShareArgs {
+            /// Sets every key given a flag.
+            fn apply(&self, s: &mut toolgate::Shares) {
+                $( if let Some(v) = self.$flag {
+                    s.$field = $into(v);
+                } )*
+            }
+        }
+    };
+}
+
+toolgate::share_keys!(share_args);
 
 impl PolicyArgs {
     /// The engine's settings and the policy these flags describe.
@@ -203,22 +186,7 @@ impl PolicyArgs {
         if let Some(v) = self.tenant_max_log_kib {
             c.log_bytes = bytes(v, 1 << 10);
         }
-        let s = &mut policy.shares;
-        s.global_instances = self.global_instances.unwrap_or(s.global_instances);
-        s.global_memory_mib = self.global_memory_mib.unwrap_or(s.global_memory_mib);
-        s.tenant_instances = self.tenant_instances.unwrap_or(s.tenant_instances);
-        s.tenant_memory_mib = self.tenant_memory_mib.unwrap_or(s.tenant_memory_mib);
-        s.tenant_plugins = self.tenant_plugins.unwrap_or(s.tenant_plugins);
-        s.tenant_code_mib = self.tenant_code_mib.unwrap_or(s.tenant_code_mib);
-        s.tenant_log_kib_per_s = self.tenant_log_kib_per_s.unwrap_or(s.tenant_log_kib_per_s);
-        s.memory_budget_mib = self.memory_budget_mib.unwrap_or(s.memory_budget_mib);
-        s.global_requests = self.global_requests.unwrap_or(s.global_requests);
-        s.tenant_requests = self.tenant_requests.unwrap_or(s.tenant_requests);
-        s.tenant_rate = self.tenant_rate.unwrap_or(s.tenant_rate);
-        s.tenant_burst = self.tenant_burst.unwrap_or(s.tenant_burst);
-        if let Some(v) = self.share_wait_ms {
-            s.wait = Duration::from_millis(v);
-        }
+        self.shares.apply(&mut policy.shares);
         let q = &mut policy.quarantine;
         q.faults = self.quarantine_faults.unwrap_or(q.faults);
         if let Some(v) = self.quarantine_window_ms {
