@@ -167,9 +167,11 @@ impl Decision<Verdict> {
 // tenant of the wrong type) is only noted, and reported once the whole text
 // has been read, in that order, so a text that is not JSON at all — or
 // nested 128 levels deep — is reported as such, with its line and column.
-// The first pass tracks no path; a text it refuses is read again with
-// `serde_path_to_error` tracking, which names the field at fault
-// (`event.narrowed_tool_names[2]`).
+// The pass tracks no path, so an accepted text pays nothing for the names.
+// A text it refuses is read again by the same reader (`refused`): first
+// without typing the event, so the body's own faults are said first, then
+// typed with `serde_path_to_error` tracking, which names the event's field
+// at fault (`event.narrowed_tool_names[2]`).
 
 /// What a text holds: a request body for a seam the caller names (HTTP's
 /// path, the Python argument), or a trace line naming its own.
