@@ -173,7 +173,8 @@ pub struct Rewrite {
     pub args: Map<String, Value>,
 }
 
-/// An event for any seam, as read from a file, a trace line or a request.
+/// An event for any seam, as read from a request, a trace line or a file
+/// (all by [`DecideRequest`](crate::DecideRequest)'s reader).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// A routing event (`on_tool_routing_decision`).
@@ -187,28 +188,6 @@ pub enum Event {
 }
 
 impl Event {
-    /// Parses `value` as the event of `seam`; the error names the missing or
-    /// mistyped field.
-    pub fn from_json(seam: Seam, value: Value) -> Result<Event, serde_json::Error> {
-        // Through the text, not `from_value`: serde_json's `Value`
-        // deserializer hands an integer whose digits are also a float's
-        // shortest form (10^39, say) on as that float; its text parser keeps
-        // every number exactly as written.
-        Event::from_text(seam, &value.to_string())
-    }
-
-    /// Parses JSON text as the event of `seam`; the error names the missing
-    /// or mistyped field and where. Numbers of any size and the key order of
-    /// objects are kept exactly.
-    pub fn from_text(seam: Seam, text: &str) -> Result<Event, serde_json::Error> {
-        Ok(match seam {
-            Seam::Routing => Event::Routing(serde_json::from_str(text)?),
-            Seam::Rewrite => Event::Rewrite(serde_json::from_str(text)?),
-            Seam::Steering => Event::Steering(serde_json::from_str(text)?),
-            Seam::Result => Event::Result(serde_json::from_str(text)?),
-        })
-    }
-
     /// The seam this event belongs to.
     pub fn seam(&self) -> Seam {
         match self {
@@ -216,31 +195,6 @@ impl Event {
             Event::Rewrite(_) => Seam::Rewrite,
             Event::Steering(_) => Seam::Steering,
             Event::Result(_) => Seam::Result,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Integers of any size, including those whose digits are also a
-    /// float's shortest form, and key order survive parsing an event.
-    #[test]
-    fn numbers_and_key_order_survive_parsing() {
-        let text = r#"{"run_id":"r","tool_name":"t","call_id":"c","result":{"z":1000000000000000000000000000000000000000,"a":-18446744073709551616}}"#;
-        let value: Value = serde_json::from_str(text).expect("json");
-        for event in [
-            Event::from_json(Seam::Result, value).expect("event"),
-            Event::from_text(Seam::Result, text).expect("event"),
-        ] {
-            let Event::Result(e) = event else {
-                panic!("a result event")
-            };
-            assert_eq!(
-                e.result.to_string(),
-                r#"{"z":1000000000000000000000000000000000000000,"a":-18446744073709551616}"#
-            );
         }
     }
 }

@@ -338,6 +338,73 @@ fn nested_args_pass_up_to_the_documented_depth() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// `replay` decides each line as the server does: inside a `decide` span,
+/// and only for a tenant that is admitted — a line for one that is not is
+/// printed "not decided" and the replay goes on, then exits 3.
+#[test]
+fn replay_decides_as_the_server_does() {
+    let dir = plugin_dir(&[]);
+    for tenant in ["t00", "t01"] {
+        let own = dir.path().join("tenants").join(tenant);
+        std::fs::create_dir_all(&own).expect("tenant dir");
+        std::fs::copy(toolgate_tests::SQL_GUARD, own.join("sql-guard.wasm")).expect("copy");
+    }
+    // Room for the global share and one tenant's: t00 is admitted, t01 not.
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[shares]\nglobal_memory_mib = 512\ntenant_memory_mib = 256\ntenant_code_mib = 64\n\
+         memory_budget_mib = 900\n",
+    )
+    .expect("manifest");
+    let line = |tenant: &str| {
+        json!({"seam": "steering", "tenant": tenant, "event": {"run_id": "r", "tool_name": "run_query", "call_id": "c", "args": {"sql": "DELETE FROM t"}}})
+            .to_string()
+    };
+    let trace = [line("t01"), line("t00")].join("\n");
+    let plugins = dir.path().display().to_string();
+    let out = run_logged(
+        &["replay", "--plugins", &plugins, "-"],
+        &trace,
+        Some("toolgate=debug"),
+    );
+    let (text, log) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{text}{log}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("#1 steering run_query -> not decided: tenant `t01` is not admitted"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("#2 steering run_query -> {\"action\":\"skip\""),
+        "{text}"
+    );
+    assert!(text.contains("1 decisions, 1 not decided"), "{text}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("decide{seam=steering tenant=") && l.contains("t00/sql-guard")),
+        "the guard call inside a `decide` span: {log}"
+    );
+
+    let out = run(&["replay", "--plugins", &plugins, "--json", "-"], &trace);
+    assert_eq!(out.status.code(), Some(3));
+    let first: Value = serde_json::from_str(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .expect("a line"),
+    )
+    .expect("json");
+    assert_eq!(first["line"], 1);
+    assert!(first.get("result").is_none(), "{first}");
+    assert!(
+        first["not_decided"]
+            .as_str()
+            .expect("why")
+            .contains("not admitted"),
+        "{first}"
+    );
+}
+
 /// `toolgate bench --json` reports, per seam, every subscribed guard's
 /// fresh and reused calls and the chain under load, as one JSON object.
 #[test]

@@ -41,6 +41,15 @@ pub(crate) struct BenchArgs {
     load: LoadArgs,
 }
 
+/// Runs `toolgate bench`. The trace is read by the parser every face uses
+/// ([`toolgate::DecideRequest::parse_line`]), but the calls are not made
+/// through [`toolgate::DecideRequest::decide`]: each guard is measured in a
+/// chain of its own, and the whole chain straight through
+/// [`toolgate::Chain::decide`] at `--concurrency`, so that neither waits
+/// for a place in the tenant's account. Its `tenant_requests` share (by
+/// default one per core) would hold the chain to that many calls at once and the figures would be the
+/// wait for a place, not what the guards cost; the `decide` span and the
+/// admission check add nothing the guards do.
 pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     if !(args.seconds > 0.0 && args.seconds <= 3600.0) {
         return Err(bad("--seconds must be more than 0 and at most 3600"));

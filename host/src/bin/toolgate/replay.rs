@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 use serde_json::{Value, json};
-use toolgate::{DecideRequest, Decision, Event, Seam, Verdict};
+use toolgate::{DecideRequest, Decision, Event, GuardTrace, NotDecided, Verdict};
 
 use crate::args::{CacheArgs, LoadArgs, open};
 use crate::bad;
@@ -60,59 +60,72 @@ pub(crate) fn read_trace(file: &Path) -> Result<Vec<TraceLine>> {
         .collect()
 }
 
+/// Decides each line as every face decides a request
+/// ([`DecideRequest::decide`]: the tenant's admission, its account's place,
+/// the `decide` span). A line the host could not decide is printed as such
+/// (with the trace up to the guard it could not run) and the replay goes
+/// on; the exit code is then 3, as `check`'s.
 async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Result<()> {
     let mut summary = Summary::default();
-    for (
-        n,
-        DecideRequest {
-            event,
-            state,
-            tenant,
-        },
-    ) in read_trace(file)?
-    {
-        let decision = registry
-            .plugin_set()
-            .chain(tenant.as_deref())
-            .decide(&event, &state)
-            .await;
-        summary.add(&decision);
-        if as_json {
-            println!(
-                "{}",
-                json!({"line": n, "seam": event.seam(), "result": decision.result, "trace": decision.trace})
-            );
-        } else {
-            println!("{}", describe(n, &event, &decision));
+    for (n, request) in read_trace(file)? {
+        let event = &request.event;
+        match request.decide(&registry.plugin_set()).await {
+            Ok(decision) => {
+                summary.decisions += 1;
+                summary.add(&decision.trace);
+                if as_json {
+                    println!(
+                        "{}",
+                        json!({"line": n, "seam": event.seam(), "result": decision.result, "trace": decision.trace})
+                    );
+                } else {
+                    println!("{}", describe(n, event, &decision));
+                }
+            }
+            Err(refused) => {
+                let trace = match &refused {
+                    NotDecided::Unavailable { trace, .. } => trace.as_slice(),
+                    NotDecided::Busy(_) | NotDecided::NotReady(_) => &[],
+                };
+                summary.add(trace);
+                summary.not_decided += 1;
+                if as_json {
+                    println!(
+                        "{}",
+                        json!({"line": n, "seam": event.seam(), "not_decided": refused.to_string(), "trace": trace})
+                    );
+                } else {
+                    println!("#{n} {} -> not decided: {refused}", what(event));
+                }
+            }
         }
     }
     summary.print();
+    if summary.not_decided > 0 {
+        std::process::exit(3);
+    }
     Ok(())
 }
 
 /// One trace line: `{"seam": ..., "event": ..., "state"?: ..., "tenant"?: ...}`
 /// — the seam, then exactly what the HTTP service takes as a request body,
-/// checked by the same parser (errors name the field).
+/// read by the same parser ([`DecideRequest::parse_line`]; errors name the
+/// field).
 pub(crate) fn parse_line(line: &str) -> Result<DecideRequest> {
-    let mut v: Value = serde_json::from_str(line).map_err(|e| anyhow!("not valid JSON: {e}"))?;
-    let obj = v
-        .as_object_mut()
-        .ok_or_else(|| anyhow!("a line must be a JSON object"))?;
-    let seam: Seam = match obj.remove("seam") {
-        Some(Value::String(s)) => s.parse().map_err(|e: String| anyhow!(e))?,
-        Some(_) => return Err(anyhow!("field `seam` must be a string")),
-        None => return Err(anyhow!("missing field `seam`")),
-    };
-    DecideRequest::from_value(seam, v).map_err(|e| anyhow!(e))
+    DecideRequest::parse_line(line).map_err(|e| anyhow!(e))
 }
 
-fn describe(n: usize, event: &Event, d: &Decision<Verdict>) -> String {
-    let what = match event {
+fn what(event: &Event) -> String {
+    match event {
         Event::Routing(e) => format!("routing {} tools", e.narrowed_tool_names.len()),
         Event::Rewrite(e) => format!("rewrite {}", e.tool_name),
         Event::Steering(e) => format!("steering {}", e.tool_name),
         Event::Result(e) => format!("result {}", e.tool_name),
-    };
+    }
+}
+
+fn describe(n: usize, event: &Event, d: &Decision<Verdict>) -> String {
+    let what = what(event);
     let guards = d
         .trace
         .iter()
@@ -129,14 +142,16 @@ fn describe(n: usize, event: &Event, d: &Decision<Verdict>) -> String {
 #[derive(Default)]
 struct Summary {
     decisions: usize,
+    not_decided: usize,
     outcomes: BTreeMap<String, usize>,
     per_plugin: BTreeMap<String, (BTreeMap<String, usize>, Vec<u64>)>,
 }
 
 impl Summary {
-    fn add(&mut self, d: &Decision<Verdict>) {
-        self.decisions += 1;
-        for t in &d.trace {
+    /// Counts a line's guard calls (and, when it has a result, its
+    /// decision).
+    fn add(&mut self, trace: &[GuardTrace]) {
+        for t in trace {
             let outcome = match t.fault {
                 Some(f) => format!("fault:{f}"),
                 None => t.outcome.as_str().to_string(),
@@ -150,8 +165,12 @@ impl Summary {
 
     fn print(&self) {
         println!("--");
+        let not_decided = match self.not_decided {
+            0 => String::new(),
+            n => format!(", {n} not decided"),
+        };
         println!(
-            "{} decisions; outcomes: {}",
+            "{} decisions{not_decided}; outcomes: {}",
             self.decisions,
             counts(&self.outcomes)
         );

@@ -27,7 +27,7 @@ mod account;
 mod keys;
 mod pace;
 
-pub use account::{Account, Busy, Lends, Usage};
+pub use account::{Account, Admission, Busy, Lends, Usage};
 pub use pace::Rate;
 
 /// One MiB.
