@@ -71,7 +71,7 @@ pub enum Error {
     /// The file is a core wasm module, not a component.
     #[error(
         "{path}: is a core WebAssembly module, not a component; build it as a component \
-         (e.g. for the wasm32-wasip2 target) against toolgate:guard@0.1.0"
+         (e.g. for the wasm32-wasip2 target) against toolgate:guard@0.2.0 (or 0.1.0)"
     )]
     CoreModule {
         /// The file.
@@ -101,8 +101,8 @@ pub enum Error {
     },
     /// The component exports none of the seams.
     #[error(
-        "{path}: exports none of the toolgate:guard@0.1.0 seams (routing, rewrite, steering, \
-         result); it exports: {exports}"
+        "{path}: exports none of the toolgate:guard seams (routing, rewrite, steering, \
+         result; at 0.2.0 or 0.1.0); it exports: {exports}"
     )]
     NoSeams {
         /// The file.
@@ -111,13 +111,24 @@ pub enum Error {
         exports: String,
     },
     /// A seam export has the right name but the wrong shape.
-    #[error("{path}: its `{seam}` export does not match toolgate:guard@0.1.0: {message}")]
+    #[error("{path}: its `{seam}` export does not match the toolgate:guard contract: {message}")]
     Contract {
         /// The file.
         path: PathBuf,
         /// The seam whose export is wrong.
         seam: crate::Seam,
         /// What did not match.
+        message: String,
+    },
+    /// The guard's `validate-config` refused its manifest `config` (or
+    /// faulted checking it).
+    #[error("{path}: plugin `{plugin}` refuses its config: {message}")]
+    ConfigRefused {
+        /// The file.
+        path: PathBuf,
+        /// The plugin's name.
+        plugin: String,
+        /// The guard's own message.
         message: String,
     },
     /// Instantiating the component for the load-time probe failed.

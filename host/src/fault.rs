@@ -64,6 +64,18 @@ pub enum Fault {
     /// The guard is quarantined after faulting repeatedly, and was not run.
     /// See `crate::call::quarantine`.
     Quarantined,
+    /// The guard went over a state budget: operations in one call, or keys
+    /// or bytes in one of its scopes (`state_ops`, `state_keys`,
+    /// `state_kib`), or the memory backend's total.
+    StateBudget,
+    /// The state store could not be reached, or did not answer within the
+    /// call's `timeout` of waiting (Redis down or slow; the breaker open).
+    StateUnavailable,
+    /// The guard misused its state: `add` on a value that is not a decimal
+    /// integer, or a sum outside s64.
+    StateInvalid,
+    /// The guard made an outbound HTTP request its plugin is not granted.
+    HttpDenied,
 }
 
 impl Fault {
@@ -84,6 +96,10 @@ impl Fault {
             Fault::ShareExhausted => "share-exhausted",
             Fault::Overloaded => "overloaded",
             Fault::Quarantined => "quarantined",
+            Fault::StateBudget => "state-budget",
+            Fault::StateUnavailable => "state-unavailable",
+            Fault::StateInvalid => "state-invalid",
+            Fault::HttpDenied => "http-denied",
         }
     }
 
@@ -111,6 +127,9 @@ impl Fault {
             }
             if cause.is::<wasmtime::PoolConcurrencyLimitError>() {
                 return Fault::Capacity;
+            }
+            if let Some(refused) = cause.downcast_ref::<ImportRefused>() {
+                return refused.fault;
             }
         }
         if is_hostcall_data_exhausted(err) {
@@ -168,3 +187,24 @@ pub struct MemoryLimitExceeded {
 #[derive(Debug, thiserror::Error)]
 #[error("host budget exceeded: {0}")]
 pub struct HostBudgetExceeded(pub &'static str);
+
+/// The error a host import (`state`, `http`) raises to trap the call with
+/// a fault of its own class (`state-budget`, `http-denied`, ...).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ImportRefused {
+    /// The fault the call is classified as.
+    pub fault: Fault,
+    /// What happened, for the trace's `detail` and the log.
+    pub message: String,
+}
+
+impl ImportRefused {
+    /// A refusal classified as `fault`.
+    pub fn new(fault: Fault, message: impl Into<String>) -> Self {
+        ImportRefused {
+            fault,
+            message: message.into(),
+        }
+    }
+}

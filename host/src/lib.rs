@@ -73,7 +73,7 @@ pub use fault::Fault;
 pub use tenant::TenantName;
 
 // What every call shares: the engine, per-plugin limits, tenants' shares.
-pub use runtime::engine::{Engine, EngineConfig, default_long_lane};
+pub use runtime::engine::{Engine, EngineConfig, StateBackend, default_long_lane};
 pub use runtime::limits::Limits;
 pub use runtime::prepared::Depth;
 pub use runtime::shares::{Rate, Shares};
@@ -97,6 +97,14 @@ pub use serve::tokens::TenantTokens;
 /// `toolgate.toml`, the manifest of a plugin directory (`docs/plugins.md`).
 pub mod manifest {
     pub use crate::load::manifest::{Entry, FILE_NAME, Manifest, Scope};
+}
+
+/// Guards' state (the `state` import): its scopes, the store it lives in,
+/// and what the operator sees of it (`toolgate state`).
+pub mod state {
+    pub use crate::runtime::state::{
+        Scope, ScopeId, StateEntry, StateFilter, StateStore, StateUsage,
+    };
 }
 
 /// Loading a directory without a registry (no manifest, no tenants).

@@ -30,9 +30,11 @@
 //! | [`REWRITE_ONLY`] | rewrite | never rewrites |
 //! | [`MEMO`] | steering, rewrite, result | tries to carry state across calls; reports it and the event's `state` |
 //! | [`ECHO`] | steering, rewrite | hands back the call's `args` as it read them |
+//! | [`TOOL_CALL_LIMIT`] | steering, config | at most `run_limit` / `thread_limit` calls (state) |
+//! | [`STATEFUL`] | steering, result | runs the state operations its config scripts |
 //!
 //! The hostile and scripted programs document their configuration, and memo
 //! and echo their answers, in
-//! `tests/guests/{hostile,scripted,memo,echo}/src/lib.rs`.
+//! `tests/guests/{hostile,scripted,memo,echo,stateful}/src/lib.rs`.
 
 include!(concat!(env!("OUT_DIR"), "/programs.rs"));

@@ -19,7 +19,7 @@ from toolgate_guest import build
 from toolgate_guest.wasminfo import ComponentFormatError, read_component
 
 SDK = Path(__file__).resolve().parents[1]
-REPO_WIT = SDK.parents[1] / "wit" / "guard.wit"
+REPO_WIT = SDK.parents[1] / "wit" / "v0.1.0" / "guard.wit"
 
 
 # ------------------------------------------------------------------- events

@@ -58,11 +58,13 @@
 
 use std::marker::PhantomData;
 
+pub use serde;
 pub use serde_json;
 use serde_json::Value;
 
 mod bindings;
 pub mod log;
+pub mod state;
 #[cfg(test)]
 mod tests;
 
@@ -389,6 +391,34 @@ pub trait RoutingGuard {
     fn on_tool_routing_decision(event: ToolRoutingDecisionEvent) -> Option<Vec<String>>;
 }
 
+/// The optional `config` export: checks the plugin's manifest `config` once,
+/// when the host loads it. An `Err` refuses the plugin at load with its
+/// message (on a reload, the last good version keeps serving), so a typo in
+/// a setting is an error the operator sees at once, not a wrong verdict
+/// later.
+///
+/// Export it beside the seams: `toolgate_guest::export!(MyGuard: steering,
+/// config)`. A typed check is one line with serde:
+///
+/// ```rust,ignore
+/// impl ConfigCheck for MyGuard {
+///     fn validate_config(config: &Value) -> Result<(), String> {
+///         toolgate_guest::config_as::<Settings>(config).map(drop)
+///     }
+/// }
+/// ```
+pub trait ConfigCheck {
+    /// `Ok(())` if `config` (a JSON object, `{}` when none is set) is one
+    /// this guard can work with; otherwise what is wrong with it.
+    fn validate_config(config: &Value) -> Result<(), String>;
+}
+
+/// `config` read into a typed settings struct, with serde's message when it
+/// does not fit (an unknown or missing field is named).
+pub fn config_as<T: serde::de::DeserializeOwned>(config: &Value) -> Result<T, String> {
+    T::deserialize(config).map_err(|e| format!("config: {e}"))
+}
+
 /// The result seam (`on_tool_result`): observe what a tool returned.
 ///
 /// Export it with `toolgate_guest::export!(MyGuard: result)`.
@@ -474,6 +504,14 @@ macro_rules! __export_seam {
             );
         };
     };
+    (config, $ty:ty) => {
+        const _: () = {
+            type __ToolgateConfig = $crate::__private::Adapter<$ty>;
+            $crate::__private::config::export_config!(
+                __ToolgateConfig with_types_in $crate::__private::config
+            );
+        };
+    };
     (result, $ty:ty) => {
         const _: () = {
             type __ToolgateResult = $crate::__private::Adapter<$ty>;
@@ -486,7 +524,7 @@ macro_rules! __export_seam {
         ::core::compile_error!(::core::concat!(
             "toolgate_guest::export!: unknown seam `",
             ::core::stringify!($other),
-            "`; expected one of: steering, rewrite, routing, result"
+            "`; expected one of: steering, rewrite, routing, result, config"
         ));
     };
 }
@@ -494,7 +532,7 @@ macro_rules! __export_seam {
 /// Implementation details of [`export!`]; not public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::bindings::{result, rewrite, routing, steering};
+    pub use crate::bindings::{config, result, rewrite, routing, steering};
 
     use super::*;
 
@@ -516,6 +554,12 @@ pub mod __private {
     impl<T: RoutingGuard + ?Sized> routing::exports::toolgate::guard::routing::Guest for Adapter<T> {
         fn narrow(event: types::RoutingEvent) -> Option<Vec<String>> {
             T::on_tool_routing_decision(event.into())
+        }
+    }
+
+    impl<T: ConfigCheck + ?Sized> config::exports::toolgate::guard::config::Guest for Adapter<T> {
+        fn validate_config(config: String) -> Result<(), String> {
+            T::validate_config(&parse_config(&config))
         }
     }
 

@@ -21,6 +21,8 @@ use crate::event::{Event, Seam};
 use crate::fault::Fault;
 use crate::runtime::prepared::{Ready, Slot};
 use crate::runtime::sandbox::Sandbox;
+use crate::runtime::state::StateLimits;
+use crate::runtime::state::call::CallState;
 use crate::runtime::turns::{AccountTurn, LongLane, Progress, Ticks, Unfinished};
 
 /// One seam as a guest exports it: what the chain hands each guard, the
@@ -61,6 +63,9 @@ pub(crate) trait Hook: 'static {
         store: &mut Store<Sandbox>,
         event: &Self::Event,
     ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send;
+
+    /// The run the event belongs to (its state's run scope).
+    fn run_id(event: &Self::Event) -> &str;
 
     /// The size of the reply that `max_return_bytes` bounds, bytes.
     fn largest_string(returned: &Self::Returned) -> usize;
@@ -196,6 +201,18 @@ impl Plugin {
             Err(e) => return Called::not_run(Fault::Instantiate, e.to_string(), 0),
         };
         store.data_mut().charge_log_to(self.account.clone());
+        let state = self.uses_state.then(|| {
+            Arc::new(CallState::new(
+                Arc::clone(self.engine.state()),
+                Arc::clone(&self.tenant),
+                Arc::clone(&self.name),
+                H::run_id(event),
+                StateLimits::from(&self.limits),
+            ))
+        });
+        if let Some(state) = &state {
+            store.data_mut().attach_state(Arc::clone(state));
+        }
         // Instantiating and calling, as one future that owns the store and
         // what it holds (its pool slot, its share): it moves to the long
         // lane's threads if it runs long (turns.rs), taking the guard
@@ -225,8 +242,7 @@ impl Plugin {
             .await;
         self.habit.record(progress.ran_long());
         self.engine.long_lane().record(&progress);
-        let micros = elapsed();
-        let (result, fuel_used) = match ran {
+        let (mut result, fuel_used) = match ran {
             Ok((store, held, called)) => self.settle::<H>(store, held, called, &progress),
             Err(Unfinished::Overdue) => {
                 // Its store is still on the lane, to be dropped there.
@@ -234,12 +250,23 @@ impl Plugin {
                 (Err(self.starved(&progress)), progress.fuel_burnt())
             }
             Err(Unfinished::ShutDown) => {
+                if let Some(state) = &state {
+                    let _ = state.end(false).await;
+                }
                 let why = "the host is shutting down".to_string();
-                let mut called = Called::not_run(Fault::Overloaded, why, micros);
+                let mut called = Called::not_run(Fault::Overloaded, why, elapsed());
                 called.fuel_used = progress.fuel_burnt();
                 return called;
             }
         };
+        // The call's state: committed if it returned, given back if not
+        // (a commit the store refuses is the call's fault).
+        if let Some(state) = &state
+            && let Err(refusal) = state.end(result.is_ok()).await
+        {
+            result = Err((refusal.fault, refusal.message));
+        }
+        let micros = elapsed();
         self.quarantine
             .record(&self.name, ticket, result.as_ref().err().map(|(f, _)| *f));
         Called {

@@ -111,6 +111,12 @@ pub struct Plugin {
     pub(crate) prepared: Arc<Prepared>,
     /// Whether its component is a snapshot, made at load or before.
     pub(crate) snapshot: SnapshotStatus,
+    /// Whether its component imports `state` (`0.2.0`): only then does a
+    /// call carry a [`CallState`](crate::runtime::state::call::CallState).
+    pub(crate) uses_state: bool,
+    /// The tenant whose calls this copy serves (`""`: calls without one),
+    /// whose state scopes its calls use.
+    pub(crate) tenant: Arc<str>,
 }
 
 impl Plugin {
@@ -177,6 +183,10 @@ impl Plugin {
                 message: format!("{e:#}"),
             })?;
         let exports = Exports::new(&pre);
+        let uses_state = component
+            .component_type()
+            .imports(engine.wasmtime())
+            .any(|(name, _)| name.starts_with("toolgate:guard/state@"));
         let quarantines = Arc::new(Quarantines::new(QuarantinePolicy::off()));
         let mut plugin = Plugin {
             name: spec.name.into(),
@@ -194,6 +204,8 @@ impl Plugin {
             habit: Arc::default(),
             prepared: Arc::new(Prepared::new(0, Arc::clone(engine.prepared_slots()), None)),
             snapshot: SnapshotStatus::Plain,
+            uses_state,
+            tenant: "".into(),
         };
         if plugin.seams().is_empty() {
             let exports = component
@@ -272,7 +284,28 @@ impl Plugin {
                 path: self.path.clone(),
                 seam,
                 message: format!("{e:#}"),
-            })
+            })?;
+        match self
+            .exports
+            .validate_config(&mut store, &instance, &self.config)
+            .await
+        {
+            Ok(None | Some(Ok(()))) => Ok(()),
+            Ok(Some(Err(message))) => Err(Error::ConfigRefused {
+                path: self.path.clone(),
+                plugin: self.name.to_string(),
+                message,
+            }),
+            Err(e) => Err(Error::ConfigRefused {
+                path: self.path.clone(),
+                plugin: self.name.to_string(),
+                message: format!(
+                    "validate-config faulted ({}): {}",
+                    crate::fault::Fault::classify(&e, true),
+                    root_cause(&e)
+                ),
+            }),
+        }
     }
 
     /// The plugin's name.
@@ -353,6 +386,29 @@ impl Plugin {
     /// The account its calls are charged to, if any.
     pub fn account(&self) -> Option<&Arc<Account>> {
         self.account.as_ref()
+    }
+
+    /// A copy of this plugin serving `tenant`'s calls (`""`: calls without
+    /// a tenant): its calls keep state in that tenant's scopes. A registry
+    /// gives every plugin of a tenant's chain — the global ones included —
+    /// that tenant, so a global guard's state is never shared between
+    /// tenants.
+    pub fn serving(&self, tenant: &str) -> Plugin {
+        Plugin {
+            tenant: tenant.into(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether its component imports `state`.
+    pub fn uses_state(&self) -> bool {
+        self.uses_state
+    }
+
+    /// Whether its component checks its configuration at load (exports
+    /// `validate-config`).
+    pub fn validates_config(&self) -> bool {
+        self.exports.validates_config()
     }
 
     /// A copy of this plugin whose calls are charged to `account`. It is

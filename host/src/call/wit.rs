@@ -19,27 +19,107 @@ use crate::event::{
     BeforeToolCallEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent, ToolResultCallbackEvent,
     ToolRoutingDecisionEvent,
 };
-use crate::runtime::bindings::{result, rewrite, routing, steering, types};
+use crate::runtime::bindings::{config, result, rewrite, routing, steering, types, v0_1};
 use crate::runtime::sandbox::Sandbox;
 
-/// The typed export lookups of each seam a component exports.
+/// A seam's export as a component has it: under the `0.2.0` contract's
+/// name, or under `0.1.0`'s (the same function and types).
+#[derive(Clone)]
+pub(crate) enum Versioned<Now, Then> {
+    /// `toolgate:guard/<seam>@0.2.0`.
+    Now(Now),
+    /// `toolgate:guard/<seam>@0.1.0`.
+    Then(Then),
+}
+
+impl<Now, Then> Versioned<Now, Then> {
+    /// The export under either version's name, `0.2.0`'s first.
+    fn find(
+        now: wasmtime::Result<Now>,
+        then: impl FnOnce() -> wasmtime::Result<Then>,
+    ) -> Option<Self> {
+        match now {
+            Ok(now) => Some(Versioned::Now(now)),
+            Err(_) => then().ok().map(Versioned::Then),
+        }
+    }
+}
+
+/// Loads a [`Versioned`] export's function on an instance.
+macro_rules! load_versioned {
+    ($export:expr, $store:expr, $instance:expr) => {
+        Ok(match $export {
+            Versioned::Now(e) => Versioned::Now(e.load($store, $instance)?),
+            Versioned::Then(e) => Versioned::Then(e.load($store, $instance)?),
+        })
+    };
+}
+
+/// Calls a [`Versioned`] function: the same method, types and reply in
+/// both versions.
+macro_rules! call_versioned {
+    ($guest:expr, $method:ident, $store:expr, $event:expr) => {
+        match $guest {
+            Versioned::Now(g) => g.$method($store, $event).await,
+            Versioned::Then(g) => g.$method($store, $event).await,
+        }
+    };
+}
+
+/// The typed export lookups of each seam a component exports, and of its
+/// `config` check (`0.2.0` only) when it has one.
 #[derive(Clone, Default)]
 pub(crate) struct Exports {
-    routing: Option<routing::GuestIndices>,
-    rewrite: Option<rewrite::GuestIndices>,
-    steering: Option<steering::GuestIndices>,
-    result: Option<result::GuestIndices>,
+    routing: Option<Versioned<routing::GuestIndices, v0_1::routing::GuestIndices>>,
+    rewrite: Option<Versioned<rewrite::GuestIndices, v0_1::rewrite::GuestIndices>>,
+    steering: Option<Versioned<steering::GuestIndices, v0_1::steering::GuestIndices>>,
+    result: Option<Versioned<result::GuestIndices, v0_1::result::GuestIndices>>,
+    config: Option<config::GuestIndices>,
 }
 
 impl Exports {
     /// The seams `pre` exports.
     pub(crate) fn new(pre: &InstancePre<Sandbox>) -> Exports {
         Exports {
-            routing: routing::GuestIndices::new(pre).ok(),
-            rewrite: rewrite::GuestIndices::new(pre).ok(),
-            steering: steering::GuestIndices::new(pre).ok(),
-            result: result::GuestIndices::new(pre).ok(),
+            routing: Versioned::find(routing::GuestIndices::new(pre), || {
+                v0_1::routing::GuestIndices::new(pre)
+            }),
+            rewrite: Versioned::find(rewrite::GuestIndices::new(pre), || {
+                v0_1::rewrite::GuestIndices::new(pre)
+            }),
+            steering: Versioned::find(steering::GuestIndices::new(pre), || {
+                v0_1::steering::GuestIndices::new(pre)
+            }),
+            result: Versioned::find(result::GuestIndices::new(pre), || {
+                v0_1::result::GuestIndices::new(pre)
+            }),
+            config: config::GuestIndices::new(pre).ok(),
         }
+    }
+
+    /// Whether the component checks its configuration at load
+    /// (`validate-config`).
+    pub(crate) fn validates_config(&self) -> bool {
+        self.config.is_some()
+    }
+
+    /// Calls `validate-config` with `config` (JSON text) on `instance`:
+    /// `Ok(None)` if it is not exported, `Ok(Some(Err(why)))` if the guard
+    /// refuses the configuration.
+    pub(crate) async fn validate_config(
+        &self,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+        config: &str,
+    ) -> wasmtime::Result<Option<Result<(), String>>> {
+        let Some(export) = &self.config else {
+            return Ok(None);
+        };
+        let guest = export.load(&mut *store, instance)?;
+        guest
+            .call_validate_config(store, &config.to_string())
+            .await
+            .map(Some)
     }
 
     /// Whether `seam` is exported.
@@ -83,8 +163,8 @@ impl Hook for RoutingHook {
     /// The event and the tools visible so far (the chain's narrowing).
     type Input<'a> = (&'a ToolRoutingDecisionEvent, &'a [String]);
     type Event = types::RoutingEvent;
-    type Export = routing::GuestIndices;
-    type Guest = routing::Guest;
+    type Export = Versioned<routing::GuestIndices, v0_1::routing::GuestIndices>;
+    type Guest = Versioned<routing::Guest, v0_1::routing::Guest>;
     type Returned = Option<Vec<String>>;
     /// The tools to keep, or `None`: no opinion.
     type Reply = Option<Vec<String>>;
@@ -98,7 +178,7 @@ impl Hook for RoutingHook {
         store: &mut Store<Sandbox>,
         instance: &Instance,
     ) -> wasmtime::Result<Self::Guest> {
-        export.load(store, instance)
+        load_versioned!(export, &mut *store, instance)
     }
 
     /// Shows the guard the visible tools, each with its description when
@@ -128,12 +208,16 @@ impl Hook for RoutingHook {
         }
     }
 
-    fn call(
+    async fn call(
         guest: &Self::Guest,
         store: &mut Store<Sandbox>,
         event: &Self::Event,
-    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
-        guest.call_narrow(store, event)
+    ) -> wasmtime::Result<Self::Returned> {
+        call_versioned!(guest, call_narrow, store, event)
+    }
+
+    fn run_id(event: &Self::Event) -> &str {
+        &event.run_id
     }
 
     fn largest_string(returned: &Self::Returned) -> usize {
@@ -151,8 +235,8 @@ impl Hook for RewriteHook {
     /// chain's rewrite so far, or the event's own call).
     type Input<'a> = (&'a ToolCallDispatchEvent, &'a str, &'a Map<String, Value>);
     type Event = types::DispatchEvent;
-    type Export = rewrite::GuestIndices;
-    type Guest = rewrite::Guest;
+    type Export = Versioned<rewrite::GuestIndices, v0_1::rewrite::GuestIndices>;
+    type Guest = Versioned<rewrite::Guest, v0_1::rewrite::Guest>;
     type Returned = Option<types::Rewrite>;
     /// `None`: no rewrite; `Some(Err(why))`: a rewrite whose args are not a
     /// JSON object.
@@ -167,7 +251,7 @@ impl Hook for RewriteHook {
         store: &mut Store<Sandbox>,
         instance: &Instance,
     ) -> wasmtime::Result<Self::Guest> {
-        export.load(store, instance)
+        load_versioned!(export, &mut *store, instance)
     }
 
     fn lower((event, tool_name, args): Self::Input<'_>, state: &str) -> Self::Event {
@@ -183,12 +267,16 @@ impl Hook for RewriteHook {
         }
     }
 
-    fn call(
+    async fn call(
         guest: &Self::Guest,
         store: &mut Store<Sandbox>,
         event: &Self::Event,
-    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
-        guest.call_dispatch(store, event)
+    ) -> wasmtime::Result<Self::Returned> {
+        call_versioned!(guest, call_dispatch, store, event)
+    }
+
+    fn run_id(event: &Self::Event) -> &str {
+        &event.run_id
     }
 
     fn largest_string(returned: &Self::Returned) -> usize {
@@ -214,8 +302,8 @@ impl Hook for SteeringHook {
     const SEAM: Seam = Seam::Steering;
     type Input<'a> = &'a BeforeToolCallEvent;
     type Event = types::BeforeToolCallEvent;
-    type Export = steering::GuestIndices;
-    type Guest = steering::Guest;
+    type Export = Versioned<steering::GuestIndices, v0_1::steering::GuestIndices>;
+    type Guest = Versioned<steering::Guest, v0_1::steering::Guest>;
     type Returned = types::Verdict;
     /// `None`: proceed; a skip's absent `is_error` is `true`, as in
     /// symfonic's `result.get("is_error", True)`.
@@ -230,7 +318,7 @@ impl Hook for SteeringHook {
         store: &mut Store<Sandbox>,
         instance: &Instance,
     ) -> wasmtime::Result<Self::Guest> {
-        export.load(store, instance)
+        load_versioned!(export, &mut *store, instance)
     }
 
     fn lower(event: Self::Input<'_>, state: &str) -> Self::Event {
@@ -243,12 +331,16 @@ impl Hook for SteeringHook {
         }
     }
 
-    fn call(
+    async fn call(
         guest: &Self::Guest,
         store: &mut Store<Sandbox>,
         event: &Self::Event,
-    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
-        guest.call_before_tool_call(store, event)
+    ) -> wasmtime::Result<Self::Returned> {
+        call_versioned!(guest, call_before_tool_call, store, event)
+    }
+
+    fn run_id(event: &Self::Event) -> &str {
+        &event.run_id
     }
 
     fn largest_string(returned: &Self::Returned) -> usize {
@@ -273,8 +365,8 @@ impl Hook for ResultHook {
     const SEAM: Seam = Seam::Result;
     type Input<'a> = &'a ToolResultCallbackEvent;
     type Event = types::ToolResultEvent;
-    type Export = result::GuestIndices;
-    type Guest = result::Guest;
+    type Export = Versioned<result::GuestIndices, v0_1::result::GuestIndices>;
+    type Guest = Versioned<result::Guest, v0_1::result::Guest>;
     type Returned = ();
     type Reply = ();
 
@@ -287,7 +379,7 @@ impl Hook for ResultHook {
         store: &mut Store<Sandbox>,
         instance: &Instance,
     ) -> wasmtime::Result<Self::Guest> {
-        export.load(store, instance)
+        load_versioned!(export, &mut *store, instance)
     }
 
     fn lower(event: Self::Input<'_>, state: &str) -> Self::Event {
@@ -302,12 +394,16 @@ impl Hook for ResultHook {
         }
     }
 
-    fn call(
+    async fn call(
         guest: &Self::Guest,
         store: &mut Store<Sandbox>,
         event: &Self::Event,
-    ) -> impl Future<Output = wasmtime::Result<Self::Returned>> + Send {
-        guest.call_on_result(store, event)
+    ) -> wasmtime::Result<Self::Returned> {
+        call_versioned!(guest, call_on_result, store, event)
+    }
+
+    fn run_id(event: &Self::Event) -> &str {
+        &event.run_id
     }
 
     fn largest_string((): &Self::Returned) -> usize {

@@ -507,9 +507,9 @@ impl Loader {
                 refused,
             }) => (dir, entries, set, refused),
         };
-        let shares = &set_policy.as_ref().unwrap_or(policy).shares;
+        let shares = &set_policy.as_deref().unwrap_or(policy).shares;
         let mut state = ScopeState {
-            policy: set_policy.clone(),
+            policy: set_policy.as_deref().cloned(),
             errors: refused,
             ..ScopeState::default()
         };

@@ -30,7 +30,7 @@ pub(super) enum Plan {
         entries: Vec<manifest::Entry>,
         /// The policy the global manifest sets (`None` for a tenant, or
         /// without a manifest).
-        policy: Option<Policy>,
+        policy: Option<Box<Policy>>,
         /// Files left out before loading (a file name that is no plugin
         /// name).
         refused: Vec<LoadIssue>,
@@ -198,7 +198,10 @@ pub(super) fn plan_scope(
         }
         Ok(Some(bytes)) => {
             match Manifest::parse_bytes(&manifest_path, &bytes, scope, max_memory_bytes, policy) {
-                Ok(m) => (m.plugins, (scope == Scope::Global).then_some(m.policy)),
+                Ok(m) => (
+                    m.plugins,
+                    (scope == Scope::Global).then(|| Box::new(m.policy)),
+                ),
                 Err(e) => {
                     let path = e.path.clone();
                     return Plan::Failed(LoadIssue::of(&path, &Error::from(e)));

@@ -1,18 +1,46 @@
-//! The one place that turns `wit/guard.wit` into Rust types.
+//! The one place that turns the WIT contract into Rust types.
 //!
-//! The host binds to the `guard` world, which exports all four seams; a
-//! component may export any non-empty subset of it. Each seam's exports are
-//! looked up separately (`GuestIndices::new`), so a missing seam is simply
-//! "not subscribed".
+//! The host binds to the `guard` world of `wit/guard.wit` (`0.2.0`), which
+//! exports all four seams and the optional `config` check; a component may
+//! export any non-empty subset of the seams. Each export is looked up
+//! separately (`GuestIndices::new`), so a missing seam is simply "not
+//! subscribed".
+//!
+//! Components built against `0.1.0` (`wit/v0.1.0/guard.wit`, frozen) load
+//! too: [`v0_1`] binds that version's exports and its `host` import, with
+//! its `types` mapped onto `0.2.0`'s Rust types — the records are the same
+//! word for word, and wasmtime checks a component's types structurally — so
+//! one lowered event serves a guard of either version.
 
 #![allow(missing_docs, reason = "generated code")]
 
 wasmtime::component::bindgen!({
     path: "../wit",
     world: "guard",
-    imports: { default: trappable },
+    imports: {
+        "toolgate:guard/state.get": async | trappable,
+        "toolgate:guard/state.set": async | trappable,
+        "toolgate:guard/state.delete": async | trappable,
+        "toolgate:guard/state.add": async | trappable,
+        "toolgate:guard/http.send": async | trappable,
+        default: trappable,
+    },
     exports: { default: async },
 });
 
-pub use self::exports::toolgate::guard::{result, rewrite, routing, steering};
-pub use self::toolgate::guard::{host, types};
+pub use self::exports::toolgate::guard::{config, result, rewrite, routing, steering};
+pub use self::toolgate::guard::{host, http, state, types};
+
+/// The `0.1.0` contract: its exports and its `host` import.
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        path: "../wit/v0.1.0",
+        world: "guard",
+        imports: { default: trappable },
+        exports: { default: async },
+        with: { "toolgate:guard/types": super::types },
+    });
+
+    pub use self::exports::toolgate::guard::{result, rewrite, routing, steering};
+    pub use self::toolgate::guard::host;
+}

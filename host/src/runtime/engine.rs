@@ -7,9 +7,10 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use crate::runtime::bindings::Guard;
+use crate::runtime::bindings::{Guard, v0_1};
 use crate::runtime::prepared::PreparedSlots;
 use crate::runtime::sandbox::Sandbox;
+use crate::runtime::state::StateStore;
 use crate::runtime::turns::{LanePriority, LongLane};
 
 /// Engine-wide settings. Per-plugin limits live in [`Limits`](crate::Limits).
@@ -46,6 +47,34 @@ pub struct EngineConfig {
     /// time. Default: [`LanePriority::Idle`] (they run only on a core
     /// nothing else wants).
     pub long_lane_priority: LanePriority,
+    /// Where guards' state lives (the `state` import). Default: in memory,
+    /// at most 64 MiB in all.
+    pub state: StateBackend,
+}
+
+/// Where guards' state lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StateBackend {
+    /// In this process, at most `capacity` bytes in all (keys, values and
+    /// their bookkeeping): lost on restart, not shared by replicas.
+    Memory {
+        /// Bytes the store may hold, every tenant's together.
+        capacity: usize,
+    },
+}
+
+impl Default for StateBackend {
+    fn default() -> Self {
+        StateBackend::Memory { capacity: 64 << 20 }
+    }
+}
+
+impl StateBackend {
+    fn open(&self) -> Result<StateStore, crate::Error> {
+        match self {
+            StateBackend::Memory { capacity } => Ok(StateStore::memory(*capacity)),
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -58,6 +87,7 @@ impl Default for EngineConfig {
             pooling: true,
             long_lane: default_long_lane(),
             long_lane_priority: LanePriority::default(),
+            state: StateBackend::default(),
         }
     }
 }
@@ -84,6 +114,7 @@ struct EngineInner {
     config: EngineConfig,
     lane: Arc<LongLane>,
     prepared: Arc<PreparedSlots>,
+    state: Arc<StateStore>,
 }
 
 impl Engine {
@@ -92,9 +123,16 @@ impl Engine {
         let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config))
             .map_err(|e| crate::Error::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&wasmtime);
+        // Both contracts' imports: `0.2.0`'s world, and `0.1.0`'s `host`
+        // and (function-less) `types` under their own names.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .and_then(|()| Guard::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s))
+            .and_then(|()| {
+                v0_1::host::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
+            })
+            .and_then(|()| linker.instance("toolgate:guard/types@0.1.0").map(drop))
             .map_err(|e| crate::Error::Engine(format!("{e:#}")))?;
+        let state = Arc::new(config.state.open()?);
         spawn_ticker(&wasmtime, config.epoch_tick)?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
@@ -103,6 +141,7 @@ impl Engine {
                 lane: LongLane::new(config.long_lane, config.long_lane_priority),
                 // Until a registry says which slots its shares reserve.
                 prepared: PreparedSlots::new(config.max_instances / 4),
+                state,
                 config,
             }),
         })
@@ -125,6 +164,11 @@ impl Engine {
     /// The pool slots prepared instances may hold.
     pub fn prepared_slots(&self) -> &Arc<PreparedSlots> {
         &self.inner.prepared
+    }
+
+    /// The store guards' state lives in.
+    pub fn state(&self) -> &Arc<StateStore> {
+        &self.inner.state
     }
 
     /// The settings this engine was built with.

@@ -50,6 +50,25 @@ pub struct Limits {
     /// stderr together). Default: 64 KiB. Writes past it are dropped for
     /// stdout/stderr and trap for `log`.
     pub log_bytes: usize,
+    /// State operations (`get`, `set`, `delete`, `add`) allowed per hook
+    /// call. Default: 100. The one after the last traps (`state-budget`).
+    pub state_ops: u32,
+    /// Keys one of the plugin's state scopes (a run's, or the tenant's) may
+    /// hold. Default: 1,000. A write past it traps (`state-budget`).
+    pub state_keys: u32,
+    /// Bytes (keys and values together) one of the plugin's state scopes
+    /// may hold. Default: 1 MiB. A write past it traps (`state-budget`).
+    /// Serialised as `state_kib`, the manifest's key.
+    #[serde(rename = "state_kib", with = "kib")]
+    pub state_bytes: usize,
+    /// How long a run's state lives after the run's last call touching it.
+    /// Default: 1 hour. Serialised as `state_run_ttl_s` (seconds).
+    #[serde(rename = "state_run_ttl_s", with = "secs")]
+    pub state_run_ttl: Duration,
+    /// The longest expiry a guard may give a key; longer ones are cut to
+    /// it. Default: 30 days. Serialised as `state_max_ttl_s` (seconds).
+    #[serde(rename = "state_max_ttl_s", with = "secs")]
+    pub state_max_ttl: Duration,
 }
 
 impl Limits {
@@ -73,6 +92,11 @@ impl Limits {
             max_return_bytes: self.max_return_bytes.min(ceiling.max_return_bytes),
             host_calls: self.host_calls.min(ceiling.host_calls),
             log_bytes: self.log_bytes.min(ceiling.log_bytes),
+            state_ops: self.state_ops.min(ceiling.state_ops),
+            state_keys: self.state_keys.min(ceiling.state_keys),
+            state_bytes: self.state_bytes.min(ceiling.state_bytes),
+            state_run_ttl: self.state_run_ttl.min(ceiling.state_run_ttl),
+            state_max_ttl: self.state_max_ttl.min(ceiling.state_max_ttl),
         }
     }
 
@@ -101,6 +125,27 @@ impl Limits {
                 u64::from(ceiling.host_calls),
             ),
             ("log_kib", kib(self.log_bytes), kib(ceiling.log_bytes)),
+            (
+                "state_ops",
+                u64::from(self.state_ops),
+                u64::from(ceiling.state_ops),
+            ),
+            (
+                "state_keys",
+                u64::from(self.state_keys),
+                u64::from(ceiling.state_keys),
+            ),
+            ("state_kib", kib(self.state_bytes), kib(ceiling.state_bytes)),
+            (
+                "state_run_ttl_s",
+                self.state_run_ttl.as_secs(),
+                ceiling.state_run_ttl.as_secs(),
+            ),
+            (
+                "state_max_ttl_s",
+                self.state_max_ttl.as_secs(),
+                ceiling.state_max_ttl.as_secs(),
+            ),
         ]
         .into_iter()
         .find(|(_, v, c)| v > c)
@@ -128,6 +173,11 @@ impl Default for Limits {
             max_return_bytes: 4 << 20,
             host_calls: 1_000,
             log_bytes: 64 << 10,
+            state_ops: 100,
+            state_keys: 1_000,
+            state_bytes: 1 << 20,
+            state_run_ttl: Duration::from_secs(3_600),
+            state_max_ttl: Duration::from_secs(30 * 86_400),
         }
     }
 }
@@ -143,6 +193,32 @@ pub(crate) mod millis {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         u64::deserialize(d).map(Duration::from_millis)
+    }
+}
+
+pub(crate) mod secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
+}
+
+pub(crate) mod kib {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &usize, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64((*bytes as u64).div_ceil(1 << 10))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        u64::deserialize(d).map(|kib| usize::try_from(kib << 10).unwrap_or(usize::MAX))
     }
 }
 

@@ -12,4 +12,5 @@ pub(crate) mod limits;
 pub(crate) mod prepared;
 pub(crate) mod sandbox;
 pub(crate) mod shares;
+pub(crate) mod state;
 pub(crate) mod turns;

@@ -12,9 +12,12 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::runtime::bindings::{host, types};
+use crate::fault::{Fault, ImportRefused};
+use crate::runtime::bindings::{host, http, state, types, v0_1};
 use crate::runtime::limits::{Limiter, Limits};
 use crate::runtime::shares::Account;
+use crate::runtime::state::call::CallState;
+use crate::runtime::state::{Scope, StateLimits};
 
 /// The log target of a guard's own lines (`log`, stdout, stderr):
 /// `toolgate::sandbox`, as documented (`TOOLGATE_LOG=toolgate::sandbox=info`),
@@ -52,6 +55,11 @@ pub(crate) struct Sandbox {
     /// The account whose log budget the guest's lines spend (`None`: no
     /// budget but the call's own).
     log_account: Option<Arc<Account>>,
+    /// The call's state (see [`Sandbox::attach_state`]); until one is
+    /// attached — a start function, a snapshot's warm-up — a scratch
+    /// store of its own, thrown away with this one.
+    state: Option<Arc<CallState>>,
+    state_limits: StateLimits,
 }
 
 impl Sandbox {
@@ -80,7 +88,23 @@ impl Sandbox {
             stdout,
             stderr,
             log_account: None,
+            state: None,
+            state_limits: StateLimits::from(limits),
         }
+    }
+
+    /// Gives the guest's `state` imports the call's state.
+    pub(crate) fn attach_state(&mut self, state: Arc<CallState>) {
+        self.state = Some(state);
+    }
+
+    /// The state the guest's imports use now.
+    fn state(&mut self) -> Arc<CallState> {
+        let limits = self.state_limits;
+        Arc::clone(
+            self.state
+                .get_or_insert_with(|| Arc::new(CallState::scratch(limits))),
+        )
     }
 
     /// Charges the guest's log lines to `account`'s log budget.
@@ -174,6 +198,81 @@ impl host::Host for Sandbox {
     fn config(&mut self) -> wasmtime::Result<String> {
         self.spend_call()?;
         Ok(self.config.to_string())
+    }
+}
+
+impl v0_1::host::Host for Sandbox {
+    fn log(&mut self, level: v0_1::host::Level, message: String) -> wasmtime::Result<()> {
+        use v0_1::host::Level as Then;
+        let level = match level {
+            Then::Trace => host::Level::Trace,
+            Then::Debug => host::Level::Debug,
+            Then::Info => host::Level::Info,
+            Then::Warn => host::Level::Warn,
+            Then::Error => host::Level::Error,
+        };
+        host::Host::log(self, level, message)
+    }
+
+    fn config(&mut self) -> wasmtime::Result<String> {
+        host::Host::config(self)
+    }
+}
+
+impl From<state::Scope> for Scope {
+    fn from(scope: state::Scope) -> Scope {
+        match scope {
+            state::Scope::Run => Scope::Run,
+            state::Scope::Tenant => Scope::Tenant,
+        }
+    }
+}
+
+impl state::Host for Sandbox {
+    async fn get(&mut self, scope: state::Scope, key: String) -> wasmtime::Result<Option<String>> {
+        self.spend_call()?;
+        Ok(self.state().get(scope.into(), key).await?)
+    }
+
+    async fn set(
+        &mut self,
+        scope: state::Scope,
+        key: String,
+        value: String,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<()> {
+        self.spend_call()?;
+        Ok(self.state().set(scope.into(), key, value, ttl_ms)?)
+    }
+
+    async fn delete(&mut self, scope: state::Scope, key: String) -> wasmtime::Result<()> {
+        self.spend_call()?;
+        Ok(self.state().delete(scope.into(), key)?)
+    }
+
+    async fn add(
+        &mut self,
+        scope: state::Scope,
+        key: String,
+        delta: i64,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<i64> {
+        self.spend_call()?;
+        Ok(self.state().add(scope.into(), key, delta, ttl_ms).await?)
+    }
+}
+
+impl http::Host for Sandbox {
+    async fn send(&mut self, request: http::Request) -> wasmtime::Result<http::Response> {
+        self.spend_call()?;
+        Err(ImportRefused::new(
+            Fault::HttpDenied,
+            format!(
+                "{} {}: plugin {} is granted no outbound HTTP",
+                request.method, request.url, self.plugin
+            ),
+        )
+        .into())
     }
 }
 

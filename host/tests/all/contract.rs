@@ -8,7 +8,10 @@ use wit_parser::Resolve;
 
 use crate::*;
 
-pub const WIT: &str = include_str!("../../../wit/guard.wit");
+/// The frozen `0.1.0` contract: the hand-written components of these tests
+/// are `0.1.0` guards, so every test built on them shows that a `0.1.0`
+/// guard still loads and runs unchanged.
+pub const WIT: &str = include_str!("../../../wit/v0.1.0/guard.wit");
 
 /// A core module exporting `before-tool-call` of contract `version`
 /// (canonical ABI: ten i32 string halves in, a pointer to the result area
@@ -83,15 +86,15 @@ async fn core_module_is_refused() {
 
 #[tokio::test]
 async fn component_for_another_contract_version_is_refused() {
-    let other = WIT.replace("toolgate:guard@0.1.0", "toolgate:guard@0.2.0");
-    let core = steering_core("0.2.0", 64, "\\00");
-    let msg = refused(&componentize(&other, "steering-guard", core), "v2.wasm").await;
+    let other = WIT.replace("toolgate:guard@0.1.0", "toolgate:guard@0.3.0");
+    let core = steering_core("0.3.0", 64, "\\00");
+    let msg = refused(&componentize(&other, "steering-guard", core), "v3.wasm").await;
     assert!(
-        msg.contains("exports none of the toolgate:guard@0.1.0 seams"),
+        msg.contains("exports none of the toolgate:guard seams"),
         "{msg}"
     );
     assert!(
-        msg.contains("toolgate:guard/steering@0.2.0"),
+        msg.contains("toolgate:guard/steering@0.3.0"),
         "names what it exports: {msg}"
     );
 }
@@ -114,7 +117,7 @@ async fn wrong_signature_is_refused() {
     .expect("wat");
     let msg = refused(&componentize(&wit, "steering-guard", core), "bool.wasm").await;
     assert!(
-        msg.contains("`steering` export does not match toolgate:guard@0.1.0"),
+        msg.contains("`steering` export does not match the toolgate:guard contract"),
         "{msg}"
     );
 }

@@ -337,6 +337,7 @@ fn fuzz_valid_manifests_parse_to_what_they_say() {
                     max_return_bytes: usize::MAX,
                     host_calls: u32::MAX,
                     log_bytes: usize::MAX,
+                    ..toolgate::Limits::default()
                 },
                 ..toolgate::Policy::default()
             };

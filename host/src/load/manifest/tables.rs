@@ -171,7 +171,12 @@ macro_rules! with_limit_keys {
                 timeout_ms: u64,
                 max_return_kib: u64,
                 host_calls: u32,
-                log_kib: u64
+                log_kib: u64,
+                state_ops: u32,
+                state_keys: u32,
+                state_kib: u64,
+                state_run_ttl_s: u64,
+                state_max_ttl_s: u64
             ]
             $(#[$m])* struct $name $before $after
         }
@@ -213,6 +218,11 @@ impl RawLimits {
                     "timeout_ms" => self.timeout_ms.as_ref().map(Spanned::span),
                     "max_return_kib" => self.max_return_kib.as_ref().map(Spanned::span),
                     "host_calls" => self.host_calls.as_ref().map(Spanned::span),
+                    "state_ops" => self.state_ops.as_ref().map(Spanned::span),
+                    "state_keys" => self.state_keys.as_ref().map(Spanned::span),
+                    "state_kib" => self.state_kib.as_ref().map(Spanned::span),
+                    "state_run_ttl_s" => self.state_run_ttl_s.as_ref().map(Spanned::span),
+                    "state_max_ttl_s" => self.state_max_ttl_s.as_ref().map(Spanned::span),
                     _ => self.log_kib.as_ref().map(Spanned::span),
                 }
                 .unwrap_or(0..0);
@@ -260,6 +270,25 @@ impl RawLimits {
         if let Some(v) = &self.log_kib {
             let kib = range(v, key("log_kib"), 0, 1 << 20, " KiB")?;
             limits.log_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = &self.state_ops {
+            limits.state_ops = *v.get_ref();
+        }
+        if let Some(v) = &self.state_keys {
+            limits.state_keys = *v.get_ref();
+        }
+        if let Some(v) = &self.state_kib {
+            let kib = range(v, key("state_kib"), 0, 1 << 20, " KiB")?;
+            limits.state_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
+        }
+        const DAY: u64 = 86_400;
+        if let Some(v) = &self.state_run_ttl_s {
+            let s = range(v, key("state_run_ttl_s"), 1, 365 * DAY, " s")?;
+            limits.state_run_ttl = Duration::from_secs(s);
+        }
+        if let Some(v) = &self.state_max_ttl_s {
+            let s = range(v, key("state_max_ttl_s"), 1, 3_650 * DAY, " s")?;
+            limits.state_max_ttl = Duration::from_secs(s);
         }
         Ok(())
     }

@@ -180,6 +180,19 @@ impl Chains<'_> {
         }
     }
 
+    /// `plugins` charged to `account`, serving `tenant`'s calls (their
+    /// state is kept in that tenant's scopes).
+    fn charge_for(
+        plugins: Vec<Arc<Plugin>>,
+        account: Option<&Arc<Account>>,
+        tenant: &str,
+    ) -> Vec<Arc<Plugin>> {
+        Self::charge(plugins, account)
+            .into_iter()
+            .map(|p| Arc::new(p.serving(tenant)))
+            .collect()
+    }
+
     /// The global plugins that apply to `tenant` (none: calls without one).
     fn globals_for(&self, tenant: Option<&str>) -> Vec<Arc<Plugin>> {
         self.global_plugins
@@ -231,7 +244,7 @@ impl Chains<'_> {
                 let plugins = own.iter().map(|p| Arc::clone(&p.plugin)).collect();
                 (
                     name.clone(),
-                    Chain::new(Self::charge(plugins, self.account(name))),
+                    Chain::new(Self::charge_for(plugins, self.account(name), name)),
                 )
             })
             .collect()
@@ -262,7 +275,8 @@ impl Chains<'_> {
                 {
                     return (name, chain.clone());
                 }
-                let mut all = Self::charge(self.globals_for(Some(&name)), self.account(&name));
+                let mut all =
+                    Self::charge_for(self.globals_for(Some(&name)), self.account(&name), &name);
                 if let Some(own) = tenants.get(&name) {
                     all.extend(own.plugins().iter().cloned());
                 }

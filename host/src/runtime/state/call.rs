@@ -1,0 +1,278 @@
+//! One hook call's state: the operations a guest makes through the
+//! `state` import, checked against the call's budgets, with the call's
+//! `set` / `delete` kept aside until it ends and its `add`s remembered so a
+//! fault can give them back.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::fault::{Fault, ImportRefused};
+use crate::runtime::state::{
+    Added, Adds, Scope, ScopeId, StateLimits, StateStore, Write, Writes, refused,
+};
+
+/// One call's view of its guard's state (see the module docs). Shared by
+/// the call's store (its imports) and the call itself (which ends it).
+pub(crate) struct CallState {
+    store: Arc<StateStore>,
+    run: ScopeId,
+    tenant: ScopeId,
+    limits: StateLimits,
+    txn: Mutex<Txn>,
+}
+
+#[derive(Default)]
+struct Txn {
+    /// Ended (committed or rolled back): later operations trap.
+    ended: bool,
+    ops: u32,
+    /// Time spent waiting on the store so far.
+    waited: Duration,
+    pending: BTreeMap<(Scope, String), Write>,
+    added: Vec<(Scope, String, i64, bool)>,
+}
+
+impl CallState {
+    /// The state of a call by `plugin` for `tenant` (`""`: the operator's)
+    /// in run `run`.
+    pub(crate) fn new(
+        store: Arc<StateStore>,
+        tenant: Arc<str>,
+        plugin: Arc<str>,
+        run: &str,
+        limits: StateLimits,
+    ) -> CallState {
+        let tenant_scope = ScopeId {
+            tenant,
+            plugin,
+            run: None,
+        };
+        CallState {
+            store,
+            run: ScopeId {
+                run: Some(run.into()),
+                ..tenant_scope.clone()
+            },
+            tenant: tenant_scope,
+            limits,
+            txn: Mutex::default(),
+        }
+    }
+
+    /// The state of code running outside a hook call (a start function, a
+    /// snapshot's warm-up): an empty store of its own, thrown away with it.
+    pub(crate) fn scratch(limits: StateLimits) -> CallState {
+        let store = Arc::new(StateStore::memory(limits.bytes.saturating_mul(2)));
+        CallState::new(store, "".into(), "".into(), "", limits)
+    }
+
+    fn id(&self, scope: Scope) -> &ScopeId {
+        match scope {
+            Scope::Run => &self.run,
+            Scope::Tenant => &self.tenant,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Txn> {
+        self.txn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts one operation against `state_ops`.
+    fn spend(&self, txn: &mut Txn) -> Result<(), ImportRefused> {
+        if txn.ended {
+            return Err(refused(
+                Fault::StateBudget,
+                "state used after its call ended",
+            ));
+        }
+        if txn.ops >= self.limits.ops {
+            return Err(refused(
+                Fault::StateBudget,
+                format!(
+                    "more than state_ops = {} state operations in one call",
+                    self.limits.ops
+                ),
+            ));
+        }
+        txn.ops += 1;
+        Ok(())
+    }
+
+    /// A key and value too big for their scope by themselves.
+    fn check_size(&self, key: &str, value: &str) -> Result<(), ImportRefused> {
+        if key.len() + value.len() > self.limits.bytes {
+            return Err(refused(
+                Fault::StateBudget,
+                format!(
+                    "a {}-byte key and value is more than its scope may hold (state_kib = {})",
+                    key.len() + value.len(),
+                    self.limits.bytes >> 10
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a store operation within what is left of the call's waiting
+    /// time (its `timeout`); past it the call faults `state-unavailable`.
+    async fn wait<T>(
+        &self,
+        op: impl Future<Output = Result<T, ImportRefused>>,
+    ) -> Result<T, ImportRefused> {
+        let left = {
+            let txn = self.lock();
+            self.limits.wait.saturating_sub(txn.waited)
+        };
+        let started = Instant::now();
+        let out = tokio::time::timeout(left, op).await;
+        self.lock().waited += started.elapsed();
+        out.unwrap_or_else(|_| {
+            Err(refused(
+                Fault::StateUnavailable,
+                format!(
+                    "the state store did not answer within the call's {} ms",
+                    self.limits.wait.as_millis()
+                ),
+            ))
+        })
+    }
+
+    /// `get`: the call's own pending write if it made one, else the store's.
+    pub(crate) async fn get(
+        &self,
+        scope: Scope,
+        key: String,
+    ) -> Result<Option<String>, ImportRefused> {
+        {
+            let mut txn = self.lock();
+            self.spend(&mut txn)?;
+            if let Some(write) = txn.pending.get(&(scope, key.clone())) {
+                return Ok(match write {
+                    Write::Set(v, ttl) if ttl.is_none_or(|t| !t.is_zero()) => Some(v.clone()),
+                    _ => None,
+                });
+            }
+        }
+        self.wait(self.store.get(self.id(scope), &key, &self.limits))
+            .await
+    }
+
+    /// `set`: kept aside until the call commits.
+    pub(crate) fn set(
+        &self,
+        scope: Scope,
+        key: String,
+        value: String,
+        ttl_ms: Option<u64>,
+    ) -> Result<(), ImportRefused> {
+        let mut txn = self.lock();
+        self.spend(&mut txn)?;
+        self.check_size(&key, &value)?;
+        let ttl = self.limits.ttl(ttl_ms);
+        txn.pending.insert((scope, key), Write::Set(value, ttl));
+        Ok(())
+    }
+
+    /// `delete`: kept aside until the call commits.
+    pub(crate) fn delete(&self, scope: Scope, key: String) -> Result<(), ImportRefused> {
+        let mut txn = self.lock();
+        self.spend(&mut txn)?;
+        txn.pending.insert((scope, key), Write::Delete);
+        Ok(())
+    }
+
+    /// `add`: applied to the store at once — or, on a key this call has a
+    /// pending `set` / `delete` of, to that pending write.
+    pub(crate) async fn add(
+        &self,
+        scope: Scope,
+        key: String,
+        delta: i64,
+        ttl_ms: Option<u64>,
+    ) -> Result<i64, ImportRefused> {
+        let ttl = self.limits.ttl(ttl_ms);
+        {
+            let mut txn = self.lock();
+            self.spend(&mut txn)?;
+            if let Some(write) = txn.pending.get_mut(&(scope, key.clone())) {
+                let current = match write {
+                    Write::Set(v, t) if t.is_none_or(|t| !t.is_zero()) => {
+                        v.parse::<i64>().map_err(|_| {
+                            refused(
+                                Fault::StateInvalid,
+                                format!("state add on {key:?}: its value is not a decimal integer"),
+                            )
+                        })?
+                    }
+                    _ => 0,
+                };
+                let sum = current.checked_add(delta).ok_or_else(|| {
+                    refused(
+                        Fault::StateInvalid,
+                        format!("state add on {key:?}: {current} + {delta} is outside s64"),
+                    )
+                })?;
+                let keep = match write {
+                    Write::Set(_, t) if t.is_none_or(|t| !t.is_zero()) => *t,
+                    _ => ttl,
+                };
+                *write = Write::Set(sum.to_string(), keep);
+                return Ok(sum);
+            }
+        }
+        let (sum, created) = self
+            .wait(
+                self.store
+                    .add(self.id(scope), &key, delta, ttl, &self.limits),
+            )
+            .await?;
+        self.lock().added.push((scope, key, delta, created));
+        Ok(sum)
+    }
+
+    /// Ends the call's state: commits its pending writes if the call
+    /// `succeeded`, else (or if the commit is refused) gives back its adds.
+    /// The refusal, if any, is the call's fault.
+    pub(crate) async fn end(&self, succeeded: bool) -> Result<(), ImportRefused> {
+        let (pending, added) = {
+            let mut txn = self.lock();
+            if txn.ended {
+                return Ok(());
+            }
+            txn.ended = true;
+            (
+                std::mem::take(&mut txn.pending),
+                std::mem::take(&mut txn.added),
+            )
+        };
+        let adds: Adds = added
+            .into_iter()
+            .map(|(scope, key, delta, created)| Added {
+                id: self.id(scope).clone(),
+                key,
+                delta,
+                created,
+            })
+            .collect();
+        if succeeded && !pending.is_empty() {
+            let mut writes: Writes = Vec::new();
+            for ((scope, key), write) in pending {
+                let id = self.id(scope);
+                match writes.iter_mut().find(|(i, _)| i == id) {
+                    Some((_, w)) => w.push((key, write)),
+                    None => writes.push((id.clone(), vec![(key, write)])),
+                }
+            }
+            if let Err(refusal) = self.wait(self.store.commit(&writes, &self.limits)).await {
+                self.store.undo(&adds, &self.limits).await;
+                return Err(refusal);
+            }
+            return Ok(());
+        }
+        if !succeeded && !adds.is_empty() {
+            self.store.undo(&adds, &self.limits).await;
+        }
+        Ok(())
+    }
+}

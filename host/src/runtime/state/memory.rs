@@ -1,0 +1,521 @@
+//! The in-memory state store: one map per scope behind one lock, bounded
+//! per scope (keys, bytes) and in all (`capacity`), with expired keys and
+//! idle runs reclaimed from a timer heap a few at a time on each
+//! operation — never by scanning.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::fault::{Fault, ImportRefused};
+use crate::runtime::state::{
+    Adds, ScopeId, StateEntry, StateFilter, StateLimits, StateUsage, Write, Writes, refused,
+};
+
+/// What one key costs the store beyond its key and value bytes (the map's
+/// entry, its strings' headers): counted against `capacity`, not against a
+/// guard's `state_kib`.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// Expired keys and idle runs reclaimed per operation, at most.
+const REAP_PER_OP: usize = 32;
+
+/// The in-memory store (see the module docs).
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    capacity: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    scopes: HashMap<ScopeId, ScopeData>,
+    /// When a key may expire or a run may go idle; one live timer per key
+    /// and per run scope (the `scheduled` it matches), stale ones skipped.
+    timers: BinaryHeap<Reverse<Timer>>,
+    /// Bytes held in all, overhead included.
+    total: usize,
+}
+
+#[derive(Default)]
+struct ScopeData {
+    entries: HashMap<String, Entry>,
+    /// Key and value bytes held.
+    bytes: usize,
+    /// When a run's scope was last touched, and how long it may then idle
+    /// (`None`: the tenant scope, which does not idle out).
+    idle: Option<(Instant, Duration)>,
+    /// The run-idle timer in the heap, if any.
+    scheduled: Option<Instant>,
+}
+
+struct Entry {
+    value: String,
+    expires: Option<Instant>,
+    /// The expiry timer in the heap, if any.
+    scheduled: Option<Instant>,
+}
+
+impl Entry {
+    fn live(&self, now: Instant) -> bool {
+        self.expires.is_none_or(|at| at > now)
+    }
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Timer {
+    at: Instant,
+    id: ScopeId,
+    /// The key, or `None` for the run scope's idle timer.
+    key: Option<String>,
+}
+
+fn cost(key: &str, value: &str) -> usize {
+    key.len() + value.len()
+}
+
+impl MemoryStore {
+    /// A store holding at most `capacity` bytes in all.
+    pub fn new(capacity: usize) -> MemoryStore {
+        MemoryStore {
+            inner: Mutex::default(),
+            capacity,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Nothing here panics while holding the lock; should something,
+        // the maps are still consistent enough to keep serving.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The live value at `key`.
+    pub(crate) fn get(&self, id: &ScopeId, key: &str, limits: &StateLimits) -> Option<String> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner.reap(now);
+        let scope = inner.scopes.get_mut(id)?;
+        touch(scope, id, now, limits);
+        let value = scope
+            .entries
+            .get(key)
+            .filter(|e| e.live(now))
+            .map(|e| e.value.clone());
+        inner.schedule_idle(id);
+        value
+    }
+
+    /// Adds `delta` to the integer at `key`, at once; the sum, and whether
+    /// the key was created.
+    pub(crate) fn add(
+        &self,
+        id: &ScopeId,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        limits: &StateLimits,
+    ) -> Result<(i64, bool), ImportRefused> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner.reap(now);
+        let old = inner
+            .scopes
+            .get(id)
+            .and_then(|s| s.entries.get(key))
+            .filter(|e| e.live(now))
+            .map(|e| (e.value.clone(), e.expires));
+        let (current, expires) = match &old {
+            Some((value, expires)) => (parse_int(key, value)?, *expires),
+            None => (0, ttl.map(|ttl| now + ttl)),
+        };
+        let sum = current.checked_add(delta).ok_or_else(|| {
+            refused(
+                Fault::StateInvalid,
+                format!("state add on {key:?}: {current} + {delta} is outside s64"),
+            )
+        })?;
+        if old.is_none() && expires.is_some_and(|at| at <= now) {
+            // Created already expired (a ttl of 0): nothing to keep.
+            return Ok((sum, false));
+        }
+        let write = Write::Set(sum.to_string(), None);
+        inner.apply(
+            id,
+            vec![(key.to_string(), write, expires)],
+            now,
+            limits,
+            self.capacity,
+        )?;
+        Ok((sum, old.is_none()))
+    }
+
+    /// Applies one call's writes, all or none.
+    pub(crate) fn commit(
+        &self,
+        writes: &Writes,
+        limits: &StateLimits,
+    ) -> Result<(), ImportRefused> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        inner.reap(now);
+        // Check every scope first, so a refusal leaves nothing applied.
+        let mut total = inner.total;
+        for (id, writes) in writes {
+            total = inner.check(
+                id,
+                writes.iter().map(|(k, w)| (k.as_str(), w)),
+                limits,
+                self.capacity,
+                total,
+            )?;
+        }
+        for (id, writes) in writes {
+            let writes = writes
+                .iter()
+                .map(|(k, w)| {
+                    let expires = match w {
+                        Write::Set(_, ttl) => ttl.map(|ttl| now + ttl),
+                        Write::Delete => None,
+                    };
+                    (k.clone(), w.clone(), expires)
+                })
+                .collect();
+            inner.apply(id, writes, now, limits, usize::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// Gives back a faulted call's adds, newest first; a key gone (deleted,
+    /// expired) or no longer an integer is left as it is, and a key the
+    /// call created that is back at 0 is removed.
+    pub(crate) fn undo(&self, adds: &Adds) {
+        let now = Instant::now();
+        let mut guard = self.lock();
+        let Inner { scopes, total, .. } = &mut *guard;
+        for added in adds.iter().rev() {
+            let Some(scope) = scopes.get_mut(&added.id) else {
+                continue;
+            };
+            let Some(entry) = scope.entries.get_mut(&added.key).filter(|e| e.live(now)) else {
+                continue;
+            };
+            let Some(back) = entry
+                .value
+                .parse::<i64>()
+                .ok()
+                .and_then(|v| v.checked_sub(added.delta))
+            else {
+                continue;
+            };
+            let (old, value) = (entry.value.len(), back.to_string());
+            let freed = if added.created && back == 0 {
+                scope.entries.remove(&added.key);
+                cost(&added.key, "") + old + ENTRY_OVERHEAD
+            } else {
+                scope.bytes = scope.bytes + value.len() - old;
+                *total = *total + value.len() - old;
+                entry.value = value;
+                continue;
+            };
+            scope.bytes -= freed - ENTRY_OVERHEAD;
+            let empty = scope.entries.is_empty();
+            *total -= freed;
+            if empty {
+                scopes.remove(&added.id);
+            }
+        }
+    }
+
+    /// Every live key `filter` selects.
+    pub(crate) fn entries(&self, filter: &StateFilter) -> Vec<StateEntry> {
+        let now = Instant::now();
+        let inner = self.lock();
+        let mut out: Vec<StateEntry> = inner
+            .scopes
+            .iter()
+            .filter(|(id, _)| filter.matches(id))
+            .flat_map(|(id, scope)| {
+                scope
+                    .entries
+                    .iter()
+                    .filter(|(_, e)| e.live(now))
+                    .map(|(key, e)| StateEntry {
+                        id: id.clone(),
+                        key: key.clone(),
+                        value: e.value.clone(),
+                        ttl_ms: e.expires.map(|at| {
+                            u64::try_from(at.saturating_duration_since(now).as_millis())
+                                .unwrap_or(u64::MAX)
+                        }),
+                    })
+            })
+            .collect();
+        out.sort_by(|a, b| (&a.id, &a.key).cmp(&(&b.id, &b.key)));
+        out
+    }
+
+    /// Removes every key `filter` selects.
+    pub(crate) fn clear(&self, filter: &StateFilter) -> u64 {
+        let mut inner = self.lock();
+        let ids: Vec<ScopeId> = inner
+            .scopes
+            .keys()
+            .filter(|id| filter.matches(id))
+            .cloned()
+            .collect();
+        let mut removed = 0;
+        for id in ids {
+            if let Some(scope) = inner.scopes.remove(&id) {
+                removed += scope.entries.len() as u64;
+                inner.total -= scope.bytes + scope.entries.len() * ENTRY_OVERHEAD;
+            }
+        }
+        removed
+    }
+
+    /// Keys and bytes per tenant.
+    pub(crate) fn usage(&self) -> Vec<(Arc<str>, StateUsage)> {
+        let inner = self.lock();
+        let mut by: HashMap<Arc<str>, StateUsage> = HashMap::new();
+        for (id, scope) in &inner.scopes {
+            let u = by.entry(Arc::clone(&id.tenant)).or_default();
+            u.keys += scope.entries.len() as u64;
+            u.bytes += scope.bytes as u64;
+        }
+        let mut out: Vec<_> = by.into_iter().collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+}
+
+/// Marks a run's scope used now.
+fn touch(scope: &mut ScopeData, id: &ScopeId, now: Instant, limits: &StateLimits) {
+    if id.run.is_some() {
+        scope.idle = Some((now, limits.run_ttl));
+    }
+}
+
+fn parse_int(key: &str, value: &str) -> Result<i64, ImportRefused> {
+    value.parse::<i64>().map_err(|_| {
+        refused(
+            Fault::StateInvalid,
+            format!("state add on {key:?}: its value is not a decimal integer"),
+        )
+    })
+}
+
+impl Inner {
+    /// The bytes held in all once `writes` are applied to `id`'s scope
+    /// (starting from `total`), or the budget they break.
+    fn check<'a>(
+        &self,
+        id: &ScopeId,
+        writes: impl Iterator<Item = (&'a str, &'a Write)>,
+        limits: &StateLimits,
+        capacity: usize,
+        mut total: usize,
+    ) -> Result<usize, ImportRefused> {
+        let scope = self.scopes.get(id);
+        let (mut keys, mut bytes) = scope.map_or((0, 0), |s| (s.entries.len(), s.bytes));
+        for (key, write) in writes {
+            let old = scope
+                .and_then(|s| s.entries.get(key))
+                .map(|e| cost(key, &e.value));
+            let new = match write {
+                Write::Set(value, ttl) if ttl.is_none_or(|t| !t.is_zero()) => {
+                    Some(cost(key, value))
+                }
+                _ => None,
+            };
+            match (old, new) {
+                (Some(o), Some(n)) => {
+                    bytes = bytes + n - o;
+                    total = total + n - o;
+                }
+                (Some(o), None) => {
+                    keys -= 1;
+                    bytes -= o;
+                    total -= o + ENTRY_OVERHEAD;
+                }
+                (None, Some(n)) => {
+                    keys += 1;
+                    bytes += n;
+                    total += n + ENTRY_OVERHEAD;
+                }
+                (None, None) => {}
+            }
+        }
+        let scope_name = if id.run.is_some() { "run" } else { "tenant" };
+        if keys > limits.keys as usize {
+            return Err(refused(
+                Fault::StateBudget,
+                format!(
+                    "the {scope_name} scope would hold {keys} keys; state_keys is {}",
+                    limits.keys
+                ),
+            ));
+        }
+        if bytes > limits.bytes {
+            return Err(refused(
+                Fault::StateBudget,
+                format!(
+                    "the {scope_name} scope would hold {bytes} bytes; state_kib is {}",
+                    limits.bytes >> 10
+                ),
+            ));
+        }
+        if total > capacity {
+            return Err(refused(
+                Fault::StateBudget,
+                format!("the memory state store is full ({capacity} bytes, every tenant's)"),
+            ));
+        }
+        Ok(total)
+    }
+
+    /// Applies `writes` (key, write, expiry) to `id`'s scope after checking
+    /// its budgets against `capacity`.
+    fn apply(
+        &mut self,
+        id: &ScopeId,
+        writes: Vec<(String, Write, Option<Instant>)>,
+        now: Instant,
+        limits: &StateLimits,
+        capacity: usize,
+    ) -> Result<(), ImportRefused> {
+        let total = self.check(
+            id,
+            writes.iter().map(|(k, w, _)| (k.as_str(), w)),
+            limits,
+            capacity,
+            self.total,
+        )?;
+        self.total = total;
+        let scope = self.scopes.entry(id.clone()).or_default();
+        touch(scope, id, now, limits);
+        let mut timers = Vec::new();
+        for (key, write, expires) in writes {
+            match write {
+                Write::Set(value, _) if expires.is_none_or(|at| at > now) => {
+                    let new = cost(&key, &value);
+                    let entry = match scope.entries.get_mut(&key) {
+                        Some(entry) => {
+                            scope.bytes = scope.bytes + new - cost(&key, &entry.value);
+                            entry.value = value;
+                            entry.expires = expires;
+                            entry
+                        }
+                        None => {
+                            scope.bytes += new;
+                            scope.entries.entry(key.clone()).or_insert(Entry {
+                                value,
+                                expires,
+                                scheduled: None,
+                            })
+                        }
+                    };
+                    if let Some(at) = expires
+                        && entry.scheduled.is_none_or(|s| at < s)
+                    {
+                        entry.scheduled = Some(at);
+                        timers.push(Timer {
+                            at,
+                            id: id.clone(),
+                            key: Some(key),
+                        });
+                    }
+                }
+                _ => {
+                    if let Some(old) = scope.entries.remove(&key) {
+                        scope.bytes -= cost(&key, &old.value);
+                    }
+                }
+            }
+        }
+        let empty = scope.entries.is_empty();
+        self.timers.extend(timers.into_iter().map(Reverse));
+        if empty {
+            self.scopes.remove(id);
+        } else {
+            self.schedule_idle(id);
+        }
+        Ok(())
+    }
+
+    /// Puts a run scope's idle timer in the heap if it has none.
+    fn schedule_idle(&mut self, id: &ScopeId) {
+        let Some(scope) = self.scopes.get_mut(id) else {
+            return;
+        };
+        if let (Some((used, ttl)), None) = (scope.idle, scope.scheduled) {
+            let at = used + ttl;
+            scope.scheduled = Some(at);
+            self.timers.push(Reverse(Timer {
+                at,
+                id: id.clone(),
+                key: None,
+            }));
+        }
+    }
+
+    /// Reclaims up to [`REAP_PER_OP`] keys and runs whose time has come.
+    fn reap(&mut self, now: Instant) {
+        for _ in 0..REAP_PER_OP {
+            match self.timers.peek() {
+                Some(Reverse(t)) if t.at <= now => {}
+                _ => return,
+            }
+            let Some(Reverse(timer)) = self.timers.pop() else {
+                return;
+            };
+            let Some(scope) = self.scopes.get_mut(&timer.id) else {
+                continue;
+            };
+            match timer.key {
+                None => {
+                    if scope.scheduled != Some(timer.at) {
+                        continue;
+                    }
+                    scope.scheduled = None;
+                    match scope.idle {
+                        Some((used, ttl)) if used + ttl > now => self.schedule_idle(&timer.id),
+                        _ => {
+                            if let Some(gone) = self.scopes.remove(&timer.id) {
+                                self.total -= gone.bytes + gone.entries.len() * ENTRY_OVERHEAD;
+                            }
+                        }
+                    }
+                }
+                Some(key) => {
+                    let Some(entry) = scope.entries.get_mut(&key) else {
+                        continue;
+                    };
+                    if entry.scheduled != Some(timer.at) {
+                        continue;
+                    }
+                    entry.scheduled = None;
+                    match entry.expires {
+                        Some(at) if at <= now => {
+                            let c = cost(&key, &entry.value);
+                            scope.entries.remove(&key);
+                            scope.bytes -= c;
+                            self.total -= c + ENTRY_OVERHEAD;
+                            if scope.entries.is_empty() {
+                                self.scopes.remove(&timer.id);
+                            }
+                        }
+                        Some(at) => {
+                            entry.scheduled = Some(at);
+                            self.timers.push(Reverse(Timer {
+                                at,
+                                id: timer.id,
+                                key: Some(key),
+                            }));
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Guard state: what a guard keeps between calls through the `state`
+//! import, in a scope the host chooses, in a store shared by every call.
+//!
+//! - [`ScopeId`]: whose state — (tenant, plugin) for the tenant scope,
+//!   (tenant, plugin, run) for a run's. A guard names only the scope and a
+//!   key inside it; the host fills in the owner, so no key string reaches
+//!   another owner's state.
+//! - [`StateStore`]: where it lives — in this process ([`memory`]) or in
+//!   Redis ([`redis`]), shared by replicas.
+//! - [`CallState`] (in [`call`]): one hook call's view — reads see the
+//!   call's own pending writes; `set` / `delete` are committed when the
+//!   call returns normally and dropped when it faults; `add` is applied at
+//!   once (so concurrent calls count exactly) and given back on a fault.
+
+pub(crate) mod call;
+pub(crate) mod memory;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::fault::{Fault, ImportRefused};
+use crate::runtime::limits::Limits;
+
+/// Which of a guard's scopes (the WIT `state.scope`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// The run's: (tenant, plugin, run id).
+    Run,
+    /// The tenant's: (tenant, plugin).
+    Tenant,
+}
+
+/// The owner of one scope.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct ScopeId {
+    /// The tenant whose call wrote it (`""`: the operator's own plugins).
+    pub tenant: Arc<str>,
+    /// The plugin's name.
+    pub plugin: Arc<str>,
+    /// The run, for a run's scope; `None` for the tenant scope.
+    pub run: Option<Arc<str>>,
+}
+
+impl ScopeId {
+    /// Which scope this is.
+    pub fn scope(&self) -> Scope {
+        if self.run.is_some() {
+            Scope::Run
+        } else {
+            Scope::Tenant
+        }
+    }
+}
+
+/// What the operator's `state get` / `state clear` select: one tenant's
+/// state, optionally one plugin's, optionally one run's.
+#[derive(Clone, Debug, Default)]
+pub struct StateFilter {
+    /// The tenant (`""`: the operator's own plugins).
+    pub tenant: String,
+    /// Only this plugin's scopes.
+    pub plugin: Option<String>,
+    /// Only this run's scopes (and no tenant scope).
+    pub run: Option<String>,
+}
+
+impl StateFilter {
+    /// Whether `id` is selected.
+    pub fn matches(&self, id: &ScopeId) -> bool {
+        *id.tenant == *self.tenant
+            && self.plugin.as_deref().is_none_or(|p| *id.plugin == *p)
+            && self
+                .run
+                .as_deref()
+                .is_none_or(|r| id.run.as_deref() == Some(r))
+    }
+}
+
+/// One stored key, as the operator sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StateEntry {
+    /// Whose it is.
+    #[serde(flatten)]
+    pub id: ScopeId,
+    /// The guard's key.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+    /// Milliseconds until it expires; `None`: it lives as long as its scope.
+    pub ttl_ms: Option<u64>,
+}
+
+/// Keys and bytes one tenant's guards hold in the store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StateUsage {
+    /// Keys held.
+    pub keys: u64,
+    /// Bytes held (keys and values).
+    pub bytes: u64,
+}
+
+/// The per-plugin state budgets (from its [`Limits`]) an operation is
+/// checked against.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StateLimits {
+    pub(crate) ops: u32,
+    pub(crate) keys: u32,
+    pub(crate) bytes: usize,
+    pub(crate) run_ttl: Duration,
+    pub(crate) max_ttl: Duration,
+    /// How long one call may wait on the store in all: its `timeout`.
+    pub(crate) wait: Duration,
+}
+
+impl From<&Limits> for StateLimits {
+    fn from(l: &Limits) -> Self {
+        StateLimits {
+            ops: l.state_ops,
+            keys: l.state_keys,
+            bytes: l.state_bytes,
+            run_ttl: l.state_run_ttl,
+            max_ttl: l.state_max_ttl,
+            wait: l.timeout,
+        }
+    }
+}
+
+impl StateLimits {
+    /// A guard's expiry in milliseconds as the store keeps it: cut to
+    /// `max_ttl`, `None` for "as long as the scope".
+    pub(crate) fn ttl(&self, ttl_ms: Option<u64>) -> Option<Duration> {
+        ttl_ms.map(|ms| Duration::from_millis(ms).min(self.max_ttl))
+    }
+}
+
+/// A write kept aside until its call commits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// `set`: the value and its expiry.
+    Set(String, Option<Duration>),
+    /// `delete`.
+    Delete,
+}
+
+/// The writes of one call, by scope and key.
+pub(crate) type Writes = Vec<(ScopeId, Vec<(String, Write)>)>;
+
+/// One `add` a call made, to give back if it faults.
+#[derive(Clone, Debug)]
+pub(crate) struct Added {
+    pub(crate) id: ScopeId,
+    pub(crate) key: String,
+    pub(crate) delta: i64,
+    /// Whether the add created the key: given back to 0, it is removed.
+    pub(crate) created: bool,
+}
+
+/// The adds of one call, to give back if it faults.
+pub(crate) type Adds = Vec<Added>;
+
+/// A state operation's failure: it traps the guest's call with the fault
+/// it names.
+pub(crate) fn refused(fault: Fault, message: impl Into<String>) -> ImportRefused {
+    ImportRefused::new(fault, message)
+}
+
+/// Where guards' state lives.
+pub enum StateStore {
+    /// In this process: the default. Lost on restart; not shared by
+    /// replicas.
+    Memory(memory::MemoryStore),
+}
+
+impl std::fmt::Debug for StateStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+impl StateStore {
+    /// An in-memory store holding at most `capacity` bytes in all.
+    pub fn memory(capacity: usize) -> StateStore {
+        StateStore::Memory(memory::MemoryStore::new(capacity))
+    }
+
+    /// `"memory"` or `"redis"`.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            StateStore::Memory(_) => "memory",
+        }
+    }
+
+    pub(crate) async fn get(
+        &self,
+        id: &ScopeId,
+        key: &str,
+        limits: &StateLimits,
+    ) -> Result<Option<String>, ImportRefused> {
+        match self {
+            StateStore::Memory(m) => Ok(m.get(id, key, limits)),
+        }
+    }
+
+    pub(crate) async fn add(
+        &self,
+        id: &ScopeId,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        limits: &StateLimits,
+    ) -> Result<(i64, bool), ImportRefused> {
+        match self {
+            StateStore::Memory(m) => m.add(id, key, delta, ttl, limits),
+        }
+    }
+
+    pub(crate) async fn commit(
+        &self,
+        writes: &Writes,
+        limits: &StateLimits,
+    ) -> Result<(), ImportRefused> {
+        match self {
+            StateStore::Memory(m) => m.commit(writes, limits),
+        }
+    }
+
+    /// Gives back what a faulted call added (a key gone since is left
+    /// gone; a key the call created, back at 0, is removed).
+    pub(crate) async fn undo(&self, adds: &Adds, _limits: &StateLimits) {
+        match self {
+            StateStore::Memory(m) => m.undo(adds),
+        }
+    }
+
+    /// Every live key `filter` selects, sorted by owner and key.
+    pub async fn entries(&self, filter: &StateFilter) -> Result<Vec<StateEntry>, crate::Error> {
+        match self {
+            StateStore::Memory(m) => Ok(m.entries(filter)),
+        }
+    }
+
+    /// Removes every key `filter` selects; returns how many.
+    pub async fn clear(&self, filter: &StateFilter) -> Result<u64, crate::Error> {
+        match self {
+            StateStore::Memory(m) => Ok(m.clear(filter)),
+        }
+    }
+
+    /// Keys and bytes held per tenant (`""`: the operator's plugins), for
+    /// the gauges. The Redis store reports none (its server's own
+    /// `INFO` does).
+    pub fn usage(&self) -> Vec<(Arc<str>, StateUsage)> {
+        match self {
+            StateStore::Memory(m) => m.usage(),
+        }
+    }
+}
