@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 from agent_kit import call, calls, make_agent, say, scope
+from langchain_core.messages import ToolMessage
 from toolgate_server import SetupError, ToolgateServer, plugin_dir, required_guest, rust_plugin
 
 from toolgate_symfonic import FAIL_CLOSED_MESSAGE, STATE_KEYS, ToolgateHandler
@@ -796,3 +797,50 @@ def test_the_adapters_state_reaches_the_guard(guards: StartGuards) -> None:
         ], state
     assert handler.failures == {}
 
+
+
+def test_tool_call_limit_cancels_the_third_email_of_a_run_and_the_next_run_starts_afresh(
+    guards: StartGuards, tmp_path: Path
+) -> None:
+    """A stateful guard (plugins/rust/tool-call-limit, run_limit 2) behind the
+    real agent: two runs with one handler, so the state is the same host's."""
+    manifest = tmp_path / "limit.toml"
+    manifest.write_text(
+        '[[plugin]]\npath = "tool-call-limit.wasm"\n'
+        '[plugin.config]\ntool = "send_email"\nrun_limit = 2\n'
+    )
+    g = guards(
+        extra={"tool-call-limit.wasm": rust_plugin("tool-call-limit"), "toolgate.toml": manifest}
+    )
+    def email(n: int) -> dict[str, str]:
+        return {"to": f"user{n}@example.com", "body": f"note {n}"}
+
+    agent, t = make_agent(
+        [
+            calls(("send_email", "e1", email(1))),
+            calls(("send_email", "e2", email(2))),
+            calls(("send_email", "e3", email(3))),
+            say("two sent; the third was refused"),
+            calls(("send_email", "e4", email(4))),
+            calls(("send_email", "e5", email(5))),
+            say("a new run sends two again"),
+        ]
+    )
+    handler = g.handler()
+
+    async def two_runs() -> None:
+        try:
+            await agent.run("first", callbacks=[handler])
+            await agent.run("second", callbacks=[handler])
+        finally:
+            await handler.aclose()
+
+    asyncio.run(two_runs())
+    seen = {m.tool_call_id: m for turn in t.turns for m in turn if isinstance(m, ToolMessage)}
+    limited = seen["e3"]
+    assert limited.content == "Tool call limit exceeded. Do not call 'send_email' again."
+    assert limited.status == "success"  # a cancel: the model moves past it
+    assert [name for name, _ in t.ran] == ["send_email"] * 4, t.ran
+    for sent in ("e1", "e2", "e4", "e5"):
+        assert "sent to" in seen[sent].content
+    assert handler.failures == {}

@@ -413,3 +413,33 @@ fn the_result_adapter_hands_the_event_in() {
     assert_eq!(event.result.to_string(), "[18446744073709551616]");
     assert!(event.is_error && !event.deferred);
 }
+
+#[test]
+fn state_works_natively_on_the_tests_own_map() {
+    use crate::state::{self, Scope};
+    state::reset();
+    assert_eq!(state::get(Scope::Run, "k"), None);
+    state::set(Scope::Run, "k", "v");
+    assert_eq!(state::get(Scope::Run, "k").as_deref(), Some("v"));
+    assert_eq!(state::get(Scope::Tenant, "k"), None, "scopes are apart");
+    assert_eq!(state::add(Scope::Tenant, "n", 2), 2);
+    assert_eq!(state::add(Scope::Tenant, "n", -5), -3);
+    state::set_with_ttl(Scope::Run, "k", "v", 0);
+    assert_eq!(state::get(Scope::Run, "k"), None, "a ttl of 0 removes");
+    state::delete(Scope::Tenant, "n");
+    assert_eq!(state::get(Scope::Tenant, "n"), None);
+}
+
+#[test]
+fn config_as_reads_a_typed_config_and_names_an_unknown_field() {
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code, reason = "read by serde")]
+    struct Settings {
+        limit: u32,
+    }
+    let ok: Settings = crate::config_as(&serde_json::json!({"limit": 3})).expect("fits");
+    assert_eq!(ok.limit, 3);
+    let err = crate::config_as::<Settings>(&serde_json::json!({"limt": 3})).expect_err("typo");
+    assert!(err.contains("unknown field `limt`"), "{err}");
+}

@@ -10,6 +10,7 @@
 //! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
 //! | GET | `/readyz` | 200 `{"status": "ready", ...}` once every tenant's directory is loaded, else 503 `{"status": "loading", "pending": N, "tenants": [...]}` with `Retry-After` (never needs the token; the tenants' names only when no token is configured) |
+//! | GET, DELETE | `/v1/state?tenant=T[&plugin=P][&run=R]` | the guards' state the filter selects (`{"entries": [...]}`: tenant, plugin, run, key, value, ttl_ms), or removes it (`{"removed": N}`); operator only |
 //! | GET | `/v1/plugins` | the [`Description`](crate::serve::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`] (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
 //! | GET | `/metrics` | Prometheus metrics (OpenMetrics text; see [`crate::serve::metrics`]) |
@@ -213,6 +214,7 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
     let operator_only = Router::new()
         .route("/v1/plugins", get(plugins))
         .route("/v1/reload", post(reload))
+        .route("/v1/state", get(state_get).delete(state_clear))
         .route("/metrics", get(metrics_text))
         .route_layer(middleware::from_fn(operator_only));
     // Everything but `/healthz` is behind the token, unknown paths and
@@ -637,6 +639,62 @@ fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {
 async fn plugins(State(app): State<Shared>) -> Response {
     let set = app.registry.plugin_set();
     axum::Json(set.describe()).into_response()
+}
+
+/// The query of `/v1/state`: `tenant` (required; `""` for calls without
+/// one), `plugin` and `run` (optional).
+#[derive(serde::Deserialize)]
+struct StateQuery {
+    tenant: Option<String>,
+    plugin: Option<String>,
+    run: Option<String>,
+}
+
+impl StateQuery {
+    fn filter(self) -> Result<crate::runtime::state::StateFilter, ApiError> {
+        let tenant = self.tenant.ok_or_else(|| {
+            ApiError::bad_request("query parameter `tenant` is required (empty: calls without one)")
+        })?;
+        Ok(crate::runtime::state::StateFilter {
+            tenant,
+            plugin: self.plugin,
+            run: self.run,
+        })
+    }
+}
+
+/// `GET /v1/state?tenant=T[&plugin=P][&run=R]`: the guards' state the
+/// filter selects, every key with its value and time to live.
+async fn state_get(
+    State(app): State<Shared>,
+    axum::extract::Query(q): axum::extract::Query<StateQuery>,
+) -> Result<Response, ApiError> {
+    let filter = q.filter()?;
+    let entries = app
+        .registry
+        .engine()
+        .state()
+        .entries(&filter)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    Ok(axum::Json(serde_json::json!({ "entries": entries })).into_response())
+}
+
+/// `DELETE /v1/state?tenant=T[&plugin=P][&run=R]`: removes what the filter
+/// selects; answers how many keys.
+async fn state_clear(
+    State(app): State<Shared>,
+    axum::extract::Query(q): axum::extract::Query<StateQuery>,
+) -> Result<Response, ApiError> {
+    let filter = q.filter()?;
+    let removed = app
+        .registry
+        .engine()
+        .state()
+        .clear(&filter)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    Ok(axum::Json(serde_json::json!({ "removed": removed })).into_response())
 }
 
 async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {

@@ -30,13 +30,13 @@
 //! | the compiled cache's default place: `$TOOLGATE_CACHE_DIR` (`off`, empty: none), else `$XDG_CACHE_HOME/toolgate`, else `$HOME/.cache/toolgate`, else none | `cache::default_location_follows_the_environment` (the binary, one environment per case) |
 //! | the log is coloured only on a terminal: a pipe or a file gets plain text | `cli::a_log_written_to_a_pipe_is_plain_text` |
 //! | guard state: a budget of N lets exactly N of 1,000 concurrent calls through | `state::a_budget_guard_lets_exactly_n_of_1000_concurrent_calls_through` |
-| a faulting call (trap, fuel, deadline, memory) leaves no write behind and gives back its adds | `state::a_faulting_call_leaves_no_write_of_its_own_and_gives_back_its_adds` |
-| a call reads its own writes; others see them once it returns | `state::a_call_reads_its_own_writes_and_others_see_them_only_once_it_returns` |
-| no key string reaches another tenant's, plugin's or run's state | `state::scopes_are_kept_apart_by_tenant_plugin_and_run_whatever_the_key` |
-| state budgets fault by class (`state-budget`, `state-invalid`) and commit nothing | `state::budgets_fault_by_class_and_commit_nothing`, `state::expiries_of_zero_short_and_huge_do_what_the_contract_says` |
-| `validate-config` refuses a bad config at load with the guard's message | `state::a_bad_config_is_refused_at_load_with_the_guards_message` |
-| a guard built against `0.1.0` loads and decides as before | `state::a_guard_built_against_0_1_0_loads_and_decides_as_before`, every hand-written WAT guard (`contract::WIT` is `0.1.0`) |
-| with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
+//! | a faulting call (trap, fuel, deadline, memory) leaves no write behind and gives back its adds | `state::a_faulting_call_leaves_no_write_of_its_own_and_gives_back_its_adds` |
+//! | a call reads its own writes; others see them once it returns | `state::a_call_reads_its_own_writes_and_others_see_them_only_once_it_returns` |
+//! | no key string reaches another tenant's, plugin's or run's state | `state::scopes_are_kept_apart_by_tenant_plugin_and_run_whatever_the_key` |
+//! | state budgets fault by class (`state-budget`, `state-invalid`) and commit nothing | `state::budgets_fault_by_class_and_commit_nothing`, `state::expiries_of_zero_short_and_huge_do_what_the_contract_says` |
+//! | `validate-config` refuses a bad config at load with the guard's message | `state::a_bad_config_is_refused_at_load_with_the_guards_message` |
+//! | a guard built against `0.1.0` loads and decides as before | `state::a_guard_built_against_0_1_0_loads_and_decides_as_before`, every hand-written WAT guard (`contract::WIT` is `0.1.0`) |
+//! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
 mod cache;

@@ -2245,3 +2245,71 @@ fn the_binary_serves_tenants_by_their_tokens_file() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test]
+async fn a_global_guards_state_is_each_tenants_own_and_the_operator_sees_and_clears_it() {
+    let manifest = "[[plugin]]\npath = \"tool-call-limit.wasm\"\n\
+                    [plugin.config]\ntool = \"send_email\"\nrun_limit = 1\n";
+    let s = Running::start_with(
+        &[
+            ("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT),
+            ("tenants/a/sql-guard.wasm", SQL_GUARD),
+            ("tenants/b/sql-guard.wasm", SQL_GUARD),
+        ],
+        &[("toolgate.toml", manifest)],
+        ServerConfig::default(),
+    )
+    .await;
+    let email = |tenant: &str, call: &str| {
+        json!({"tenant": tenant, "event": {"run_id": "r", "tool_name": "send_email",
+            "call_id": call, "args": {}}})
+    };
+    let cancelled = json!({"action": "skip", "is_error": false,
+        "content": "Tool call limit exceeded. Do not call 'send_email' again."});
+    assert_eq!(
+        s.post("/v1/steering", email("a", "1")).await,
+        (StatusCode::OK, Value::Null)
+    );
+    assert_eq!(
+        s.post("/v1/steering", email("a", "2")).await,
+        (StatusCode::OK, cancelled.clone())
+    );
+    // The same guard, run id and key for tenant b: b's own count.
+    assert_eq!(
+        s.post("/v1/steering", email("b", "3")).await,
+        (StatusCode::OK, Value::Null)
+    );
+    let (status, body) = s.get("/v1/state?tenant=a").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let listed: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        listed["entries"],
+        json!([{"tenant": "a", "plugin": "tool-call-limit", "run": "r",
+            "key": "calls:send_email", "value": "1", "ttl_ms": null}]),
+        "{body}"
+    );
+    let r = s
+        .client
+        .delete(s.url("/v1/state?tenant=a&run=r"))
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().await.expect("json"),
+        json!({"removed": 1})
+    );
+    assert_eq!(
+        s.post("/v1/steering", email("a", "4")).await,
+        (StatusCode::OK, Value::Null),
+        "cleared"
+    );
+    assert_eq!(
+        s.post("/v1/steering", email("b", "5")).await,
+        (StatusCode::OK, cancelled),
+        "b untouched"
+    );
+    let (status, body) = s.get("/v1/state").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    s.stop().await;
+}
