@@ -37,6 +37,8 @@
 //! | `share_over_rate` | gauge | account | requests refused (HTTP 429) since the account was made because their turn at its rate was too far away |
 //! | `share_log_kib_per_s` | gauge | account | guest log the account's calls may write a second, KiB (0: any) |
 //! | `share_log_dropped_bytes` | gauge | account | guest log lines dropped over that budget since the account was made, bytes |
+//! | `state_keys` | gauge | account | guard state keys the account's calls (`global`: calls without a tenant) hold in the memory store |
+//! | `state_bytes` | gauge | account | guard state bytes (keys and values) they hold |
 //! | `long_lane_running` | gauge | | long guard calls (past their first tick) holding a turn now |
 //! | `long_lane_waiting` | gauge | | long guard calls waiting for a turn now |
 //! | `long_lane_width` | gauge | | the most long guard calls that may run at once |
@@ -257,6 +259,10 @@ series! {
         "plugin_quarantined", "1 while the plugin is quarantined or being probed, else 0";
     quarantines: Family<PluginLabels, Gauge> = Family::default(),
         "plugin_quarantines", "Times the plugin was quarantined since it was loaded";
+    state_keys: Family<AccountLabels, Gauge> = Family::default(),
+        "state_keys", "Guard state keys a tenant's calls hold in the memory store";
+    state_bytes: Family<AccountLabels, Gauge> = Family::default(),
+        "state_bytes", "Guard state bytes (keys and values) a tenant's calls hold in the memory store";
 }
 
 /// A gauge whose value is read from a usage report `U`.
@@ -486,6 +492,20 @@ impl Metrics {
             gauge.set((r.read)(&lane));
         }
         self.observe_plugin_set(&registry.plugin_set());
+        self.state_keys.clear();
+        self.state_bytes.clear();
+        for (tenant, usage) in registry.engine().state().usage() {
+            let labels = AccountLabels {
+                account: if tenant.is_empty() {
+                    crate::tenant::GLOBAL_ACCOUNT.into()
+                } else {
+                    tenant.to_string().into()
+                },
+            };
+            let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            self.state_keys.get_or_create(&labels).set(n(usage.keys));
+            self.state_bytes.get_or_create(&labels).set(n(usage.bytes));
+        }
     }
 
     /// Sets the plugin and share gauges from the plugin set serving now.
