@@ -137,6 +137,8 @@ impl Sandbox {
     /// reused-instance measurement; a served call always has a new store).
     pub(crate) fn refill(&mut self, limits: &Limits) {
         self.calls_left = limits.host_calls;
+        // A new call's state budget too: a fresh scratch store.
+        self.state = None;
         self.flush_output();
         self.log_left.store(limits.log_bytes, Ordering::Relaxed);
     }
