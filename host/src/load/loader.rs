@@ -89,6 +89,8 @@ pub enum IssueKind {
     Contract,
     /// A component that fails to start (the load probe).
     Probe,
+    /// A guard that refuses its manifest `config` (its `validate-config`).
+    Config,
     /// A plugin or tenant that does not fit its share or the pool.
     Share,
     /// Limits outside what the engine allows.
@@ -119,6 +121,7 @@ impl IssueKind {
                 IssueKind::Contract
             }
             Error::Start { .. } => IssueKind::Probe,
+            Error::ConfigRefused { .. } => IssueKind::Config,
             Error::Limits { .. } => IssueKind::Limits,
             _ => IssueKind::Host,
         }

@@ -557,3 +557,43 @@ async fn a_guard_built_against_0_1_0_loads_and_decides_as_before() {
         assert_eq!(a.trace[0].outcome, b.trace[0].outcome);
     }
 }
+
+#[tokio::test]
+async fn a_config_refused_on_reload_keeps_the_last_good_version_serving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(TOOL_CALL_LIMIT, dir.path().join("limit.wasm")).expect("copy");
+    let manifest = |config: &str| {
+        format!("[[plugin]]\nname = \"limit\"\npath = \"limit.wasm\"\n[plugin.config]\n{config}\n")
+    };
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(&path, manifest("tool = \"send_email\"\nrun_limit = 0")).expect("write");
+    let registry = toolgate::Registry::open(crate::engine(), dir.path())
+        .await
+        .expect("registry");
+    assert!(registry.plugin_set().errors.is_empty());
+    std::fs::write(&path, manifest("tool = \"send_email\"\nrun_limt = 1")).expect("write");
+    registry.reload().await.expect("reload");
+    let set = registry.plugin_set();
+    assert_eq!(set.errors.len(), 1, "{:?}", set.errors);
+    let issue = &set.errors[0];
+    assert_eq!(issue.kind, toolgate::IssueKind::Config);
+    assert!(
+        issue.message.contains("plugin `limit` refuses its config"),
+        "{}",
+        issue.message
+    );
+    assert!(
+        issue.message.contains("unknown field `run_limt`"),
+        "{}",
+        issue.message
+    );
+    // The last good version (run_limit 0: every email cancelled) serves.
+    let d = set
+        .global
+        .steering(&call_in("r", "c", "send_email"), &no_state())
+        .await;
+    assert!(
+        d.result
+            .is_some_and(|s| s.content.contains("Tool call limit exceeded"))
+    );
+}
