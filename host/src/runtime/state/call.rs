@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::state::{
-    Added, Adds, Scope, ScopeId, StateLimits, StateStore, Write, Writes, refused,
+    Added, Adds, Scope, ScopeId, StateLimits, StateStore, Write, Writes, refused, sum,
 };
 
 /// One call's view of its guard's state (see the module docs). Shared by
@@ -197,22 +197,10 @@ impl CallState {
             self.spend(&mut txn)?;
             if let Some(write) = txn.pending.get_mut(&(scope, key.clone())) {
                 let current = match write {
-                    Write::Set(v, t) if t.is_none_or(|t| !t.is_zero()) => {
-                        v.parse::<i64>().map_err(|_| {
-                            refused(
-                                Fault::StateInvalid,
-                                format!("state add on {key:?}: its value is not a decimal integer"),
-                            )
-                        })?
-                    }
-                    _ => 0,
+                    Write::Set(v, t) if t.is_none_or(|t| !t.is_zero()) => Some(v.as_str()),
+                    _ => None,
                 };
-                let sum = current.checked_add(delta).ok_or_else(|| {
-                    refused(
-                        Fault::StateInvalid,
-                        format!("state add on {key:?}: {current} + {delta} is outside s64"),
-                    )
-                })?;
+                let sum = sum(&key, current, delta)?;
                 let keep = match write {
                     Write::Set(_, t) if t.is_none_or(|t| !t.is_zero()) => *t,
                     _ => ttl,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::state::{
-    Adds, ScopeId, StateEntry, StateFilter, StateLimits, StateUsage, Write, Writes, refused,
+    Adds, ScopeId, StateEntry, StateFilter, StateLimits, StateUsage, Write, Writes, refused, sum,
 };
 
 /// What one key costs the store beyond its key and value bytes (the map's
@@ -124,16 +124,11 @@ impl MemoryStore {
             .and_then(|s| s.entries.get(key))
             .filter(|e| e.live(now))
             .map(|e| (e.value.clone(), e.expires));
-        let (current, expires) = match &old {
-            Some((value, expires)) => (parse_int(key, value)?, *expires),
-            None => (0, ttl.map(|ttl| now + ttl)),
+        let expires = match &old {
+            Some((_, expires)) => *expires,
+            None => ttl.map(|ttl| now + ttl),
         };
-        let sum = current.checked_add(delta).ok_or_else(|| {
-            refused(
-                Fault::StateInvalid,
-                format!("state add on {key:?}: {current} + {delta} is outside s64"),
-            )
-        })?;
+        let sum = sum(key, old.as_ref().map(|(v, _)| v.as_str()), delta)?;
         if old.is_none() && expires.is_some_and(|at| at <= now) {
             // Created already expired (a ttl of 0): nothing to keep.
             return Ok((sum, false));
@@ -293,15 +288,6 @@ fn touch(scope: &mut ScopeData, id: &ScopeId, now: Instant, limits: &StateLimits
     if id.run.is_some() {
         scope.idle = Some((now, limits.run_ttl));
     }
-}
-
-fn parse_int(key: &str, value: &str) -> Result<i64, ImportRefused> {
-    value.parse::<i64>().map_err(|_| {
-        refused(
-            Fault::StateInvalid,
-            format!("state add on {key:?}: its value is not a decimal integer"),
-        )
-    })
 }
 
 impl Inner {

@@ -167,6 +167,28 @@ pub(crate) fn refused(fault: Fault, message: impl Into<String>) -> ImportRefused
     ImportRefused::new(fault, message)
 }
 
+/// `add`'s arithmetic, the same in every store and in a call's pending
+/// writes: `delta` added to the integer `current` holds at `key` (absent:
+/// 0); a value that is not a decimal integer, or a sum outside s64, is a
+/// misuse (`state-invalid`).
+pub(crate) fn sum(key: &str, current: Option<&str>, delta: i64) -> Result<i64, ImportRefused> {
+    let current = match current {
+        None => 0,
+        Some(text) => text.parse::<i64>().map_err(|_| {
+            refused(
+                Fault::StateInvalid,
+                format!("state add on {key:?}: its value is not a decimal integer"),
+            )
+        })?,
+    };
+    current.checked_add(delta).ok_or_else(|| {
+        refused(
+            Fault::StateInvalid,
+            format!("state add on {key:?}: {current} + {delta} is outside s64"),
+        )
+    })
+}
+
 /// Where guards' state lives.
 pub enum StateStore {
     /// In this process: the default. Lost on restart; not shared by
