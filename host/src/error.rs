@@ -13,6 +13,10 @@ pub enum Error {
     /// The wasmtime engine could not be configured.
     #[error("engine: {0}")]
     Engine(String),
+    /// The state store (Redis) could not be reached or refused the
+    /// operator's request; guards' own calls fault instead.
+    #[error("state store: {0}")]
+    State(String),
     /// A plugin directory could not be watched for changes.
     #[error("cannot watch {path}: {source}")]
     Watch {

@@ -116,6 +116,43 @@ def test_state_reaches_the_guard_as_passed_and_no_call_sees_another(tmp_path: Pa
     assert json.loads(bare["content"]) == {"calls": 1, "last": None, "state": {}}
 
 
+def test_two_hosts_with_state_in_redis_count_one_run_together(tmp_path: Path, redis_url: str) -> None:
+    # Two agent processes' embedded hosts (here, two in one): the
+    # tool-call-limit guard's run count is theirs together.
+    manifest = '[[plugin]]\npath = "tool-call-limit.wasm"\n[plugin.config]\ntool = "send_email"\nrun_limit = 2\n'
+    hosts = []
+    for name in ["a", "b"]:
+        plugins = plugin_dir(tmp_path / name, {"tool-call-limit.wasm": rust_plugin("tool-call-limit")})
+        (plugins / "toolgate.toml").write_text(manifest)
+        hosts.append(Host(plugins, watch=False, max_instances=8, state=redis_url))
+    a, b = hosts
+
+    def email(call: str) -> dict[str, Any]:
+        return {"run_id": "r", "tool_name": "send_email", "call_id": call, "args": {"n": call}}
+
+    async def go() -> list[Any]:
+        return [
+            await a.steering(email("1")),
+            await b.steering(email("2")),
+            await a.steering(email("3")),
+            await b.steering(dict(email("4"), run_id="another run")),
+        ]
+
+    cancelled = {
+        "action": "skip",
+        "content": "Tool call limit exceeded. Do not call 'send_email' again.",
+        "is_error": False,
+    }
+    assert asyncio.run(go()) == [None, None, cancelled, None]
+
+
+def test_a_state_it_cannot_use_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r'"mongo://x".*redis://'):
+        host_over(tmp_path, {}, state="mongo://x")
+    with pytest.raises(ValueError, match="MiB"):
+        host_over(tmp_path, {}, state="memory:lots")
+
+
 def test_request_text_reads_back_as_json_dumps_does(tmp_path: Path) -> None:
     # The extension writes plain JSON values itself; the text must read back
     # exactly as json.dumps's does, and everything else is left to

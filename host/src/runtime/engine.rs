@@ -61,6 +61,13 @@ pub enum StateBackend {
         /// Bytes the store may hold, every tenant's together.
         capacity: usize,
     },
+    /// In Redis at `url` (`redis://[:password@]host[:port][/db]`): shared
+    /// by every replica naming the same server and database; as durable as
+    /// that server is configured to be. Its `maxmemory` is the total.
+    Redis {
+        /// The server's URL.
+        url: String,
+    },
 }
 
 impl Default for StateBackend {
@@ -69,10 +76,38 @@ impl Default for StateBackend {
     }
 }
 
+/// `memory` (the default: 64 MiB), `memory:MIB`, or a Redis URL
+/// (`redis://...`): what `serve --state` and `toolgate.Host(state=...)`
+/// take.
+impl std::str::FromStr for StateBackend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "memory" {
+            return Ok(StateBackend::default());
+        }
+        if let Some(mib) = s.strip_prefix("memory:") {
+            let mib: usize = mib
+                .parse()
+                .map_err(|_| format!("state {s:?}: `memory:` takes a size in MiB"))?;
+            return Ok(StateBackend::Memory {
+                capacity: mib.saturating_mul(1 << 20),
+            });
+        }
+        if s.starts_with("redis://") {
+            return Ok(StateBackend::Redis { url: s.into() });
+        }
+        Err(format!(
+            "state {s:?}: expected `memory`, `memory:MIB` or a redis:// URL"
+        ))
+    }
+}
+
 impl StateBackend {
     fn open(&self) -> Result<StateStore, crate::Error> {
         match self {
             StateBackend::Memory { capacity } => Ok(StateStore::memory(*capacity)),
+            StateBackend::Redis { url } => StateStore::redis(url),
         }
     }
 }

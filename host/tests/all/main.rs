@@ -52,10 +52,12 @@ mod http_limits;
 mod logged;
 mod manifest;
 mod prepared;
+mod redis_server;
 mod reload;
 mod server;
 mod snapshot;
 mod state;
+mod state_redis;
 mod tenancy;
 mod tenant_files;
 

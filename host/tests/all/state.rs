@@ -11,27 +11,78 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate::state::StateFilter;
-use toolgate::{Engine, EngineConfig, Fault, Limits, OnError, Outcome, Plugin};
+use toolgate::{Engine, EngineConfig, Fault, Limits, OnError, Outcome, Plugin, StateBackend};
 use toolgate_tests::{SQL_GUARD, STATEFUL, TOOL_CALL_LIMIT};
 
+use crate::redis_server::RedisServer;
 use crate::{TEST_LANE, chain, no_state, plugin_with, steering};
 
-/// An engine with room for many calls at once.
+/// An engine with room for many calls at once, its state in memory.
 fn roomy() -> Engine {
+    with_state(StateBackend::default())
+}
+
+/// The same, its state in a database of its own of the shared Redis.
+fn on_redis() -> Engine {
+    with_state(StateBackend::Redis {
+        url: RedisServer::shared().fresh_url(),
+    })
+}
+
+pub(crate) fn with_state(state: StateBackend) -> Engine {
     Engine::new(EngineConfig {
         max_instances: 128,
         long_lane_priority: TEST_LANE,
+        state,
         ..EngineConfig::default()
     })
     .expect("engine")
 }
 
-async fn stateful(engine: &Engine, name: &str, config: Value, limits: Limits) -> Arc<Plugin> {
+/// Each of these tests, once with each store: what a guard sees of its
+/// state does not depend on where the state lives.
+macro_rules! on_every_store {
+    ($($test:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::roomy()).await
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $test() {
+                    super::$test(super::on_redis()).await
+                }
+            )*
+        }
+    };
+}
+
+on_every_store!(
+    a_budget_guard_lets_exactly_n_of_1000_concurrent_calls_through,
+    a_faulting_call_leaves_no_write_of_its_own_and_gives_back_its_adds,
+    a_call_reads_its_own_writes_and_others_see_them_only_once_it_returns,
+    scopes_are_kept_apart_by_tenant_plugin_and_run_whatever_the_key,
+    budgets_fault_by_class_and_commit_nothing,
+    expiries_of_zero_short_and_huge_do_what_the_contract_says,
+    tool_call_limit_cancels_over_the_run_limit_and_a_new_run_starts_from_zero,
+);
+
+pub(crate) async fn stateful(
+    engine: &Engine,
+    name: &str,
+    config: Value,
+    limits: Limits,
+) -> Arc<Plugin> {
     plugin_with(engine, name, STATEFUL, config, limits, OnError::Skip).await
 }
 
 /// A steering event in run `run` with call id `call`.
-fn call_in(run: &str, call: &str, tool: &str) -> toolgate::event::BeforeToolCallEvent {
+pub(crate) fn call_in(run: &str, call: &str, tool: &str) -> toolgate::event::BeforeToolCallEvent {
     let mut e = steering(tool, json!({}));
     e.run_id = run.into();
     e.call_id = call.into();
@@ -41,7 +92,7 @@ fn call_in(run: &str, call: &str, tool: &str) -> toolgate::event::BeforeToolCall
 /// What `plugin` answers at the steering seam: the skip's content (the
 /// ops' results, for `stateful`), or `None` for proceed; with the trace's
 /// outcome and fault.
-async fn ask(
+pub(crate) async fn ask(
     plugin: &Arc<Plugin>,
     event: &toolgate::event::BeforeToolCallEvent,
 ) -> (Option<String>, Outcome, Option<Fault>) {
@@ -51,7 +102,7 @@ async fn ask(
 }
 
 /// The reader of keys `keys` (scope, key) as JSON results.
-async fn read(engine: &Engine, name: &str, keys: &[(&str, &str)], run: &str) -> Value {
+pub(crate) async fn read(engine: &Engine, name: &str, keys: &[(&str, &str)], run: &str) -> Value {
     let ops: Vec<Value> = keys
         .iter()
         .map(|(scope, key)| json!({"op": "get", "scope": scope, "key": key}))
@@ -62,9 +113,7 @@ async fn read(engine: &Engine, name: &str, keys: &[(&str, &str)], run: &str) -> 
     serde_json::from_str(&content.expect("results")).expect("json")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_budget_guard_lets_exactly_n_of_1000_concurrent_calls_through() {
-    let engine = roomy();
+async fn a_budget_guard_lets_exactly_n_of_1000_concurrent_calls_through(engine: Engine) {
     let limit = 37;
     let guard = stateful(
         &engine,
@@ -106,7 +155,9 @@ async fn a_budget_guard_lets_exactly_n_of_1000_concurrent_calls_through() {
 }
 
 /// Awaits every task, in order.
-async fn futures_join<T>(tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+pub(crate) async fn futures_join<T>(
+    tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
     let mut out = Vec::new();
     for t in tasks.collect::<Vec<_>>() {
         out.push(t.await.expect("task"));
@@ -114,9 +165,7 @@ async fn futures_join<T>(tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>
     out
 }
 
-#[tokio::test]
-async fn a_faulting_call_leaves_no_write_of_its_own_and_gives_back_its_adds() {
-    let engine = roomy();
+async fn a_faulting_call_leaves_no_write_of_its_own_and_gives_back_its_adds(engine: Engine) {
     let writes = json!([
         {"op": "set", "scope": "run", "key": "seen", "value": "yes"},
         {"op": "add", "scope": "tenant", "key": "count", "delta": 5},
@@ -186,9 +235,7 @@ async fn a_faulting_call_leaves_no_write_of_its_own_and_gives_back_its_adds() {
     assert_eq!(seen, json!(["yes", "5", "kept?"]));
 }
 
-#[tokio::test]
-async fn a_call_reads_its_own_writes_and_others_see_them_only_once_it_returns() {
-    let engine = roomy();
+async fn a_call_reads_its_own_writes_and_others_see_them_only_once_it_returns(engine: Engine) {
     let own = stateful(
         &engine,
         "rw",
@@ -213,9 +260,7 @@ async fn a_call_reads_its_own_writes_and_others_see_them_only_once_it_returns() 
     );
 }
 
-#[tokio::test]
-async fn scopes_are_kept_apart_by_tenant_plugin_and_run_whatever_the_key() {
-    let engine = roomy();
+async fn scopes_are_kept_apart_by_tenant_plugin_and_run_whatever_the_key(engine: Engine) {
     // Keys that mean something to a key-value store's syntax, the empty
     // key, and a long one.
     let long = "k".repeat(10_000);
@@ -295,9 +340,7 @@ async fn scopes_are_kept_apart_by_tenant_plugin_and_run_whatever_the_key() {
     }
 }
 
-#[tokio::test]
-async fn budgets_fault_by_class_and_commit_nothing() {
-    let engine = roomy();
+async fn budgets_fault_by_class_and_commit_nothing(engine: Engine) {
     let small = Limits {
         state_keys: 3,
         state_bytes: 4 << 10,
@@ -376,9 +419,7 @@ async fn budgets_fault_by_class_and_commit_nothing() {
     );
 }
 
-#[tokio::test]
-async fn expiries_of_zero_short_and_huge_do_what_the_contract_says() {
-    let engine = roomy();
+async fn expiries_of_zero_short_and_huge_do_what_the_contract_says(engine: Engine) {
     let limits = Limits {
         state_max_ttl: Duration::from_secs(60),
         ..Limits::default()
@@ -432,9 +473,7 @@ async fn expiries_of_zero_short_and_huge_do_what_the_contract_says() {
     assert_eq!(seen, json!([null, null, "v"]));
 }
 
-#[tokio::test]
-async fn tool_call_limit_cancels_over_the_run_limit_and_a_new_run_starts_from_zero() {
-    let engine = roomy();
+async fn tool_call_limit_cancels_over_the_run_limit_and_a_new_run_starts_from_zero(engine: Engine) {
     let config = json!({"tool": "send_email", "run_limit": 2, "thread_limit": 3});
     let guard = plugin_with(
         &engine,

@@ -42,7 +42,9 @@ use toolgate::Metrics;
 use toolgate::NotDecided;
 use toolgate::watch::WatchHandle;
 use toolgate::{CompileBounds, Compiler};
-use toolgate::{DecideRequest, Engine, EngineConfig, Registry, RegistryOptions, Seam};
+use toolgate::{
+    DecideRequest, Engine, EngineConfig, Registry, RegistryOptions, Seam, StateBackend,
+};
 
 pyo3::create_exception!(
     _native,
@@ -184,7 +186,7 @@ type Call = Pin<Box<dyn Future<Output = Result<String, Refused>> + Send>>;
 #[pymethods]
 impl Host {
     #[new]
-    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true, compile_command=None, compile_timeout_ms=120_000, compile_memory_mib=2048))]
+    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true, compile_command=None, compile_timeout_ms=120_000, compile_memory_mib=2048, state=None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "keyword arguments of the Python constructor"
@@ -202,7 +204,12 @@ impl Host {
         compile_command: Option<Vec<OsString>>,
         compile_timeout_ms: u64,
         compile_memory_mib: u64,
+        state: Option<String>,
     ) -> PyResult<Self> {
+        let state: StateBackend = match state {
+            None => StateBackend::default(),
+            Some(s) => s.parse().map_err(PyValueError::new_err)?,
+        };
         if no_cache && cache_dir.is_some() {
             return Err(PyValueError::new_err(
                 "pass cache_dir or no_cache=True, not both",
@@ -252,6 +259,7 @@ impl Host {
         let config = EngineConfig {
             max_instances,
             pooling,
+            state,
             ..EngineConfig::default()
         };
         let registry = py.detach(|| {

@@ -97,6 +97,12 @@ class Host:
             process: no memory bound, and past ``compile_timeout_s`` the
             plugin is refused but the compile runs on to its end on a
             background thread.
+        state: Where guards' state lives (the ``state`` import):
+            ``"memory"`` (this process, 64 MiB in all; the default),
+            ``"memory:MIB"``, or a Redis URL
+            (``"redis://[:password@]host[:port][/db]"``), shared by every
+            process naming it — several agent processes, or ``toolgate
+            serve`` replicas, then count together.
 
     Each new component (one not in the compiled cache) is compiled in a
     child process: this interpreter (``sys.executable``) running
@@ -114,7 +120,8 @@ class Host:
             A component that fails to load is skipped and reported in
             :meth:`plugins` (``"errors"``) and on standard error.
         ValueError: A compile bound is out of range (``compile_timeout_s``
-            not positive, ``compile_memory_mib`` under 32).
+            not positive, ``compile_memory_mib`` under 32), or ``state`` is
+            not one of the forms above.
 
     The library logs (guard faults, reloads, load errors) go to standard
     error, filtered by ``$TOOLGATE_LOG`` (default ``warn``).
@@ -134,6 +141,7 @@ class Host:
         compile_timeout_s: float = 120.0,
         compile_memory_mib: int = 2048,
         compile_in_process: bool = False,
+        state: str = "memory",
     ) -> None:
         timeout_ms = round(compile_timeout_s * 1000)
         if not timeout_ms > 0:
@@ -150,6 +158,7 @@ class Host:
             compile_command=None if compile_in_process else _compile_command(),
             compile_timeout_ms=timeout_ms,
             compile_memory_mib=compile_memory_mib,
+            state=state,
         )
 
     def __repr__(self) -> str:

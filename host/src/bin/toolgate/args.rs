@@ -93,6 +93,11 @@ pub(crate) struct PolicyArgs {
     /// 0: the default).
     #[arg(long, default_value_t = 256)]
     max_instances: u32,
+    /// Where guards' state lives: `memory` (this process, 64 MiB in all),
+    /// `memory:MIB`, or `redis://[:password@]host[:port][/db]` (shared by
+    /// every replica naming it).
+    #[arg(long, default_value = "memory")]
+    state: toolgate::StateBackend,
     /// Guard calls running past their first millisecond that may run at
     /// once, host-wide; the rest take turns, tenant by tenant (default:
     /// half the cores, at least 1).
@@ -206,6 +211,7 @@ impl PolicyArgs {
             },
             long_lane: self.long_lane.unwrap_or_else(toolgate::default_long_lane),
             long_lane_priority: self.long_lane_priority,
+            state: self.state.clone(),
             ..EngineConfig::default()
         };
         Ok((engine, policy))

@@ -166,10 +166,11 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     let metrics = Arc::new(Metrics::new());
     let router = server::router(Arc::clone(&registry), Arc::clone(&metrics), config.clone());
     say!(
-        "toolgate: serving {} global plugin(s), {} tenant(s) loading (GET /readyz), from {} on \
-         http://{addr}",
+        "toolgate: serving {} global plugin(s), {} tenant(s) loading (GET /readyz), state in {}, \
+         from {} on http://{addr}",
         set.global.plugins().len(),
         set.pending.len(),
+        registry.engine().state().shown(),
         args.plugins.display()
     );
     drop(set);

@@ -253,13 +253,13 @@ impl CallState {
                 }
             }
             if let Err(refusal) = self.wait(self.store.commit(&writes, &self.limits)).await {
-                self.store.undo(&adds, &self.limits).await;
+                self.store.undo(&adds).await;
                 return Err(refusal);
             }
             return Ok(());
         }
         if !succeeded && !adds.is_empty() {
-            self.store.undo(&adds, &self.limits).await;
+            self.store.undo(&adds).await;
         }
         Ok(())
     }

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::state::{
-    Adds, ScopeId, StateEntry, StateFilter, StateLimits, StateUsage, Write, Writes, refused, sum,
+    Adds, ScopeId, StateEntry, StateFilter, StateLimits, StateUsage, Write, Writes, over_budget,
+    refused, sum,
 };
 
 /// What one key costs the store beyond its key and value bytes (the map's
@@ -331,25 +332,7 @@ impl Inner {
                 (None, None) => {}
             }
         }
-        let scope_name = if id.run.is_some() { "run" } else { "tenant" };
-        if keys > limits.keys as usize {
-            return Err(refused(
-                Fault::StateBudget,
-                format!(
-                    "the {scope_name} scope would hold {keys} keys; state_keys is {}",
-                    limits.keys
-                ),
-            ));
-        }
-        if bytes > limits.bytes {
-            return Err(refused(
-                Fault::StateBudget,
-                format!(
-                    "the {scope_name} scope would hold {bytes} bytes; state_kib is {}",
-                    limits.bytes >> 10
-                ),
-            ));
-        }
+        over_budget(id, keys, bytes, limits)?;
         if total > capacity {
             return Err(refused(
                 Fault::StateBudget,

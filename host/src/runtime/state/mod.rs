@@ -14,6 +14,7 @@
 
 pub(crate) mod call;
 pub(crate) mod memory;
+pub(crate) mod redis;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -167,14 +168,46 @@ pub(crate) fn refused(fault: Fault, message: impl Into<String>) -> ImportRefused
     ImportRefused::new(fault, message)
 }
 
+/// The refusal of a scope that would hold `keys` keys and `bytes` bytes,
+/// if that is over its budgets; the same words from every store.
+pub(crate) fn over_budget(
+    id: &ScopeId,
+    keys: usize,
+    bytes: usize,
+    limits: &StateLimits,
+) -> Result<(), ImportRefused> {
+    let scope = if id.run.is_some() { "run" } else { "tenant" };
+    if keys > limits.keys as usize {
+        return Err(refused(
+            Fault::StateBudget,
+            format!(
+                "the {scope} scope would hold {keys} keys; state_keys is {}",
+                limits.keys
+            ),
+        ));
+    }
+    if bytes > limits.bytes {
+        return Err(refused(
+            Fault::StateBudget,
+            format!(
+                "the {scope} scope would hold {bytes} bytes; state_kib is {}",
+                limits.bytes >> 10
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `add`'s arithmetic, the same in every store and in a call's pending
 /// writes: `delta` added to the integer `current` holds at `key` (absent:
 /// 0); a value that is not a decimal integer, or a sum outside s64, is a
-/// misuse (`state-invalid`).
+/// misuse (`state-invalid`). A decimal integer is written as `add` writes
+/// it (`-`, digits, no leading zero or `+`): what Redis's `HINCRBY` takes,
+/// so every store agrees.
 pub(crate) fn sum(key: &str, current: Option<&str>, delta: i64) -> Result<i64, ImportRefused> {
     let current = match current {
         None => 0,
-        Some(text) => text.parse::<i64>().map_err(|_| {
+        Some(text) => canonical(text).ok_or_else(|| {
             refused(
                 Fault::StateInvalid,
                 format!("state add on {key:?}: its value is not a decimal integer"),
@@ -189,11 +222,18 @@ pub(crate) fn sum(key: &str, current: Option<&str>, delta: i64) -> Result<i64, I
     })
 }
 
+/// `text` as an integer if it is one written as `add` writes it.
+fn canonical(text: &str) -> Option<i64> {
+    text.parse::<i64>().ok().filter(|n| n.to_string() == text)
+}
+
 /// Where guards' state lives.
 pub enum StateStore {
     /// In this process: the default. Lost on restart; not shared by
     /// replicas.
     Memory(memory::MemoryStore),
+    /// In Redis: shared by every replica that names the same server.
+    Redis(Box<self::redis::RedisStore>),
 }
 
 impl std::fmt::Debug for StateStore {
@@ -208,10 +248,25 @@ impl StateStore {
         StateStore::Memory(memory::MemoryStore::new(capacity))
     }
 
+    /// A Redis store at `url`; the connection is made on first use.
+    pub fn redis(url: &str) -> Result<StateStore, crate::Error> {
+        self::redis::RedisStore::open(url).map(|r| StateStore::Redis(Box::new(r)))
+    }
+
+    /// Where the state is, for people: `memory`, or the Redis URL without
+    /// its password.
+    pub fn shown(&self) -> String {
+        match self {
+            StateStore::Memory(_) => "memory".into(),
+            StateStore::Redis(r) => format!("redis at {}", r.shown()),
+        }
+    }
+
     /// `"memory"` or `"redis"`.
     pub fn describe(&self) -> &'static str {
         match self {
             StateStore::Memory(_) => "memory",
+            StateStore::Redis(_) => "redis",
         }
     }
 
@@ -223,6 +278,7 @@ impl StateStore {
     ) -> Result<Option<String>, ImportRefused> {
         match self {
             StateStore::Memory(m) => Ok(m.get(id, key, limits)),
+            StateStore::Redis(r) => r.get(id, key, limits).await,
         }
     }
 
@@ -236,6 +292,7 @@ impl StateStore {
     ) -> Result<(i64, bool), ImportRefused> {
         match self {
             StateStore::Memory(m) => m.add(id, key, delta, ttl, limits),
+            StateStore::Redis(r) => r.add(id, key, delta, ttl, limits).await,
         }
     }
 
@@ -246,14 +303,26 @@ impl StateStore {
     ) -> Result<(), ImportRefused> {
         match self {
             StateStore::Memory(m) => m.commit(writes, limits),
+            StateStore::Redis(r) => r.commit(writes, limits).await,
         }
     }
 
     /// Gives back what a faulted call added (a key gone since is left
-    /// gone; a key the call created, back at 0, is removed).
-    pub(crate) async fn undo(&self, adds: &Adds, _limits: &StateLimits) {
+    /// gone; a key the call created, back at 0, is removed). A store that
+    /// cannot be reached keeps them: logged, and a counter errs toward
+    /// counting.
+    pub(crate) async fn undo(&self, adds: &Adds) {
         match self {
             StateStore::Memory(m) => m.undo(adds),
+            StateStore::Redis(r) => {
+                if let Err(e) = r.undo(adds).await {
+                    tracing::warn!(
+                        adds = adds.len(),
+                        "a faulted call's adds were kept: {}",
+                        e.message
+                    );
+                }
+            }
         }
     }
 
@@ -261,6 +330,7 @@ impl StateStore {
     pub async fn entries(&self, filter: &StateFilter) -> Result<Vec<StateEntry>, crate::Error> {
         match self {
             StateStore::Memory(m) => Ok(m.entries(filter)),
+            StateStore::Redis(r) => r.entries(filter).await,
         }
     }
 
@@ -268,6 +338,7 @@ impl StateStore {
     pub async fn clear(&self, filter: &StateFilter) -> Result<u64, crate::Error> {
         match self {
             StateStore::Memory(m) => Ok(m.clear(filter)),
+            StateStore::Redis(r) => r.clear(filter).await,
         }
     }
 
@@ -277,6 +348,7 @@ impl StateStore {
     pub fn usage(&self) -> Vec<(Arc<str>, StateUsage)> {
         match self {
             StateStore::Memory(m) => m.usage(),
+            StateStore::Redis(_) => Vec::new(),
         }
     }
 }

@@ -1,0 +1,817 @@
+//! The Redis state store: what several replicas share. Every operation is
+//! one Lua script, so each is atomic on the server and concurrent calls of
+//! every replica count exactly; a call's commit is one script over both of
+//! its scopes, all or nothing.
+//!
+//! # Layout
+//!
+//! A scope is three Redis keys under one prefix, `tg:{T.P}:t` for the
+//! tenant scope and `tg:{T.P}:r:R` for a run's, with T, P and R the
+//! tenant, plugin and run in lower-case hex (so no byte of a name means
+//! anything to Redis, and the two scopes of one plugin share a hash slot):
+//!
+//! - `…:h`, a hash: the guard's keys and values;
+//! - `…:x`, a sorted set: the keys that expire, scored by when (the
+//!   server's clock, in ms);
+//! - `…:b`, a string: the key and value bytes the scope holds.
+//!
+//! Expired keys are reclaimed a few at a time by the next operation on
+//! their scope (never by scanning); a run's scope expires whole after
+//! `state_run_ttl` without use (`PEXPIRE` on its three keys). Redis's own
+//! memory limit (`maxmemory`) is the store's total: a full Redis fails
+//! writes as `state-unavailable`.
+//!
+//! # Failures
+//!
+//! An unreachable, failing or slow Redis is `state-unavailable`, never a
+//! wait past the call's deadline (the caller bounds each operation). After
+//! a failure a breaker fails operations at once for a while (50 ms,
+//! doubling to 2 s) and then lets one through to probe; the connection
+//! manager reconnects by itself, so the store comes back with Redis.
+//!
+//! An `add` whose answer never arrived (Redis slow past the deadline, or
+//! lost) may or may not have been applied; it is not given back, so a
+//! counter errs toward counting one call too many (a budget refuses
+//! early rather than late).
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use redis::aio::ConnectionManager;
+use redis::{Script, ScriptInvocation, Value};
+use tokio::sync::OnceCell;
+
+use crate::fault::{Fault, ImportRefused};
+use crate::runtime::state::{
+    Adds, ScopeId, StateEntry, StateFilter, StateLimits, Write, Writes, over_budget, refused,
+};
+
+/// Every script's shared helpers.
+const PRELUDE: &str = r#"
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Reclaims up to 32 of the scope's expired keys.
+local function reap(h, x, b, now)
+  local dead = redis.call('ZRANGEBYSCORE', x, '-inf', now, 'LIMIT', 0, 32)
+  for _, f in ipairs(dead) do
+    local v = redis.call('HGET', h, f)
+    if v then
+      redis.call('HDEL', h, f)
+      redis.call('DECRBY', b, #f + #v)
+    end
+    redis.call('ZREM', x, f)
+  end
+end
+-- The live value at f (an expired one is removed first), or false.
+local function fresh(h, x, b, f, now)
+  local at = redis.call('ZSCORE', x, f)
+  if at and tonumber(at) <= now then
+    local v = redis.call('HGET', h, f)
+    if v then
+      redis.call('HDEL', h, f)
+      redis.call('DECRBY', b, #f + #v)
+    end
+    redis.call('ZREM', x, f)
+    return false
+  end
+  return redis.call('HGET', h, f)
+end
+-- A run's scope lives `idle` ms past its last use; an empty scope goes.
+local function touch(h, x, b, idle)
+  if redis.call('HLEN', h) == 0 then
+    redis.call('DEL', h, x, b)
+  elseif idle > 0 then
+    redis.call('PEXPIRE', h, idle)
+    redis.call('PEXPIRE', x, idle)
+    redis.call('PEXPIRE', b, idle)
+  end
+end
+local function held(b)
+  return tonumber(redis.call('GET', b) or '0')
+end
+-- Sets f to v (expiring at `at` ms, or never when at < 0); returns the
+-- change in bytes.
+local function put(h, x, f, old, v, at)
+  redis.call('HSET', h, f, v)
+  if at >= 0 then redis.call('ZADD', x, at, f) else redis.call('ZREM', x, f) end
+  if old then return #v - #old end
+  return #f + #v
+end
+"#;
+
+/// `get`: KEYS h x b; ARGV key, idle ms. The value or nil.
+const GET: &str = r#"
+local h, x, b = KEYS[1], KEYS[2], KEYS[3]
+local now = now_ms()
+reap(h, x, b, now)
+local v = fresh(h, x, b, ARGV[1], now)
+touch(h, x, b, tonumber(ARGV[2]))
+return v
+"#;
+
+/// `add`: KEYS h x b; ARGV key, delta, ttl ms (-1: none), idle ms, max
+/// keys, max bytes. `{"ok", sum, created}`, `{"keys"|"bytes", n}` or
+/// `{"invalid", message}`.
+const ADD: &str = r#"
+local h, x, b = KEYS[1], KEYS[2], KEYS[3]
+local f, delta, ttl, idle = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local maxk, maxb = tonumber(ARGV[5]), tonumber(ARGV[6])
+local now = now_ms()
+reap(h, x, b, now)
+local old = fresh(h, x, b, f, now)
+if not old then
+  if ttl == 0 then return {'ok', delta, '0'} end
+  local keys, bytes = redis.call('HLEN', h) + 1, held(b) + #f + #delta
+  if keys > maxk then touch(h, x, b, idle) return {'keys', tostring(keys)} end
+  if bytes > maxb then touch(h, x, b, idle) return {'bytes', tostring(bytes)} end
+  local at = -1
+  if ttl > 0 then at = now + ttl end
+  redis.call('INCRBY', b, put(h, x, f, false, delta, at))
+  touch(h, x, b, idle)
+  return {'ok', delta, '1'}
+end
+local ok, err = pcall(redis.call, 'HINCRBY', h, f, delta)
+if not ok then
+  touch(h, x, b, idle)
+  return {'invalid', tostring(err.err or err)}
+end
+local v = redis.call('HGET', h, f)
+local bytes = held(b) + #v - #old
+if #v > #old and bytes > maxb then
+  redis.call('HSET', h, f, old)
+  touch(h, x, b, idle)
+  return {'bytes', tostring(bytes)}
+end
+redis.call('INCRBY', b, #v - #old)
+touch(h, x, b, idle)
+return {'ok', v, '0'}
+"#;
+
+/// A call's commit: KEYS h x b of each scope; ARGV max keys, max bytes,
+/// then per scope: idle ms, writes, and per write: key, `s` value ttl-ms
+/// (-1: none) or `d`. Every scope is checked before anything is written.
+/// `{"ok"}` or `{"keys"|"bytes", n, scope index}`.
+const COMMIT: &str = r#"
+local maxk, maxb = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now = now_ms()
+local scopes, i = {}, 3
+for s = 1, #KEYS / 3 do
+  local h, x, b = KEYS[3 * s - 2], KEYS[3 * s - 1], KEYS[3 * s]
+  local idle, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
+  i = i + 2
+  reap(h, x, b, now)
+  local keys, bytes, writes = redis.call('HLEN', h), held(b), {}
+  for _ = 1, n do
+    local f, kind = ARGV[i], ARGV[i + 1]
+    local old = fresh(h, x, b, f, now)
+    if kind == 's' then
+      local v, ttl = ARGV[i + 2], tonumber(ARGV[i + 3])
+      i = i + 4
+      if old then bytes = bytes + #v - #old else keys, bytes = keys + 1, bytes + #f + #v end
+      local at = -1
+      if ttl >= 0 then at = now + ttl end
+      writes[#writes + 1] = {f, old, v, at}
+    else
+      i = i + 2
+      if old then keys, bytes = keys - 1, bytes - #f - #old end
+      writes[#writes + 1] = {f, old}
+    end
+  end
+  if keys > maxk then return {'keys', tostring(keys), tostring(s)} end
+  if bytes > maxb then return {'bytes', tostring(bytes), tostring(s)} end
+  scopes[s] = {h, x, b, idle, writes}
+end
+for _, s in ipairs(scopes) do
+  local h, x, b, idle, writes = s[1], s[2], s[3], s[4], s[5]
+  local grow = 0
+  for _, w in ipairs(writes) do
+    if w[3] then
+      grow = grow + put(h, x, w[1], w[2], w[3], w[4])
+    elseif w[2] then
+      redis.call('HDEL', h, w[1])
+      redis.call('ZREM', x, w[1])
+      grow = grow - #w[1] - #w[2]
+    end
+  end
+  redis.call('INCRBY', b, grow)
+  touch(h, x, b, idle)
+end
+return {'ok'}
+"#;
+
+/// A faulted call's adds given back, newest first: KEYS h x b per add;
+/// ARGV per add: key, the delta that gives it back, created (`1`/`0`). A key gone, or no longer
+/// an integer, is left as it is; a created key back at 0 is removed.
+const UNDO: &str = r#"
+local now = now_ms()
+for a = 1, #KEYS / 3 do
+  local h, x, b = KEYS[3 * a - 2], KEYS[3 * a - 1], KEYS[3 * a]
+  local f, back, created = ARGV[3 * a - 2], ARGV[3 * a - 1], ARGV[3 * a]
+  local old = fresh(h, x, b, f, now)
+  if old then
+    if pcall(redis.call, 'HINCRBY', h, f, back) then
+      local v = redis.call('HGET', h, f)
+      if created == '1' and v == '0' then
+        redis.call('HDEL', h, f)
+        redis.call('ZREM', x, f)
+        redis.call('DECRBY', b, #f + #old)
+      else
+        redis.call('INCRBY', b, #v - #old)
+      end
+    end
+    if redis.call('HLEN', h) == 0 then redis.call('DEL', h, x, b) end
+  end
+end
+return 0
+"#;
+
+/// The scripts, hashed once.
+struct Scripts {
+    get: Script,
+    add: Script,
+    commit: Script,
+    undo: Script,
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+        Scripts {
+            get: script(GET),
+            add: script(ADD),
+            commit: script(COMMIT),
+            undo: script(UNDO),
+        }
+    }
+}
+
+/// One scope as read for the operator: its keys and values, its expiries
+/// (ms since the epoch) and the server's `TIME`.
+type ScopeDump = (Vec<(String, String)>, Vec<(String, f64)>, (u64, u64));
+
+/// The store (see the module docs).
+pub struct RedisStore {
+    client: redis::Client,
+    /// Where it is, as said in faults (the URL without its password).
+    shown: String,
+    connection: OnceCell<ConnectionManager>,
+    scripts: Scripts,
+    breaker: Breaker,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RedisStore({})", self.shown)
+    }
+}
+
+/// The three Redis keys of one scope.
+struct Keys([String; 3]);
+
+fn keys(id: &ScopeId) -> Keys {
+    let base = format!(
+        "tg:{{{}.{}}}:{}",
+        hex::encode(id.tenant.as_bytes()),
+        hex::encode(id.plugin.as_bytes()),
+        match &id.run {
+            None => "t".to_string(),
+            Some(run) => format!("r:{}", hex::encode(run.as_bytes())),
+        }
+    );
+    Keys([
+        format!("{base}:h"),
+        format!("{base}:x"),
+        format!("{base}:b"),
+    ])
+}
+
+/// The scope a hash key (`…:h`) names, or `None` for a key not ours.
+fn scope_of(key: &str) -> Option<ScopeId> {
+    let rest = key.strip_prefix("tg:{")?.strip_suffix(":h")?;
+    let (owner, scope) = rest.split_once("}:")?;
+    let (tenant, plugin) = owner.split_once('.')?;
+    let text = |h: &str| String::from_utf8(hex::decode(h).ok()?).ok();
+    let run = match scope {
+        "t" => None,
+        run => Some(text(run.strip_prefix("r:")?)?.into()),
+    };
+    Some(ScopeId {
+        tenant: text(tenant)?.into(),
+        plugin: text(plugin)?.into(),
+        run,
+    })
+}
+
+/// The `SCAN MATCH` pattern of the hash keys `filter` selects.
+fn pattern(filter: &StateFilter) -> String {
+    let plugin = filter
+        .plugin
+        .as_deref()
+        .map_or("*".to_string(), |p| format!("{}}}", hex::encode(p)));
+    let scope = filter
+        .run
+        .as_deref()
+        .map_or("*".to_string(), |r| format!("r:{}", hex::encode(r)));
+    let tenant = hex::encode(filter.tenant.as_bytes());
+    if filter.plugin.is_some() {
+        format!("tg:{{{tenant}.{plugin}:{scope}:h")
+    } else {
+        // `}` ends the plugin's hex; a run filter then needs `}:r:…`.
+        format!("tg:{{{tenant}.*}}:{scope}:h")
+    }
+}
+
+/// A run's idle time, in ms, as the scripts take it (0: the tenant scope).
+fn idle_ms(id: &ScopeId, limits: &StateLimits) -> u64 {
+    match id.run {
+        Some(_) => millis(limits.run_ttl).max(1),
+        None => 0,
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A script's reply as strings (nil: `None`).
+fn strings(value: Value) -> Vec<Option<String>> {
+    let text = |v: Value| match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        Value::SimpleString(s) => Some(s),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    };
+    match value {
+        Value::Array(items) => items.into_iter().map(text).collect(),
+        other => vec![text(other)],
+    }
+}
+
+impl RedisStore {
+    /// A store at `url` (`redis://[:password@]host[:port][/db]`); checks
+    /// the URL only: the connection is made on first use, and remade
+    /// whenever it is lost.
+    pub fn open(url: &str) -> Result<RedisStore, crate::Error> {
+        let client = redis::Client::open(url)
+            .map_err(|e| crate::Error::Engine(format!("state store {url:?}: {e}")))?;
+        let info = client.get_connection_info();
+        let shown = format!("redis://{}/{}", info.addr(), info.redis_settings().db());
+        Ok(RedisStore {
+            client,
+            shown,
+            connection: OnceCell::new(),
+            scripts: Scripts::new(),
+            breaker: Breaker::default(),
+        })
+    }
+
+    /// Where the store is (without credentials).
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    async fn connection(&self) -> Result<ConnectionManager, ImportRefused> {
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        self.connection
+            .get_or_try_init(|| async {
+                ConnectionManager::new_lazy_with_config(self.client.clone(), config)
+            })
+            .await
+            .cloned()
+            .map_err(|e| self.unavailable(&e))
+    }
+
+    fn unavailable(&self, e: &redis::RedisError) -> ImportRefused {
+        let what = if e.code() == Some("OOM") {
+            "is full (its maxmemory)"
+        } else {
+            "failed"
+        };
+        refused(
+            Fault::StateUnavailable,
+            format!("the state store at {} {what}: {e}", self.shown),
+        )
+    }
+
+    /// Runs one script invocation through the breaker.
+    async fn run(&self, invocation: &ScriptInvocation<'_>) -> Result<Value, ImportRefused> {
+        let attempt = self.breaker.attempt().map_err(|left| {
+            refused(
+                Fault::StateUnavailable,
+                format!(
+                    "the state store at {} failed just now; not tried again for {} ms",
+                    self.shown,
+                    left.as_millis()
+                ),
+            )
+        })?;
+        let mut connection = self.connection().await?;
+        match invocation.invoke_async::<Value>(&mut connection).await {
+            Ok(value) => {
+                attempt.succeeded();
+                Ok(value)
+            }
+            Err(e) => {
+                // A refusal by a working server (a full one, a script
+                // error) is not an outage.
+                if e.is_io_error()
+                    || e.is_connection_dropped()
+                    || e.is_connection_refusal()
+                    || e.is_timeout()
+                {
+                    drop(attempt);
+                } else {
+                    attempt.succeeded();
+                }
+                Err(self.unavailable(&e))
+            }
+        }
+    }
+
+    pub(crate) async fn get(
+        &self,
+        id: &ScopeId,
+        key: &str,
+        limits: &StateLimits,
+    ) -> Result<Option<String>, ImportRefused> {
+        let Keys(k) = keys(id);
+        let mut inv = self.scripts.get.prepare_invoke();
+        inv.key(&k[..]).arg(key).arg(idle_ms(id, limits));
+        Ok(strings(self.run(&inv).await?).into_iter().next().flatten())
+    }
+
+    pub(crate) async fn add(
+        &self,
+        id: &ScopeId,
+        key: &str,
+        delta: i64,
+        ttl: Option<Duration>,
+        limits: &StateLimits,
+    ) -> Result<(i64, bool), ImportRefused> {
+        let Keys(k) = keys(id);
+        let ttl = ttl.map_or(-1, |t| i64::try_from(millis(t)).unwrap_or(i64::MAX));
+        let mut inv = self.scripts.add.prepare_invoke();
+        inv.key(&k[..])
+            .arg(key)
+            .arg(delta)
+            .arg(ttl)
+            .arg(idle_ms(id, limits))
+            .arg(limits.keys)
+            .arg(limits.bytes);
+        let reply = strings(self.run(&inv).await?);
+        let field = |i: usize| reply.get(i).cloned().flatten().unwrap_or_default();
+        match field(0).as_str() {
+            "ok" => {
+                let sum = field(1).parse::<i64>().map_err(|_| self.garbled("add"))?;
+                Ok((sum, field(2) == "1"))
+            }
+            "invalid" if field(1).contains("overflow") => Err(refused(
+                Fault::StateInvalid,
+                format!("state add on {key:?}: adding {delta} is outside s64"),
+            )),
+            "invalid" => Err(refused(
+                Fault::StateInvalid,
+                format!("state add on {key:?}: its value is not a decimal integer"),
+            )),
+            class => Err(self.budget(class, &field(1), id, limits)),
+        }
+    }
+
+    fn garbled(&self, what: &str) -> ImportRefused {
+        refused(
+            Fault::StateUnavailable,
+            format!("the state store at {} answered {what} oddly", self.shown),
+        )
+    }
+
+    /// The refusal of a script's budget answer (`keys` or `bytes`, with
+    /// the count the scope would hold).
+    fn budget(&self, class: &str, n: &str, id: &ScopeId, limits: &StateLimits) -> ImportRefused {
+        let n: usize = match n.parse() {
+            Ok(n) => n,
+            Err(_) => return self.garbled("a budget check"),
+        };
+        let (keys, bytes) = match class {
+            "keys" => (n, 0),
+            "bytes" => (0, n),
+            _ => return self.garbled("a budget check"),
+        };
+        over_budget(id, keys, bytes, limits)
+            .err()
+            .unwrap_or_else(|| self.garbled("a budget check"))
+    }
+
+    pub(crate) async fn commit(
+        &self,
+        writes: &Writes,
+        limits: &StateLimits,
+    ) -> Result<(), ImportRefused> {
+        let mut inv = self.scripts.commit.prepare_invoke();
+        inv.arg(limits.keys).arg(limits.bytes);
+        for (id, scope_writes) in writes {
+            let Keys(k) = keys(id);
+            inv.key(&k[..])
+                .arg(idle_ms(id, limits))
+                .arg(scope_writes.len());
+            for (key, write) in scope_writes {
+                match write {
+                    Write::Set(value, ttl) if ttl.is_none_or(|t| !t.is_zero()) => {
+                        let ttl = ttl.map_or(-1, |t| i64::try_from(millis(t)).unwrap_or(i64::MAX));
+                        inv.arg(key).arg("s").arg(value).arg(ttl);
+                    }
+                    _ => {
+                        inv.arg(key).arg("d");
+                    }
+                }
+            }
+        }
+        let reply = strings(self.run(&inv).await?);
+        let field = |i: usize| reply.get(i).cloned().flatten().unwrap_or_default();
+        if field(0) == "ok" {
+            return Ok(());
+        }
+        let scope = field(2)
+            .parse::<usize>()
+            .ok()
+            .and_then(|s| writes.get(s.checked_sub(1)?));
+        match scope {
+            Some((id, _)) => Err(self.budget(&field(0), &field(1), id, limits)),
+            None => Err(self.garbled("a commit")),
+        }
+    }
+
+    pub(crate) async fn undo(&self, adds: &Adds) -> Result<(), ImportRefused> {
+        let mut inv = self.scripts.undo.prepare_invoke();
+        // An add of i64::MIN has no negation in s64: it stays, as an
+        // uncertain add does (a counter errs toward counting).
+        for added in adds.iter().rev() {
+            let Some(back) = added.delta.checked_neg() else {
+                continue;
+            };
+            let Keys(k) = keys(&added.id);
+            inv.key(&k[..])
+                .arg(&added.key)
+                .arg(back)
+                .arg(if added.created { "1" } else { "0" });
+        }
+        self.run(&inv).await.map(drop)
+    }
+
+    async fn scan(&self, filter: &StateFilter) -> Result<Vec<(String, ScopeId)>, crate::Error> {
+        let mut connection = self.connection().await.map_err(store_error)?;
+        let mut found = Vec::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, page): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern(filter))
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut connection)
+                .await
+                .map_err(|e| store_error(self.unavailable(&e)))?;
+            found.extend(
+                page.into_iter()
+                    .filter_map(|k| Some((k.clone(), scope_of(&k)?)))
+                    .filter(|(_, id)| filter.matches(id)),
+            );
+            if next == 0 {
+                return Ok(found);
+            }
+            cursor = next;
+        }
+    }
+
+    /// Every live key `filter` selects.
+    pub(crate) async fn entries(
+        &self,
+        filter: &StateFilter,
+    ) -> Result<Vec<StateEntry>, crate::Error> {
+        let mut connection = self.connection().await.map_err(store_error)?;
+        let fail = |e: redis::RedisError| store_error(self.unavailable(&e));
+        let mut out = Vec::new();
+        for (hash, id) in self.scan(filter).await? {
+            let expiries = format!("{}x", hash.trim_end_matches('h'));
+            let (values, expires, (secs, micros)): ScopeDump = redis::pipe()
+                .hgetall(&hash)
+                .zrange_withscores(&expiries, 0, -1)
+                .cmd("TIME")
+                .query_async(&mut connection)
+                .await
+                .map_err(fail)?;
+            let now = secs * 1000 + micros / 1000;
+            for (key, value) in values {
+                // Scores are whole milliseconds.
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "expiry scores are whole ms since the epoch"
+                )]
+                let at = expires
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(_, at)| *at as u64);
+                if at.is_some_and(|at| at <= now) {
+                    continue;
+                }
+                out.push(StateEntry {
+                    id: id.clone(),
+                    key,
+                    value,
+                    ttl_ms: at.map(|at| at.saturating_sub(now)),
+                });
+            }
+        }
+        out.sort_by(|a, b| (&a.id, &a.key).cmp(&(&b.id, &b.key)));
+        Ok(out)
+    }
+
+    /// Removes every key `filter` selects.
+    pub(crate) async fn clear(&self, filter: &StateFilter) -> Result<u64, crate::Error> {
+        let mut connection = self.connection().await.map_err(store_error)?;
+        let mut removed = 0;
+        for (hash, _) in self.scan(filter).await? {
+            let base = hash.trim_end_matches('h');
+            let (n,): (u64,) = redis::pipe()
+                .hlen(&hash)
+                .del(&[hash.clone(), format!("{base}x"), format!("{base}b")])
+                .ignore()
+                .query_async(&mut connection)
+                .await
+                .map_err(|e| store_error(self.unavailable(&e)))?;
+            removed += n;
+        }
+        Ok(removed)
+    }
+}
+
+fn store_error(refusal: ImportRefused) -> crate::Error {
+    crate::Error::State(refusal.message)
+}
+
+/// Fails operations at once for a while after one failed (see the module
+/// docs).
+#[derive(Default)]
+struct Breaker(Mutex<BreakerState>);
+
+#[derive(Default)]
+struct BreakerState {
+    /// Failures in a row.
+    failures: u32,
+    /// Closed again at this time, then half open: one probe at a time.
+    open_until: Option<Instant>,
+    probing: bool,
+}
+
+/// One operation let through; dropped without [`Attempt::succeeded`]
+/// (failed, or abandoned at its call's deadline) it opens the breaker.
+struct Attempt<'a> {
+    breaker: &'a Breaker,
+    probe: bool,
+    done: bool,
+}
+
+impl Breaker {
+    const FIRST: Duration = Duration::from_millis(50);
+    const LONGEST: Duration = Duration::from_secs(2);
+
+    fn lock(&self) -> MutexGuard<'_, BreakerState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets an operation through, or says how long the breaker stays open.
+    fn attempt(&self) -> Result<Attempt<'_>, Duration> {
+        let mut s = self.lock();
+        let probe = match s.open_until {
+            None => false,
+            Some(until) => {
+                let now = Instant::now();
+                if now < until {
+                    return Err(until - now);
+                }
+                if s.probing {
+                    return Err(Duration::ZERO);
+                }
+                s.probing = true;
+                true
+            }
+        };
+        Ok(Attempt {
+            breaker: self,
+            probe,
+            done: false,
+        })
+    }
+}
+
+impl Attempt<'_> {
+    fn succeeded(mut self) {
+        self.done = true;
+        let mut s = self.breaker.lock();
+        if self.probe || s.failures > 0 {
+            *s = BreakerState::default();
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut s = self.breaker.lock();
+        s.failures = s.failures.saturating_add(1);
+        let wait = Breaker::FIRST
+            .saturating_mul(1 << (s.failures - 1).min(6))
+            .min(Breaker::LONGEST);
+        s.open_until = Some(Instant::now() + wait);
+        if self.probe {
+            s.probing = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(tenant: &str, plugin: &str, run: Option<&str>) -> ScopeId {
+        ScopeId {
+            tenant: tenant.into(),
+            plugin: plugin.into(),
+            run: run.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_scopes_keys_name_it_whatever_bytes_its_names_hold() {
+        for owner in [
+            id("", "p", None),
+            id("acme", "tool-call-limit", Some("run-1")),
+            id("a}:b", "{x}*", Some(":r:")),
+            id("t.1", "p.q", Some("")),
+        ] {
+            let Keys(k) = keys(&owner);
+            assert_eq!(scope_of(&k[0]), Some(owner.clone()), "{k:?}");
+            let slot = |k: &str| k[..k.find('}').expect("tag")].to_string();
+            assert!(
+                k.iter().all(|key| slot(key) == slot(&k[0])),
+                "one hash slot"
+            );
+        }
+        assert_eq!(scope_of("tg:{zz.00}:t:h"), None, "not hex");
+        assert_eq!(scope_of("other"), None);
+    }
+
+    #[test]
+    fn a_filters_pattern_selects_its_tenants_plugins_and_runs_keys_only() {
+        let matches = |pattern: &str, key: &str| {
+            // Redis's glob, for the patterns made here (`*` only).
+            let parts: Vec<&str> = pattern.split('*').collect();
+            let mut rest = key;
+            for (i, part) in parts.iter().enumerate() {
+                match rest.find(part) {
+                    Some(at) if i > 0 || at == 0 => rest = &rest[at + part.len()..],
+                    _ => return false,
+                }
+            }
+            parts
+                .last()
+                .is_none_or(|p| p.is_empty() || key.ends_with(p))
+        };
+        let filter = |tenant: &str, plugin: Option<&str>, run: Option<&str>| StateFilter {
+            tenant: tenant.into(),
+            plugin: plugin.map(Into::into),
+            run: run.map(Into::into),
+        };
+        let all = [
+            id("a", "p", None),
+            id("a", "p", Some("r")),
+            id("a", "q", Some("r")),
+            id("ab", "p", None),
+            id("a", "pq", Some("rs")),
+        ];
+        for f in [
+            filter("a", None, None),
+            filter("a", Some("p"), None),
+            filter("a", None, Some("r")),
+            filter("a", Some("p"), Some("r")),
+        ] {
+            for owner in &all {
+                let Keys(k) = keys(owner);
+                assert_eq!(
+                    matches(&pattern(&f), &k[0]),
+                    f.matches(owner),
+                    "{f:?} {owner:?} {}",
+                    pattern(&f)
+                );
+            }
+        }
+    }
+}

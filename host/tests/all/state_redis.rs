@@ -1,0 +1,279 @@
+//! Guard state in Redis, beyond what every store does (`state::redis::*`):
+//! two replicas counting together, and a Redis that goes away, stalls or
+//! fills up — each a `state-unavailable` fault under the guard's
+//! `on_error`, the host serving on, and the store back by itself.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use toolgate::{Engine, Fault, Limits, Outcome, StateBackend};
+
+use crate::redis_server::RedisServer;
+use crate::state::{ask, call_in, futures_join, read, stateful, with_state};
+
+fn replica(url: &str) -> Engine {
+    with_state(StateBackend::Redis { url: url.into() })
+}
+
+/// The counter every test here uses: adds 1 to `hits` in the tenant scope.
+fn counter() -> serde_json::Value {
+    json!({"ops": [{"op": "add", "scope": "tenant", "key": "hits", "delta": 1}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_sharing_redis_let_exactly_n_of_1000_concurrent_calls_through() {
+    let url = RedisServer::shared().fresh_url();
+    let limit = 37;
+    let config = json!({"budget": {"scope": "tenant", "key": "sent", "limit": limit}});
+    let (a, b) = (replica(&url), replica(&url));
+    let guards = [
+        stateful(&a, "budget", config.clone(), Limits::default()).await,
+        stateful(&b, "budget", config, Limits::default()).await,
+    ];
+    let gate = Arc::new(tokio::sync::Semaphore::new(64));
+    let calls = (0..1000).map(|i| {
+        let (guard, gate) = (Arc::clone(&guards[i % 2]), Arc::clone(&gate));
+        tokio::spawn(async move {
+            let _permit = gate.acquire().await.expect("gate");
+            ask(
+                &guard,
+                &call_in(&format!("run-{}", i % 7), &format!("c{i}"), "send"),
+            )
+            .await
+        })
+    });
+    let (mut proceeded, mut over) = ([0; 2], 0);
+    for (i, call) in futures_join(calls).await.into_iter().enumerate() {
+        match call {
+            (None, Outcome::Proceed, None) => proceeded[i % 2] += 1,
+            (Some(c), Outcome::Skip, None) if c == "over" => over += 1,
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert_eq!(proceeded[0] + proceeded[1], limit, "{proceeded:?}");
+    assert_eq!(over, 1000 - limit);
+    assert!(
+        proceeded.iter().all(|&n| n > 0),
+        "both replicas let some through: {proceeded:?}"
+    );
+    for engine in [&a, &b] {
+        let left = read(engine, "budget", &[("tenant", "sent")], "any").await;
+        assert_eq!(
+            left,
+            json!([limit.to_string()]),
+            "each replica sees the same count"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_killed_and_restarted_faults_calls_meanwhile_and_comes_back_by_itself() {
+    let mut server = RedisServer::start();
+    let engine = replica(&server.url(0));
+    let guard = stateful(&engine, "c", counter(), Limits::default()).await;
+    let results = |content: Option<String>| content.expect("results");
+    let (content, outcome, fault) = ask(&guard, &call_in("r", "1", "t")).await;
+    assert_eq!(
+        (results(content), outcome, fault),
+        ("[1]".into(), Outcome::Skip, None)
+    );
+
+    server.stop();
+    // While it is down, every call faults `state-unavailable` (the guard
+    // is skipped: its `on_error`) and the breaker spares the next calls
+    // the attempt: some of them are refused without one.
+    let mut spared = 0;
+    for i in 0..20 {
+        let (content, outcome, fault) = ask(&guard, &call_in("r", &format!("d{i}"), "t")).await;
+        assert_eq!(
+            (content, outcome, fault),
+            (None, Outcome::Fault, Some(Fault::StateUnavailable))
+        );
+        let trace = crate::chain(&[&guard])
+            .steering(&call_in("r", "x", "t"), &crate::no_state())
+            .await;
+        let detail = trace.trace[0].detail.clone().unwrap_or_default();
+        assert!(
+            detail.contains("state store at redis://127.0.0.1:"),
+            "{detail}"
+        );
+        spared += usize::from(detail.contains("not tried again"));
+    }
+    assert!(spared > 0, "the breaker opened");
+
+    server.restart();
+    // Back: the first calls after the breaker's wait find it (a new
+    // server, empty: it kept nothing in memory).
+    let mut back = None;
+    for i in 0..200 {
+        let (content, outcome, _) = ask(&guard, &call_in("r", &format!("b{i}"), "t")).await;
+        if outcome == Outcome::Skip {
+            back = content;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        back.as_deref(),
+        Some("[1]"),
+        "the store came back with Redis"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_slower_than_the_deadline_faults_the_call_at_its_deadline_and_serving_goes_on() {
+    let server = RedisServer::start();
+    let engine = replica(&server.url(0));
+    let quick = Limits {
+        timeout: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let guard = stateful(&engine, "c", counter(), quick).await;
+    assert_eq!(ask(&guard, &call_in("r", "1", "t")).await.1, Outcome::Skip);
+    // Redis answers nobody for 3 s: the call gives up at its 200 ms.
+    assert!(
+        server
+            .command("CLIENT PAUSE 3000 ALL")
+            .is_some_and(|r| r.starts_with("+OK"))
+    );
+    let (_, outcome, fault) = ask(&guard, &call_in("r", "2", "t")).await;
+    assert_eq!(
+        (outcome, fault),
+        (Outcome::Fault, Some(Fault::StateUnavailable))
+    );
+    assert!(
+        server
+            .command("CLIENT UNPAUSE")
+            .is_some_and(|r| r.starts_with("+OK"))
+    );
+    // Once it answers again, the count holds the calls that were applied:
+    // the successful one, and the abandoned add, which may have been
+    // applied late (an abandoned add is not given back: see
+    // docs/plugins.md).
+    let mut seen = None;
+    for _ in 0..200 {
+        let (content, outcome, _) = ask(&guard, &call_in("r", "3", "t")).await;
+        if outcome == Outcome::Skip {
+            seen = content;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let seen = seen.expect("the store came back");
+    assert!(seen == "[2]" || seen == "[3]", "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_redis_faults_writes_and_loses_nothing_already_committed() {
+    let server = RedisServer::start();
+    let engine = replica(&server.url(0));
+    let setter = |value: &str| json!({"ops": [{"op": "set", "scope": "tenant", "key": "k", "value": value}]});
+    let kept = stateful(&engine, "s", setter("kept"), Limits::default()).await;
+    assert_eq!(ask(&kept, &call_in("r", "1", "t")).await.1, Outcome::Skip);
+    for line in [
+        "CONFIG SET maxmemory-policy noeviction",
+        "CONFIG SET maxmemory 1",
+    ] {
+        assert!(
+            server.command(line).is_some_and(|r| r.starts_with("+OK")),
+            "{line}"
+        );
+    }
+    let more = stateful(&engine, "s", setter(&"v".repeat(1000)), Limits::default()).await;
+    let (_, outcome, fault) = ask(&more, &call_in("r", "2", "t")).await;
+    assert_eq!(
+        (outcome, fault),
+        (Outcome::Fault, Some(Fault::StateUnavailable))
+    );
+    let detail = crate::chain(&[&more])
+        .steering(&call_in("r", "3", "t"), &crate::no_state())
+        .await
+        .trace[0]
+        .detail
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        detail.contains("full") || detail.contains("not tried again"),
+        "{detail}"
+    );
+    assert!(
+        server
+            .command("CONFIG SET maxmemory 0")
+            .is_some_and(|r| r.starts_with("+OK"))
+    );
+    assert_eq!(
+        read(&engine, "s", &[("tenant", "k")], "r").await,
+        json!(["kept"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_replicas_with_state_in_redis_count_one_run_together() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(
+        toolgate_tests::TOOL_CALL_LIMIT,
+        dir.path().join("tool-call-limit.wasm"),
+    )
+    .expect("copy");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"tool-call-limit.wasm\"\n\
+         [plugin.config]\ntool = \"send_email\"\nrun_limit = 2\n",
+    )
+    .expect("manifest");
+    let url = RedisServer::shared().fresh_url();
+    let args = [
+        "--listen",
+        "127.0.0.1:0",
+        "--state",
+        url.as_str(),
+        "--no-cache",
+    ];
+    let (_a, addr_a, banner) = crate::server::spawn_serve(dir.path(), &args);
+    let (_b, addr_b, _) = crate::server::spawn_serve(dir.path(), &args);
+    assert!(banner.contains("state in redis"), "{banner}");
+    let client = reqwest::Client::new();
+    let email = |addr: &str, call: &str| {
+        let request = client
+            .post(format!("http://{addr}/v1/steering"))
+            .json(&json!({"event": {"run_id": "r", "tool_name": "send_email",
+                "call_id": call, "args": {"n": call}}}));
+        async move {
+            let r = request.send().await.expect("send");
+            assert_eq!(r.status(), reqwest::StatusCode::OK);
+            r.json::<serde_json::Value>().await.expect("json")
+        }
+    };
+    let cancelled = json!({"action": "skip", "is_error": false,
+        "content": "Tool call limit exceeded. Do not call 'send_email' again."});
+    assert_eq!(email(&addr_a, "1").await, serde_json::Value::Null);
+    assert_eq!(email(&addr_b, "2").await, serde_json::Value::Null);
+    assert_eq!(
+        email(&addr_a, "3").await,
+        cancelled,
+        "the run's third, counted by both"
+    );
+    assert_eq!(email(&addr_b, "4").await, cancelled);
+}
+
+#[test]
+fn serve_refuses_a_state_it_cannot_use_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "serve",
+            "--plugins",
+            &dir.path().display().to_string(),
+            "--state",
+            "mongo://x",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"mongo://x\"") && stderr.contains("redis://"),
+        "{stderr}"
+    );
+}
