@@ -277,3 +277,123 @@ fn serve_refuses_a_state_it_cannot_use_naming_it() {
         "{stderr}"
     );
 }
+
+/// `toolgate state ARGS`: its exit code and standard output as JSON.
+fn state_cli(args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("state")
+        .args(args)
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null);
+    (out.status.code(), json, stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_cli_shows_and_clears_a_tenants_state_in_redis_and_through_serve() {
+    // In Redis, directly.
+    let url = RedisServer::shared().fresh_url();
+    let engine = replica(&url);
+    let guard = Arc::new(
+        stateful(&engine, "c", counter(), Limits::default())
+            .await
+            .serving("acme"),
+    );
+    assert_eq!(ask(&guard, &call_in("r", "1", "t")).await.1, Outcome::Skip);
+    let other = Arc::new(
+        stateful(&engine, "c", counter(), Limits::default())
+            .await
+            .serving("zeta"),
+    );
+    assert_eq!(ask(&other, &call_in("r", "1", "t")).await.1, Outcome::Skip);
+    let (code, got, err) = state_cli(&["get", "--state", &url, "--tenant", "acme"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        got,
+        json!({"entries": [{"tenant": "acme", "plugin": "c", "run": null, "key": "hits", "value": "1", "ttl_ms": null}]})
+    );
+    let (code, got, err) = state_cli(&[
+        "clear", "--state", &url, "--tenant", "acme", "--plugin", "c",
+    ]);
+    assert_eq!((code, got), (Some(0), json!({"removed": 1})), "{err}");
+    assert_eq!(
+        state_cli(&["get", "--state", &url, "--tenant", "acme"]).1,
+        json!({"entries": []})
+    );
+    assert_eq!(
+        state_cli(&["get", "--state", &url, "--tenant", "zeta"]).1["entries"][0]["value"],
+        "1",
+        "another tenant's is untouched"
+    );
+
+    // In a serve's memory, through its /v1/state, with the operator's token.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(
+        toolgate_tests::TOOL_CALL_LIMIT,
+        dir.path().join("tool-call-limit.wasm"),
+    )
+    .expect("copy");
+    std::fs::write(
+        dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"tool-call-limit.wasm\"\n[plugin.config]\nrun_limit = 5\n",
+    )
+    .expect("manifest");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").expect("token");
+    let token = token.display().to_string();
+    let (_serve, addr, _) = crate::server::spawn_serve(
+        dir.path(),
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--no-cache",
+            "--token-file",
+            &token,
+        ],
+    );
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/steering"))
+        .bearer_auth("s3cret")
+        .json(
+            &json!({"event": {"run_id": "r9", "tool_name": "search", "call_id": "1", "args": {}}}),
+        )
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    let server = format!("http://{addr}");
+    let (code, got, err) = state_cli(&[
+        "get",
+        "--server",
+        &server,
+        "--token-file",
+        &token,
+        "--tenant",
+        "",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(got["entries"][0]["key"], "calls:*", "{got}");
+    assert_eq!(got["entries"][0]["run"], "r9");
+    let (code, got, _) = state_cli(&[
+        "clear",
+        "--server",
+        &server,
+        "--token-file",
+        &token,
+        "--tenant",
+        "",
+        "--run",
+        "r9",
+    ]);
+    assert_eq!((code, got), (Some(0), json!({"removed": 1})));
+    // Without the token, the server's refusal, named.
+    let (code, _, err) = state_cli(&["get", "--server", &server, "--tenant", ""]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("401"), "{err}");
+    // A memory store cannot be reached from outside its process.
+    let (code, _, err) = state_cli(&["get", "--state", "memory", "--tenant", "a"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--server"), "{err}");
+}

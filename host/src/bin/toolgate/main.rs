@@ -1,6 +1,7 @@
 //! The `toolgate` command: check one event, replay a trace, list plugins,
-//! serve the seams over HTTP, build a guard. Each subcommand lives in its
-//! own module; this one parses the command line and dispatches.
+//! serve the seams over HTTP, build a guard, see and clear guards' state.
+//! Each subcommand lives in its own module; this one parses the command
+//! line and dispatches.
 
 mod args;
 mod bench;
@@ -10,6 +11,7 @@ mod list;
 mod replay;
 mod serve;
 mod snapshot;
+mod state;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +67,9 @@ enum Command {
     /// Pre-initialise a guard: call each of its seams once and save the warmed-up
     /// instance as a new component, so every fresh instance skips the runtime's start-up.
     Snapshot(snapshot::SnapshotArgs),
+    /// Show or clear guards' state: in a Redis store (`--state redis://...`) or a running
+    /// `toolgate serve`'s (`--server http://...`).
+    State(state::StateArgs),
 }
 
 /// Bad input from the user: reported on one line, exit code 2.
@@ -128,5 +133,6 @@ async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Snapshot(args) => snapshot::run(args).await,
+        Command::State(args) => state::run(args).await,
     }
 }

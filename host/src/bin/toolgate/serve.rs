@@ -97,7 +97,7 @@ impl ServeArgs {
 }
 
 /// The operator's bearer token, read from `path`.
-fn read_token(path: &Path) -> Result<String> {
+pub(crate) fn read_token(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| bad(format!("token file {}: {e}", path.display())))?;
     let token = text.trim().to_string();
