@@ -17,12 +17,14 @@
 //	func main() {}
 //
 // Importing a seam package is what makes the component export that seam
-// (toolgate:guard/steering@0.1.0 and so on); the host consults a guard only at
+// (toolgate:guard/steering@0.2.0 and so on); the host consults a guard only at
 // the seams its component exports. The seam packages are steering, rewrite,
 // routing and result.
 //
 // This package holds what every seam shares: the event and verdict types, the
-// verdict helpers, and what the host lends a guard ([Log], [Config]).
+// verdict helpers, and what the host lends a guard ([Log], [Config],
+// [ConfigAs]). Package state keeps what a guard remembers between calls;
+// package config checks the guard's configuration at load.
 //
 // The events carry symfonic's class names, one per seam:
 // [ToolRoutingDecisionEvent] (routing), [ToolCallDispatchEvent] (rewrite),
@@ -42,6 +44,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 
@@ -269,6 +272,29 @@ func Logf(level Level, format string, args ...any) {
 // guard never keeps the configuration of its warm-up); call it once per hook.
 func Config() json.RawMessage {
 	return json.RawMessage(abi.Config())
+}
+
+// ConfigAs reads a plugin's configuration (raw, as [Config] returns it or the
+// config package's check receives it) into a T, typically a struct whose
+// fields' json tags name the keys. Strict, as a configuration should be: a
+// key T has no field for, a value of the wrong type, or anything after the
+// object is an error, whose text starts "config: ". Blank text reads as {}.
+// Untyped values (fields of type any) decode numbers as json.Number.
+func ConfigAs[T any](raw json.RawMessage) (T, error) {
+	var settings T
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(&settings); err != nil {
+		return settings, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return settings, errors.New("config: more than one JSON value")
+	}
+	return settings, nil
 }
 
 // UpperContains reports whether strings.ToUpper(s) contains substr. When s

@@ -312,6 +312,17 @@ func StringMember(obj json.RawMessage, name string) (string, bool) {
 	return unquote(obj[sp.start:sp.end])
 }
 
+// Member returns the raw JSON value of obj[name] when obj is a JSON object
+// with a member of that name (the last one, when the name repeats), every
+// byte as it was, without decoding the rest.
+func Member(obj json.RawMessage, name string) (json.RawMessage, bool) {
+	sp, ok := member(obj, name)
+	if !ok || !sp.found {
+		return nil, false
+	}
+	return obj[sp.start:sp.end:sp.end], true
+}
+
 // SetStringMember returns a copy of the JSON object obj with member name set
 // to the string value: replaced where it is (every other byte kept as it
 // was, so numbers and member order survive exactly), or appended. ok is false

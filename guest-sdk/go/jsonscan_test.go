@@ -100,3 +100,20 @@ func TestQuoteAtEveryOffset(t *testing.T) {
 		}
 	}
 }
+
+func TestMember(t *testing.T) {
+	obj := json.RawMessage(`{"a": {"x" : [1, 2]} ,"n":9007199254740993,"s":"q\"","a":null}`)
+	for name, want := range map[string]string{"n": `9007199254740993`, "s": `"q\""`, "a": `null`} {
+		if got, ok := Member(obj, name); !ok || string(got) != want {
+			t.Fatalf("Member(%s) = %s, %v; want %s", name, got, ok, want)
+		}
+	}
+	if got, ok := Member(json.RawMessage(`{"a": {"x" : [1, 2]} }`), "a"); !ok || string(got) != `{"x" : [1, 2]}` {
+		t.Fatalf("Member keeps the bytes: %s %v", got, ok)
+	}
+	for _, raw := range []string{`{"b":1}`, `[]`, `{"a":`, ``} {
+		if got, ok := Member(json.RawMessage(raw), "a"); ok {
+			t.Fatalf("Member(%s) = %s, true", raw, got)
+		}
+	}
+}

@@ -2,12 +2,16 @@
 //!
 //! `go build` (GOOS=wasip1, `-buildmode=c-shared`) leaves a core module that
 //! exports the canonical-ABI functions of the seams the guard implements
-//! (`toolgate:guard/<seam>@0.1.0#<func>`), imports `toolgate:guard/host` and
+//! (`toolgate:guard/<seam>@<version>#<func>`, and `config`'s
+//! `validate-config` when the guard checks its configuration), imports
+//! `toolgate:guard/host` (and `state` when it keeps state) and
 //! `wasi_snapshot_preview1`. This program:
 //!
-//! 1. reads which seam interfaces the module exports;
-//! 2. builds a world that imports `host` and exports exactly those seams (so
-//!    the host subscribes the guard to those seams and no other);
+//! 1. reads which interfaces the module exports, and the contract version
+//!    they name (one for all: `0.2.0` today; `0.1.0` modules still build);
+//! 2. builds a world that imports the contract's imports and exports exactly
+//!    those interfaces (so the host subscribes the guard to those seams and
+//!    no other); wit-component keeps only the imports the module uses;
 //! 3. embeds that world as the module's component-type metadata;
 //! 4. wraps module + WASI preview-1 *reactor* adapter into a component.
 //!
@@ -15,7 +19,7 @@
 //! instance, for build checks and tests.
 //!
 //! Usage:
-//!   toolgate-go-componentize new --wit <dir> <core.wasm> -o <out.wasm>
+//!   toolgate-go-componentize new --wit <dir or file> <core.wasm> -o <out.wasm>
 //!   toolgate-go-componentize inspect <component.wasm>
 
 use anyhow::{Context, Result, bail};
@@ -29,8 +33,12 @@ use wit_parser::Resolve;
 
 /// The contract's package, as it prefixes export names.
 const PACKAGE: &str = "toolgate:guard";
-/// The contract's version.
-const VERSION: &str = "0.1.0";
+/// The contract versions a module may be built against, each with the
+/// interfaces it may import (besides `host`) and export beyond the seams.
+const VERSIONS: [(&str, &[&str], &[&str]); 2] = [
+    ("0.1.0", &[], &[]),
+    ("0.2.0", &["state", "http"], &["config"]),
+];
 /// The seam interfaces a guard may export, in the contract's order.
 const SEAMS: [&str; 4] = ["routing", "rewrite", "steering", "result"];
 
@@ -42,7 +50,7 @@ fn main() {
 }
 
 fn usage() -> &'static str {
-    "usage:\n  toolgate-go-componentize new --wit <dir> <core.wasm> -o <out.wasm>\n  toolgate-go-componentize inspect <component.wasm>"
+    "usage:\n  toolgate-go-componentize new --wit <dir or file> <core.wasm> -o <out.wasm>\n  toolgate-go-componentize inspect <component.wasm>"
 }
 
 fn run(args: Vec<String>) -> Result<()> {
@@ -88,9 +96,11 @@ fn run(args: Vec<String>) -> Result<()> {
     }
 }
 
-/// The seams whose functions `module` exports, by interface name.
-fn exported_seams(module: &[u8]) -> Result<BTreeSet<&'static str>> {
-    let mut seams = BTreeSet::new();
+/// The interfaces whose functions `module` exports, and the contract
+/// version they all name.
+fn exported_interfaces(module: &[u8]) -> Result<(&'static str, BTreeSet<&'static str>)> {
+    let mut found = BTreeSet::new();
+    let mut version: Option<&'static str> = None;
     let prefix = format!("{PACKAGE}/");
     for payload in wasmparser::Parser::new(0).parse_all(module) {
         let wasmparser::Payload::ExportSection(exports) = payload.context("not a core module")?
@@ -102,23 +112,34 @@ fn exported_seams(module: &[u8]) -> Result<BTreeSet<&'static str>> {
             let Some(rest) = name.strip_prefix(&prefix) else {
                 continue;
             };
-            let iface = rest.split(['@', '#']).next().unwrap_or_default();
-            let Some(seam) = SEAMS.iter().find(|s| **s == iface) else {
-                bail!("export `{name}` names no seam of {PACKAGE}@{VERSION}");
+            let (iface, rest) = rest.split_once('@').unwrap_or((rest, ""));
+            let Some((v, _, extra)) = VERSIONS
+                .iter()
+                .find(|(v, _, _)| rest.strip_prefix(v).is_some_and(|f| f.starts_with('#')))
+            else {
+                bail!("export `{name}` names no version of {PACKAGE} this helper knows");
             };
-            if !rest.starts_with(&format!("{iface}@{VERSION}#")) {
-                bail!("export `{name}` is not for {PACKAGE}@{VERSION}");
+            if version.is_some_and(|seen| seen != *v) {
+                bail!(
+                    "export `{name}` is for {PACKAGE}@{v}, others for @{}",
+                    version.unwrap_or_default()
+                );
             }
-            seams.insert(*seam);
+            version = Some(v);
+            let Some(known) = SEAMS.iter().chain(extra.iter()).find(|s| **s == iface) else {
+                bail!("export `{name}` names no interface of {PACKAGE}@{v}");
+            };
+            found.insert(*known);
         }
     }
-    Ok(seams)
+    Ok((version.unwrap_or(VERSIONS[VERSIONS.len() - 1].0), found))
 }
 
-/// Embeds a world exporting exactly the module's seams and makes a component.
+/// Embeds a world exporting exactly the module's interfaces and makes a
+/// component.
 fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
-    let seams = exported_seams(module)?;
-    if seams.is_empty() {
+    let (version, exported) = exported_interfaces(module)?;
+    if !SEAMS.iter().any(|s| exported.contains(s)) {
         bail!(
             "the module exports no seam: a Go guard must import at least one of \
              toolgate.dev/guest/{{steering,rewrite,routing,result}} and call its Handle"
@@ -128,18 +149,28 @@ fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
     resolve
         .push_path(wit)
         .with_context(|| format!("parsing the contract in {}", wit.display()))?;
-    // A world of our own: `host` imported (wit-component keeps it only if the
-    // module uses it) and exactly the exported seams.
-    let mut world =
-        format!("package toolgate:go-guard;\nworld guard {{\n  import {PACKAGE}/host@{VERSION};\n");
-    for seam in SEAMS.iter().filter(|s| seams.contains(*s)) {
+    // A world of our own: the contract's imports (wit-component keeps only
+    // those the module uses) and exactly the exported interfaces.
+    let (_, imports, extra) = VERSIONS
+        .iter()
+        .find(|(v, _, _)| *v == version)
+        .context("a known version")?;
+    let mut world = "package toolgate:go-guard;\nworld guard {\n".to_string();
+    for iface in ["host"].iter().chain(imports.iter()) {
+        world.push_str(&format!("  import {PACKAGE}/{iface}@{version};\n"));
+    }
+    for iface in SEAMS
+        .iter()
+        .chain(extra.iter())
+        .filter(|s| exported.contains(*s))
+    {
         // `%` escapes a name that is also a WIT keyword (`result`).
-        world.push_str(&format!("  export {PACKAGE}/%{seam}@{VERSION};\n"));
+        world.push_str(&format!("  export {PACKAGE}/%{iface}@{version};\n"));
     }
     world.push_str("}\n");
     let pkg = resolve
         .push_str("go-guard.wit", &world)
-        .context("synthesising the guard's world")?;
+        .with_context(|| format!("synthesising the guard's world against {PACKAGE}@{version}"))?;
     let world = resolve.select_world(&[pkg], Some("guard"))?;
 
     let mut module = module.to_vec();

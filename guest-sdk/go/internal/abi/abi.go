@@ -1,8 +1,9 @@
 //go:build wasip1
 
 // Package abi is the canonical-ABI glue between Go and the
-// toolgate:guard@0.1.0 contract: the allocator the host lowers arguments
-// with, lifting of arguments, lowering of results, and the host imports.
+// toolgate:guard@0.2.0 contract: the allocator the host lowers arguments
+// with, lifting of arguments, lowering of results, and the host imports
+// (host and state).
 //
 // The allocator never touches the Go heap. A Go garbage collection that
 // starts inside cabi_realloc would call a WASI import (the clock), and a
@@ -228,10 +229,10 @@ func Addr[T any](p *T) uint32 { return uint32(uintptr(unsafe.Pointer(p))) }
 
 // --- host imports -------------------------------------------------------------
 
-//go:wasmimport toolgate:guard/host@0.1.0 log
+//go:wasmimport toolgate:guard/host@0.2.0 log
 func hostLog(level uint32, msg unsafe.Pointer, n uint32)
 
-//go:wasmimport toolgate:guard/host@0.1.0 config
+//go:wasmimport toolgate:guard/host@0.2.0 config
 func hostConfig(ret unsafe.Pointer)
 
 // Log calls the host's log.
@@ -246,3 +247,71 @@ func Config() string {
 	hostConfig(unsafe.Pointer(&configRet))
 	return String(configRet[0], configRet[1])
 }
+
+// --- state imports ------------------------------------------------------------
+//
+// Each one is imported only when a guard links the state package, so a guard
+// that keeps no state imports no state interface. A string the host returns
+// is lowered through cabi_realloc into the arena; it is copied into Go memory
+// at once and the arena reset (nothing else in it is live during a call).
+
+//go:wasmimport toolgate:guard/state@0.2.0 get
+func stateGet(scope uint32, key unsafe.Pointer, keyLen uint32, ret unsafe.Pointer)
+
+//go:wasmimport toolgate:guard/state@0.2.0 set
+func stateSet(scope uint32, key unsafe.Pointer, keyLen uint32, value unsafe.Pointer, valueLen uint32, hasTTL uint32, ttlMs uint64)
+
+//go:wasmimport toolgate:guard/state@0.2.0 delete
+func stateDelete(scope uint32, key unsafe.Pointer, keyLen uint32)
+
+//go:wasmimport toolgate:guard/state@0.2.0 add
+func stateAdd(scope uint32, key unsafe.Pointer, keyLen uint32, delta int64, hasTTL uint32, ttlMs uint64) int64
+
+// optionStringRet is the canonical-ABI layout of option<string>: tag at 0,
+// string (ptr, len) at 4 and 8.
+type optionStringRet struct {
+	tag      uint8
+	_        [3]byte
+	ptr, len uint32
+}
+
+var getRet optionStringRet
+
+// flag is a bool as the canonical ABI passes it.
+func flag(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// StateGet calls state.get.
+func StateGet(scope uint32, key string) (string, bool) {
+	getRet = optionStringRet{}
+	stateGet(scope, unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), unsafe.Pointer(&getRet))
+	if getRet.tag == 0 {
+		return "", false
+	}
+	v := String(getRet.ptr, getRet.len)
+	ResetArena()
+	return v, true
+}
+
+// StateSet calls state.set; hasTTL false is a ttl of none.
+func StateSet(scope uint32, key, value string, hasTTL bool, ttlMs uint64) {
+	stateSet(scope, unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)),
+		unsafe.Pointer(unsafe.StringData(value)), uint32(len(value)), flag(hasTTL), ttlMs)
+}
+
+// StateDelete calls state.delete.
+func StateDelete(scope uint32, key string) {
+	stateDelete(scope, unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)))
+}
+
+// StateAdd calls state.add; hasTTL false is a ttl of none.
+func StateAdd(scope uint32, key string, delta int64, hasTTL bool, ttlMs uint64) int64 {
+	return stateAdd(scope, unsafe.Pointer(unsafe.StringData(key)), uint32(len(key)), delta, flag(hasTTL), ttlMs)
+}
+
+// StateReset does nothing on wasm: state belongs to the host.
+func StateReset() {}
