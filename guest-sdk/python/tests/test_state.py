@@ -2,7 +2,8 @@
 
 Outside a component :mod:`toolgate_guest.state` is an in-memory store with the
 host's semantics for what a single call sees, so a stateful guard's unit tests
-run on the build machine's Python.
+run on the build machine's Python; the last tests drive the example
+loop-breaker guard that way.
 """
 
 from __future__ import annotations
@@ -203,6 +204,70 @@ def test_check_config_of_a_module_guard(tmp_path: Path) -> None:
     assert tg.validates_config(module)
     assert tg.check_config(module, {}) is None
     assert tg.check_config(module, {"b": 1, "a": 2}) == "no config keys, got ['a', 'b']"
+
+
+# ------------------------------------------------------- a stateful guard
+
+
+@pytest.fixture(scope="module")
+def loop_breaker() -> ModuleType:
+    path = REPO / "plugins/python/loop-breaker/guard.py"
+    spec = importlib.util.spec_from_file_location("loop_breaker_guard", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def call(guard: tg.Guard, call_id: str, args: dict, tool: str = "run_query") -> tg.Skip | None:
+    return guard.on_before_tool_call(tg.BeforeToolCallEvent("run-1", tool, call_id, args))
+
+
+def result(guard: tg.Guard, call_id: str, is_error: bool, deferred: bool = False, tool: str = "run_query") -> None:
+    guard.on_tool_result(tg.ToolResultCallbackEvent("run-1", tool, None, call_id, deferred, is_error))
+
+
+def test_loop_breaker_steers_the_third_identical_call_after_two_failures(loop_breaker: ModuleType) -> None:
+    g = loop_breaker.LoopBreaker()
+    args = {"sql": "SELECT 1", "db": "main"}
+    assert call(g, "c1", args) is None
+    result(g, "c1", is_error=True)
+    assert call(g, "c2", {"db": "main", "sql": "SELECT 1"}) is None  # same args, other key order
+    result(g, "c2", is_error=True)
+    verdict = call(g, "c3", args)
+    assert verdict == tg.steer(
+        "This exact call (run_query with these same arguments) has failed 2 times in this run. "
+        "Do not repeat it: try something else (other arguments, another tool, or ask the user).")
+    result(g, "c3", is_error=True)  # the steered call's own (error) result counts nothing
+    assert "failed 2 times" in call(g, "c4", args).content
+    assert call(g, "c5", {**args, "sql": "SELECT 2"}) is None  # other args
+    assert call(g, "c6", args, tool="search") is None  # other tool
+
+
+def test_loop_breaker_counts_no_success_no_deferral_and_no_unknown_call(loop_breaker: ModuleType) -> None:
+    g = loop_breaker.LoopBreaker()
+    args = {"q": "x"}
+    assert call(g, "c1", args) is None
+    result(g, "c1", is_error=False)  # a success
+    result(g, "c9", is_error=True)  # a call it never saw
+    assert call(g, "c2", args) is None
+    result(g, "c2", is_error=True, deferred=True)  # not yet: its result comes later
+    result(g, "c2", is_error=True)  # now it has failed
+    assert call(g, "c3", args) is None  # one failure so far
+    result(g, "c3", is_error=True)
+    assert call(g, "c4", args).is_error is True
+    assert state.get(f"fails:{loop_breaker.call_key('search', args)}") is None
+    assert state.get(f"fails:{loop_breaker.call_key('run_query', args)}") == "2"
+
+
+def test_loop_breaker_validates_max_failures(loop_breaker: ModuleType) -> None:
+    check = lambda config: tg.check_config(loop_breaker.LoopBreaker, config)  # noqa: E731
+    assert check({}) is None and check({"max_failures": 1}) is None and check({"max_failures": 10}) is None
+    assert check({"max_failures": 0}) == "config: max_failures must be an integer of 1 or more, not 0"
+    assert check({"max_failures": "2"}) == "config: max_failures must be an integer of 1 or more, not '2'"
+    assert check({"max_failures": True}) == "config: max_failures must be an integer of 1 or more, not True"
+    assert check({"max_failures": 2.0}) == "config: max_failures must be an integer of 1 or more, not 2.0"
+    assert check({"max_fails": 2}) == "config: unknown key 'max_fails'; the only key is max_failures"
 
 
 def test_query_limit_validates_its_limit() -> None:
