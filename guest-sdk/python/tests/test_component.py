@@ -27,7 +27,7 @@ from toolgate_guest.wasminfo import read_component_file
 REPO = Path(__file__).resolve().parents[3]
 
 PKG = "toolgate:guard"
-VER = "@0.1.0"
+VER = "@0.2.0"
 
 GUARD = '''
 import sys
@@ -62,6 +62,8 @@ class Everything(Guard):
             return 42
         if action == "stderr":
             sys.stderr.write("careful\\n")
+        if action == "state":  # the build saw no import of toolgate_guest.state
+            return steer(str(sys.modules["toolgate_guest"].state.add("n", 1)))
         return None
 
     def on_result(self, event):
@@ -191,6 +193,15 @@ def test_a_wrong_return_type_traps_with_a_message(host: Host) -> None:
         "guard raised TypeError: before_tool_call returned int; expected steer(...)")
 
 
+def test_state_in_a_guard_built_without_it_traps_with_a_message(host: Host) -> None:
+    with pytest.raises(Trap):
+        steering(host, {"do": "state"})
+    (error,) = [m for level, m in host.logs if level == "error"]
+    assert error.startswith("guard raised RuntimeError: this guard was built without the "
+                            "toolgate:guard/state import; the build adds it when the guard file imports "
+                            "toolgate_guest.state, or with --state"), error
+
+
 def test_stderr_goes_to_the_log_as_warn(host: Host) -> None:
     assert steering(host, {"do": "stderr"}) is None
     assert host.logs == [("warn", "careful")]
@@ -269,3 +280,98 @@ def test_symfonic_hook_names_reach_every_seam(named: Host) -> None:
     with pytest.raises(Trap):
         steering(named, {"do": "bad"})
     assert named.logs[-1][1].startswith("guard raised TypeError: on_before_tool_call returned int")
+
+
+# A guard that keeps state and checks its config: each steering call runs
+# the state operations its args list and steers with their answers as JSON.
+STATEFUL_GUARD = '''
+import json
+from toolgate_guest import Guard, state, steer
+
+
+class Stateful(Guard):
+    def validate_config(self, config):
+        if "refuse" in config:
+            raise ValueError(f"refused: {config['refuse']}")
+        if "crash" in config:
+            return config["crash"]["missing"]
+
+    def on_before_tool_call(self, event):
+        answers = []
+        for op, key, *rest in event.args["ops"]:
+            scope = "tenant" if key.startswith("t.") else state.Scope.RUN
+            if op == "get":
+                answers.append(state.get(key, scope=scope))
+            elif op == "set":
+                answers.append(state.set(key, rest[0], scope=scope, ttl_ms=rest[1] if rest[1:] else None))
+            elif op == "delete":
+                answers.append(state.delete(key, scope=scope))
+            else:
+                answers.append(state.add(key, rest[0], scope=scope, ttl_ms=None))
+        return steer(json.dumps(answers))
+'''
+
+
+@pytest.fixture(scope="module")
+def stateful(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_guard(tmp_path_factory, "stateful", STATEFUL_GUARD)
+
+
+def test_a_stateful_guard_imports_state_and_exports_config(stateful: Path) -> None:
+    info = read_component_file(stateful)
+    assert sorted(n for n in info.export_names() if n.startswith(PKG)) == [
+        f"{PKG}/config{VER}", f"{PKG}/steering{VER}"]
+    assert sorted(info.import_names()) == [f"{PKG}/{i}{VER}" for i in ("host", "state", "types")]
+
+
+def replay_ops(binary: Path, plugins: Path, calls: list[tuple[str, list[list[Any]]]]) -> list[dict[str, Any]]:
+    """Each (run id, ops) through `toolgate replay --json`, in one process."""
+    trace = plugins.parent / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"seam": "steering", "event": {
+        "run_id": run, "tool_name": "t", "call_id": f"c{i}", "args": {"ops": ops}}}) + "\n"
+        for i, (run, ops) in enumerate(calls)))
+    proc = subprocess.run([str(binary), "replay", "--plugins", str(plugins), "--json", str(trace)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n--\n")[0].splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_state_through_the_host(stateful: Path, tmp_path: Path) -> None:
+    host = Host(stateful, tmp_path)
+    out = replay_ops(host.binary, host.plugins, [
+        ("r1", [["set", "a", "1"], ["get", "a"], ["add", "n", 1], ["add", "n", 2], ["get", "n"],
+                ["delete", "a"], ["get", "a"], ["get", "t.n"], ["add", "t.n", 5]]),
+        ("r1", [["get", "a"], ["get", "n"], ["get", "t.n"]]),
+        ("r2", [["get", "n"], ["add", "t.n", -1]]),
+        ("r1", [["set", "s", "x"], ["add", "n", 1], ["add", "s", 1]]),  # traps: s is no integer
+        ("r1", [["get", "s"], ["get", "n"], ["set", "k", "v", 0], ["get", "k"]]),
+    ])
+    answers = [json.loads(d["result"]["content"]) if d["result"] else None for d in out]
+    assert answers == [
+        [None, "1", 1, 3, "3", None, None, None, 5],  # a call reads its own writes
+        [None, "3", "5"],  # what r1's first call wrote, committed
+        [None, 4],  # another run: its own run scope, the same tenant scope
+        None,  # the fault: the call proceeds, its set undone and its add given back
+        [None, "3", None, None],
+    ]
+    assert out[3]["trace"][0]["fault"] == "state-invalid", out[3]
+
+
+def test_validate_config_refuses_at_load(stateful: Path, tmp_path: Path) -> None:
+    host = Host(stateful, tmp_path)
+
+    def errors(config: str) -> list[str]:
+        (host.plugins / "toolgate.toml").write_text(f'[[plugin]]\npath = "guard.wasm"\n[plugin.config]\n{config}\n')
+        proc = subprocess.run([str(host.binary), "list", "--plugins", str(host.plugins)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["errors"]
+
+    assert errors('other = 1') == []
+    assert errors('refuse = "no thanks"') == [
+        f"{host.plugins}/guard.wasm: plugin `guard` refuses its config: refused: no thanks"]
+    # A check that raises anything but ValueError/TypeError traps: refused too.
+    (crashed,) = errors("crash = {}")
+    assert crashed.startswith(f"{host.plugins}/guard.wasm: plugin `guard` refuses its config: "
+                              "validate-config faulted ("), crashed

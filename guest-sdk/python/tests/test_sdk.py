@@ -19,7 +19,7 @@ from toolgate_guest import build
 from toolgate_guest.wasminfo import ComponentFormatError, read_component
 
 SDK = Path(__file__).resolve().parents[1]
-REPO_WIT = SDK.parents[1] / "wit" / "v0.1.0" / "guard.wit"
+REPO_WIT = SDK.parents[1] / "wit" / "guard.wit"
 
 
 # ------------------------------------------------------------------- events
@@ -212,6 +212,9 @@ def test_app_source_binds_each_seam() -> None:
     assert "Steering = _exports.steering(guard.SqlGuard)\n" in src
     assert "Routing" not in src
     assert "Result = _exports.result(guard)\n" in build.app_source("guard", None, ["result"])
+    assert "Config" not in src
+    assert build.app_source("guard", "G", ["steering"], config=True).endswith(
+        "Steering = _exports.steering(guard.G)\nConfig = _exports.config(guard.G)\n")
 
 
 # ----------------------------------------------------------------------- WIT
@@ -243,22 +246,34 @@ def test_packaged_wit_is_the_contract() -> None:
     assert f"package {build.WIT_PACKAGE}@{build.WIT_VERSION};" in REPO_WIT.read_text()
 
 
-def test_one_seam_uses_the_contracts_world_several_get_a_generated_one(tmp_path: Path) -> None:
-    assert build.world_for(["steering"]) == ("steering-guard", None)
-    name, extra = build.world_for(["rewrite", "result"])
-    assert name == build.COMBINED_WORLD
-    build.copy_wit(REPO_WIT.parent, tmp_path / "wit", extra)
-    text = (tmp_path / "wit" / "guard.wit").read_text()
+def world_items(tmp_path: Path, seams: list[str], **kw: bool) -> list[tuple[str, str]]:
+    name, extra = build.world_for(seams, **kw)
+    assert name == build.GUEST_WORLD
+    dest = tmp_path / "-".join([*seams, *sorted(k for k, v in kw.items() if v)])
+    build.copy_wit(REPO_WIT.parent, dest, extra)
+    assert sorted(p.name for p in dest.iterdir()) == ["guard.wit"]  # not the frozen 0.1.0 copy
+    text = (dest / "guard.wit").read_text()
     world = text[text.index(f"world {name} {{"):]
-    assert re.findall(r"(import|export) %?([\w-]+);", world) == [
+    return re.findall(r"(import|export) %?([\w-]+);", world)
+
+
+def test_the_generated_world_imports_and_exports_only_what_the_guard_uses(tmp_path: Path) -> None:
+    # Never the contract's per-seam worlds: they import state and http too.
+    assert world_items(tmp_path, ["steering"]) == [("import", "host"), ("export", "steering")]
+    assert world_items(tmp_path, ["rewrite", "result"]) == [
         ("import", "host"), ("export", "rewrite"), ("export", "result")]
+    assert world_items(tmp_path, ["steering", "result"], state=True, config=True) == [
+        ("import", "host"), ("import", "state"), ("export", "steering"), ("export", "result"),
+        ("export", "config")]
 
 
-def test_copy_wit_refuses_another_package(tmp_path: Path) -> None:
+def test_copy_wit_refuses_another_package_or_version(tmp_path: Path) -> None:
     other = tmp_path / "other.wit"
     other.write_text("package acme:thing@1.0.0;\n")
-    with pytest.raises(build.BuildError, match="not the toolgate:guard@0.1.0 package"):
+    with pytest.raises(build.BuildError, match="not the toolgate:guard@0.2.0 package"):
         build.copy_wit(other, tmp_path / "out")
+    with pytest.raises(build.BuildError, match="not the toolgate:guard@0.2.0 package"):
+        build.copy_wit(REPO_WIT.parent / "v0.1.0", tmp_path / "old")
 
 
 def test_pyproject_pins_the_checked_componentize_py() -> None:

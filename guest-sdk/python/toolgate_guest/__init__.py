@@ -17,9 +17,18 @@ seam           method (symfonic's hook)                 event (symfonic's class)
 
 The hooks and events carry symfonic's names; the hook's ``state`` argument
 is the event's ``state`` field. Events are dataclasses whose fields mirror
-the WIT records (``toolgate:guard/types@0.1.0``) in snake_case, with the JSON
+the WIT records (``toolgate:guard/types@0.2.0``) in snake_case, with the JSON
 fields (``args``, ``state``, ``result``) already parsed. Every hook call runs
-in a brand-new instance: nothing survives from one call to the next.
+in a brand-new instance: nothing in memory survives from one call to the
+next; what a guard must remember it keeps with :mod:`toolgate_guest.state`.
+
+A guard may also define ``validate_config(config)`` (a method, or a
+module-level function beside the hooks): the build then exports the
+contract's ``config`` interface, and the host calls it once when it loads the
+plugin, with the manifest's ``config`` table as a dict. Returning None accepts
+it; raising ``ValueError`` (or ``TypeError``) refuses the plugin at load with
+the exception's message. A guard without it exports no ``config``, and the
+host loads it with any config.
 
 Deprecated names, still accepted: the hooks ``narrow``, ``dispatch``,
 ``before_tool_call`` and ``on_result`` (the WIT functions' names; see
@@ -41,8 +50,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
+from toolgate_guest import state
+
 __all__ = [
     "BeforeToolCallEvent",
+    "CONFIG_HOOK",
     "DEPRECATED_HOOKS",
     "DispatchEvent",
     "Guard",
@@ -58,6 +70,7 @@ __all__ = [
     "ToolRoutingDecisionEvent",
     "Verdict",
     "cancel",
+    "check_config",
     "config",
     "log",
     "proceed",
@@ -84,6 +97,10 @@ DEPRECATED_HOOKS: Dict[str, str] = {
     "result": "on_result",
 }
 
+#: The method (or module-level function) that checks the plugin's config at
+#: load, exported as the ``config`` interface's ``validate-config``.
+CONFIG_HOOK = "validate_config"
+
 Json = Any
 """A value decoded from JSON text."""
 
@@ -96,7 +113,7 @@ def _object(text: str, what: str) -> Dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# Events (toolgate:guard/types@0.1.0)
+# Events (toolgate:guard/types@0.2.0)
 # --------------------------------------------------------------------------
 
 
@@ -342,6 +359,11 @@ class Guard:
     and costs nothing at the other seams. A fresh instance is made for every
     call. A hook under its deprecated name (:data:`DEPRECATED_HOOKS`, such as
     ``before_tool_call``) still counts.
+
+    A subclass that also defines ``validate_config(self, config)`` exports
+    ``validate-config``: called once at load with the manifest's ``config``
+    (a dict), it returns None to accept it or raises ``ValueError`` to refuse
+    the plugin with that message.
     """
 
     def on_tool_routing_decision(self, event: ToolRoutingDecisionEvent) -> Optional[List[str]]:
@@ -366,6 +388,33 @@ def _implements(guard: Any, method: str) -> bool:
     if isinstance(guard, type) and issubclass(guard, Guard):
         return impl is not None and impl is not getattr(Guard, method, None)
     return callable(impl)
+
+
+def validates_config(guard: Any) -> bool:
+    """Whether ``guard`` (a :class:`Guard` subclass or a module) defines
+    :data:`CONFIG_HOOK`, and so exports ``validate-config``."""
+    return _implements(guard, CONFIG_HOOK)
+
+
+def check_config(guard: Any, config: Dict[str, Any]) -> Optional[str]:
+    """What ``guard``'s ``validate_config`` tells the host about ``config``.
+
+    None when it accepts the config (returns None); the refusal's message
+    when it raises ``ValueError`` or ``TypeError``. Any other exception, or an
+    answer other than None, propagates: in a component that traps, and the
+    host refuses the plugin as faulted. A class guard is checked on a fresh
+    instance, as its hooks are. The component's ``validate-config`` export
+    runs exactly this, so a unit test can call it natively.
+    """
+    target = guard() if isinstance(guard, type) else guard
+    try:
+        answer = getattr(target, CONFIG_HOOK)(config)
+    except (ValueError, TypeError) as exc:
+        return str(exc) or type(exc).__name__
+    if answer is not None:
+        raise TypeError(f"{CONFIG_HOOK} returned {type(answer).__name__}; "
+                        "expected None (raise ValueError to refuse the config)")
+    return None
 
 
 def hook_name(guard: Any, seam: str) -> Optional[str]:
@@ -436,3 +485,4 @@ def config() -> Dict[str, Any]:
     if host is None:
         return {}
     return _object(host.config(), "config")
+

@@ -67,20 +67,16 @@ def _describe(exc: BaseException) -> str:
     return f"guard raised {type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
 
 
-def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callable[[Any, str], Any]) -> Any:
-    """One hook call: WIT record → event → guard → WIT value.
+def _captured(body: Callable[[], Any]) -> Any:
+    """Runs ``body`` with print/stderr going to the host log.
 
-    Anything that raises on the way (a malformed event, the guard itself, an
-    answer of the wrong shape) is logged as an error and re-raised, trapping.
-    ``convert`` gets the answer and the hook's name (for its messages).
+    Anything that raises is logged as an error and re-raised, trapping.
     """
     out, err = sys.stdout, sys.stderr
     sys.stdout = _HostStream(_host.Level.INFO)
     sys.stderr = _HostStream(_host.Level.WARN)
     try:
-        event = event_type.from_wit(record)
-        target = guard() if isinstance(guard, type) else guard
-        return convert(getattr(target, method)(event), method)
+        return body()
     except BaseException as exc:
         _host.log(_host.Level.ERROR, _describe(exc)[:_MAX_LINE])
         raise
@@ -88,6 +84,21 @@ def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callab
         sys.stdout.flush()
         sys.stderr.flush()
         sys.stdout, sys.stderr = out, err
+
+
+def _call(guard: Any, method: str, event_type: Any, record: Any, convert: Callable[[Any, str], Any]) -> Any:
+    """One hook call: WIT record → event → guard → WIT value.
+
+    Anything that raises on the way (a malformed event, the guard itself, an
+    answer of the wrong shape) is logged as an error and re-raised, trapping.
+    ``convert`` gets the answer and the hook's name (for its messages).
+    """
+    def body() -> Any:
+        event = event_type.from_wit(record)
+        target = guard() if isinstance(guard, type) else guard
+        return convert(getattr(target, method)(event), method)
+
+    return _captured(body)
 
 
 # ---------------------------------------------------------------- conversions
@@ -218,9 +229,30 @@ def _nothing(value: Any, hook: str = "on_tool_result") -> None:
     return None
 
 
+def _config_object(text: str) -> Any:
+    return _tg._object(text, "config") if text.strip() else {}
+
+
+def config(guard: Any) -> type:
+    """The ``Config`` export class (``validate-config``) for a guard."""
+    from componentize_py_types import Err
+
+    if not _tg.validates_config(guard):
+        raise TypeError(f"the guard defines no {_tg.CONFIG_HOOK}")
+
+    class Config(_wit.Config):
+        def validate_config(self, config: str) -> None:
+            refusal = _captured(lambda: _tg.check_config(guard, _config_object(config)))
+            if refusal is not None:
+                raise Err(refusal)
+
+    return Config
+
+
 FACTORIES: dict[str, Callable[[Any], type]] = {
     "routing": routing,
     "rewrite": rewrite,
     "steering": steering,
     "result": result,
+    "config": config,
 }

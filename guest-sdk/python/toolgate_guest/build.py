@@ -1,27 +1,31 @@
 """Builds a Python guard into a toolgate component.
 
     toolgate-guest-build guard.py -o guard.wasm [--class NAME] [--seams LIST]
-                         [--wasi] [--wit PATH] [-p DIR]... [--keep-temp DIR]
+                         [--state] [--wasi] [--wit PATH] [-p DIR]... [--keep-temp DIR]
 
 1. Imports ``guard.py`` on the build machine to find the guard: the one
    :class:`toolgate_guest.Guard` subclass it defines (or ``--class``), else
    module-level functions named after the hooks (``on_before_tool_call``, ...;
    the deprecated names such as ``before_tool_call`` still count).
-   Its seams are the hooks it implements (``--seams`` narrows them).
+   Its seams are the hooks it implements (``--seams`` narrows them); it
+   exports ``config`` when it defines ``validate_config``, and imports
+   ``state`` when the guard file imports ``toolgate_guest.state`` (or with
+   ``--state``).
 2. Writes a build directory: a copy of the WIT, the SDK's runtime modules, the
-   guard module and a generated app module that maps each exported seam
-   interface to the guard's methods.
-3. Runs componentize-py for a world exporting only the seams the guard
-   implements (the contract's ``steering-guard`` etc. for one seam, a world
-   generated into the build's copy of the WIT for several): the host consults
-   a guard only at the seams its component exports. WASI imports are replaced
-   by trapping stubs unless ``--wasi`` is given.
-4. Reads the component back and checks its seam exports and its imports.
+   guard module and a generated app module that maps each exported interface
+   to the guard's methods.
+3. Runs componentize-py for a world generated into the build's copy of the
+   WIT that imports ``host`` (and ``state`` when used) and exports only what
+   the guard implements: the host consults a guard only at the seams its
+   component exports, and gives a call state only when its component imports
+   it. WASI imports are replaced by trapping stubs unless ``--wasi`` is given.
+4. Reads the component back and checks its exports and its imports.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import os
 import re
@@ -36,7 +40,7 @@ from types import ModuleType
 from typing import Any, List, Optional, Sequence
 
 import toolgate_guest
-from toolgate_guest import SEAMS, Guard, implemented_seams
+from toolgate_guest import SEAMS, Guard, implemented_seams, validates_config
 from toolgate_guest.wasminfo import read_component_file
 
 #: The componentize-py release this SDK is built and tested against.
@@ -44,10 +48,10 @@ COMPONENTIZE_PY_VERSION = "0.25.1"
 
 #: The WIT package the SDK targets.
 WIT_PACKAGE = "toolgate:guard"
-WIT_VERSION = "0.1.0"
+WIT_VERSION = "0.2.0"
 
 _APP_MODULE = "_toolgate_guest_app"
-_RUNTIME_FILES = ("__init__.py", "_exports.py")
+_RUNTIME_FILES = ("__init__.py", "_exports.py", "state.py")
 _RESERVED_MODULES = {_APP_MODULE, "toolgate_guest", "wit_world", "componentize_py_types",
                      "componentize_py_runtime", "componentize_py_async_support", "poll_loop"}
 
@@ -64,6 +68,10 @@ class Target:
     #: The class name, or None for a guard written as module-level functions.
     class_name: Optional[str]
     seams: List[str]
+    #: Whether it defines ``validate_config`` (and so exports ``config``).
+    config: bool = False
+    #: Whether its component imports ``state``.
+    state: bool = False
 
 
 # ------------------------------------------------------------------ discovery
@@ -100,9 +108,37 @@ def module_name(path: Path) -> str:
     return name
 
 
+def imports_state(source: str) -> bool:
+    """Whether guard source text imports :mod:`toolgate_guest.state`.
+
+    Any of ``from toolgate_guest import state``, ``from toolgate_guest.state
+    import ...``, ``import toolgate_guest.state``, or ``X.state`` where ``X``
+    is bound by ``import toolgate_guest [as X]``.
+    """
+    tree = ast.parse(source)
+    package_names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            if node.module == "toolgate_guest.state":
+                return True
+            if node.module == "toolgate_guest" and any(a.name == "state" for a in node.names):
+                return True
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "toolgate_guest.state":
+                    return True
+                if alias.name == "toolgate_guest":
+                    package_names.add(alias.asname or alias.name)
+    return any(isinstance(node, ast.Attribute) and node.attr == "state"
+               and isinstance(node.value, ast.Name) and node.value.id in package_names
+               for node in ast.walk(tree))
+
+
 def find_target(module: ModuleType, class_name: Optional[str] = None,
-                seams: Optional[Sequence[str]] = None) -> Target:
-    """Finds the guard in a module and the seams it implements."""
+                seams: Optional[Sequence[str]] = None, state: bool = False) -> Target:
+    """Finds the guard in a module, the seams it implements, whether it
+    checks its config and whether it uses state (``state``: it does, whatever
+    its source says)."""
     where = getattr(module, "__file__", module.__name__)
     if class_name is not None:
         cls = getattr(module, class_name, None)
@@ -141,7 +177,9 @@ def find_target(module: ModuleType, class_name: Optional[str] = None,
                 + ", ".join(SEAMS[s] for s in missing)
             )
         found = [s for s in SEAMS if s in seams]
-    return Target(module, class_name, found)
+    source = Path(where).read_text() if isinstance(where, str) and Path(where).is_file() else ""
+    return Target(module, class_name, found, config=validates_config(guard),
+                  state=state or imports_state(source))
 
 
 # ---------------------------------------------------------------- generation
@@ -173,24 +211,26 @@ def escape_wit_keywords(text: str) -> str:
     return text
 
 
-#: The world the build generates for a guard implementing several seams.
-COMBINED_WORLD = "toolgate-guest-combined"
+#: The world the build generates for a guard.
+GUEST_WORLD = "toolgate-guest"
 
 
-def world_for(seams: Sequence[str]) -> tuple[str, Optional[str]]:
-    """The world to build a guard against, and any WIT to add for it.
+def world_for(seams: Sequence[str], *, state: bool = False, config: bool = False) -> tuple[str, str]:
+    """The world to build a guard against, and the WIT that declares it.
 
-    One seam: that seam's world from the contract (`steering-guard`, ...).
-    Several: a world importing `host` and exporting just those seams, added to
-    the build's copy of the WIT (componentize-py 0.25.1 panics when asked to
-    merge several `-w` worlds).
+    A world importing `host` (and `state` when the guard uses it) and
+    exporting just the guard's seams (and `config` when it checks its
+    config), added to the build's copy of the WIT: the contract's per-seam
+    worlds import `state` and `http` whether a guard uses them or not, and
+    componentize-py 0.25.1 panics when asked to merge several `-w` worlds.
     """
-    if len(seams) == 1:
-        return f"{seams[0]}-guard", None
-    exports = "".join(f"    export %{seam};\n" for seam in seams)
-    world = (f"\n/// Generated by toolgate-guest build: the seams {', '.join(seams)}.\n"
-             f"world {COMBINED_WORLD} {{\n    import host;\n{exports}}}\n")
-    return COMBINED_WORLD, world
+    imports = ["host"] + (["state"] if state else [])
+    exports = [f"%{seam}" for seam in seams] + (["config"] if config else [])
+    body = "".join(f"    import {i};\n" for i in imports) + "".join(f"    export {e};\n" for e in exports)
+    what = ", ".join(seams) + (" and config" if config else "")
+    world = (f"\n/// Generated by toolgate-guest build: the seams {what}.\n"
+             f"world {GUEST_WORLD} {{\n{body}}}\n")
+    return GUEST_WORLD, world
 
 
 def copy_wit(src: Path, dest: Path, extra_world: Optional[str] = None) -> None:
@@ -214,8 +254,9 @@ def copy_wit(src: Path, dest: Path, extra_world: Optional[str] = None) -> None:
         (dest / name).write_text(text)
 
 
-def app_source(module: str, class_name: Optional[str], seams: Sequence[str]) -> str:
-    """The generated app module: one export class per seam, bound to the guard."""
+def app_source(module: str, class_name: Optional[str], seams: Sequence[str], config: bool = False) -> str:
+    """The generated app module: one export class per seam (and ``Config``
+    when the guard checks its config), bound to the guard."""
     target = f"{module}.{class_name}" if class_name else module
     lines = [
         "# Generated by toolgate-guest build; maps the exported seams to the guard.",
@@ -223,14 +264,14 @@ def app_source(module: str, class_name: Optional[str], seams: Sequence[str]) -> 
         "from toolgate_guest import _exports",
         "",
     ]
-    for seam in seams:
+    for seam in [*seams, *(["config"] if config else [])]:
         lines.append(f"{seam.capitalize()} = _exports.{seam}({target})")
     return "\n".join(lines) + "\n"
 
 
 def write_build_dir(root: Path, guard_path: Path, target: Target, wit: Path) -> Path:
     """Lays out the WIT copy and the app directory; returns the app directory."""
-    copy_wit(wit, root / "wit", world_for(target.seams)[1])
+    copy_wit(wit, root / "wit", world_for(target.seams, state=target.state, config=target.config)[1])
     app = root / "app"
     sdk = app / "toolgate_guest"
     sdk.mkdir(parents=True)
@@ -239,7 +280,7 @@ def write_build_dir(root: Path, guard_path: Path, target: Target, wit: Path) -> 
         shutil.copyfile(here / name, sdk / name)
     shutil.copyfile(guard_path, app / f"{target.module.__name__}.py")
     (app / f"{_APP_MODULE}.py").write_text(
-        app_source(target.module.__name__, target.class_name, target.seams))
+        app_source(target.module.__name__, target.class_name, target.seams, target.config))
     return app
 
 
@@ -260,12 +301,12 @@ def check_componentize_py() -> None:
                          f"{COMPONENTIZE_PY_VERSION} (pip install componentize-py=={COMPONENTIZE_PY_VERSION})")
 
 
-def componentize_command(wit: Path, app: Path, seams: Sequence[str], out: Path,
+def componentize_command(wit: Path, app: Path, out: Path,
                          wasi: bool, extra_paths: Sequence[Path]) -> List[str]:
     cmd = [sys.executable, "-c",
            "import sys, componentize_py; sys.argv[0] = 'componentize-py'; "
            "sys.exit(componentize_py.script())",
-           "-d", str(wit), "-w", world_for(seams)[0],
+           "-d", str(wit), "-w", GUEST_WORLD,
            "componentize", _APP_MODULE, "-p", str(app)]
     for p in extra_paths:
         cmd += ["-p", str(p)]
@@ -275,16 +316,20 @@ def componentize_command(wit: Path, app: Path, seams: Sequence[str], out: Path,
     return cmd
 
 
-def verify(out: Path, seams: Sequence[str], wasi: bool) -> List[str]:
-    """Checks the component's seam exports and imports; returns its imports."""
+def verify(out: Path, seams: Sequence[str], wasi: bool, *, state: bool = False,
+           config: bool = False) -> List[str]:
+    """Checks the component's exports (its seams, and ``config`` when asked)
+    and its imports (``host``, ``types``, and ``state`` when asked); returns
+    its imports."""
     info = read_component_file(out)
     prefix = f"{WIT_PACKAGE}/"
     suffix = f"@{WIT_VERSION}"
     exported = sorted(n[len(prefix):-len(suffix)] for n in info.export_names()
                       if n.startswith(prefix) and n.endswith(suffix))
-    if exported != sorted(seams):
-        raise BuildError(f"{out}: exports seams {exported}, expected {sorted(seams)}")
-    allowed = {f"{prefix}host{suffix}", f"{prefix}types{suffix}"}
+    expected = sorted([*seams, *(["config"] if config else [])])
+    if exported != expected:
+        raise BuildError(f"{out}: exports {exported}, expected {expected}")
+    allowed = {f"{prefix}{name}{suffix}" for name in ("host", "types", *(["state"] if state else []))}
     bad = [n for n in info.import_names()
            if n not in allowed and not (wasi and n.startswith("wasi:"))]
     if bad:
@@ -293,7 +338,7 @@ def verify(out: Path, seams: Sequence[str], wasi: bool) -> List[str]:
 
 
 def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
-          seams: Optional[Sequence[str]] = None, wasi: bool = False,
+          seams: Optional[Sequence[str]] = None, state: bool = False, wasi: bool = False,
           wit: Optional[Path] = None, extra_paths: Sequence[Path] = (),
           keep_temp: Optional[Path] = None, quiet: bool = False) -> Target:
     """Builds `guard_path` into the component `out`; returns what it built."""
@@ -306,7 +351,7 @@ def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
         raise BuildError(f"{wit}: WIT not found; pass --wit or set TOOLGATE_WIT")
     extra = [p.resolve() for p in extra_paths]
     check_componentize_py()
-    target = find_target(load_module(guard_path, extra), class_name, seams)
+    target = find_target(load_module(guard_path, extra), class_name, seams, state)
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="toolgate-guest-") as tmp:
@@ -316,7 +361,7 @@ def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
         app = write_build_dir(root, guard_path, target, wit)
         out.parent.mkdir(parents=True, exist_ok=True)
         partial = out.with_name(out.name + ".partial")
-        cmd = componentize_command(root / "wit", app, target.seams, partial, wasi, extra)
+        cmd = componentize_command(root / "wit", app, partial, wasi, extra)
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         if proc.returncode != 0:
             partial.unlink(missing_ok=True)
@@ -325,7 +370,7 @@ def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
             detail = detail.split("\nStack backtrace:")[0]
             raise BuildError(f"componentize-py failed for {guard_path.name}:\n{detail}")
         try:
-            imports = verify(partial, target.seams, wasi)
+            imports = verify(partial, target.seams, wasi, state=target.state, config=target.config)
         except BuildError:
             partial.unlink(missing_ok=True)
             raise
@@ -334,7 +379,8 @@ def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
     if not quiet:
         what = target.class_name or "module functions"
         print(f"built {out} ({out.stat().st_size / 1e6:.1f} MB, {elapsed:.1f} s): "
-              f"{what}; seams {', '.join(target.seams)}; "
+              f"{what}; seams {', '.join(target.seams)}"
+              f"{'; validate_config' if target.config else ''}; "
               f"imports {', '.join(imports) or 'nothing'}", file=sys.stderr)
     return target
 
@@ -347,6 +393,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the Guard subclass to build, when the file defines several")
     p.add_argument("--seams", metavar="LIST",
                    help="comma-separated seams to export (default: every hook the guard implements)")
+    p.add_argument("--state", action="store_true",
+                   help="import the host's state interface even if the guard file does not import "
+                   "toolgate_guest.state (say, a module bundled with -p uses it)")
     p.add_argument("--wasi", action="store_true",
                    help="keep the WASI imports (default: stubbed; a stub traps if called)")
     p.add_argument("--wit", type=Path, help="the WIT file or directory (default: $TOOLGATE_WIT, "
@@ -362,7 +411,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.output or args.guard.with_suffix(".wasm")
     seams = [s.strip() for s in args.seams.split(",") if s.strip()] if args.seams else None
     try:
-        build(args.guard, out, class_name=args.class_name, seams=seams, wasi=args.wasi,
+        build(args.guard, out, class_name=args.class_name, seams=seams, state=args.state, wasi=args.wasi,
               wit=args.wit, extra_paths=args.paths, keep_temp=args.keep_temp, quiet=args.quiet)
     except BuildError as exc:
         print(f"toolgate-guest-build: error: {exc}", file=sys.stderr)
