@@ -198,6 +198,9 @@ def replay(
         timeout=900,
     )
     assert proc.returncode == 0, f"toolgate replay failed ({proc.returncode}): {proc.stderr[-4000:]}"
+    # A plugin that did not load would make every verdict "no guard": say why.
+    unloaded = [text for text in proc.stderr.splitlines() if "plugin not loaded" in text]
+    assert not unloaded, unloaded
     decisions = []
     for text in proc.stdout.splitlines():
         if text == "--":  # the summary follows

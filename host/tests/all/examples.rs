@@ -120,3 +120,56 @@ async fn result_audit_observes() {
     assert_eq!(d.trace[0].outcome, Outcome::Observed);
     assert!(d.trace[0].fuel_used > 0);
 }
+
+#[test]
+fn the_bundled_trace_through_the_bundled_manifest_is_what_the_demo_prints() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (file, component) in [
+        ("hide-admin-tools.wasm", HIDE_ADMIN_TOOLS),
+        ("no-email.wasm", NO_EMAIL),
+        ("query-limit.wasm", QUERY_LIMIT),
+        ("result-audit.wasm", RESULT_AUDIT),
+        ("sql-guard.wasm", SQL_GUARD),
+        ("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT),
+    ] {
+        std::fs::copy(component, dir.path().join(file)).expect("copy");
+    }
+    std::fs::copy(
+        repo.join("plugins/rust/toolgate.toml"),
+        dir.path().join("toolgate.toml"),
+    )
+    .expect("manifest");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["replay", "--json", "--no-cache", "--plugins"])
+        .arg(dir.path())
+        .arg(repo.join("examples/trace.jsonl"))
+        .output()
+        .expect("replay");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "every example loads: {stderr}");
+    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .take_while(|l| *l != "--")
+        .map(|l| serde_json::from_str::<Value>(l).expect("json")["result"].clone())
+        .collect();
+    let search_limit = json!({"action": "skip", "is_error": false,
+        "content": "Tool call limit exceeded. Do not call 'search' again."});
+    assert_eq!(results.len(), 12);
+    assert_eq!(
+        results[0],
+        json!(["run_query", "send_email", "search"]),
+        "admin tools hidden"
+    );
+    assert_eq!(
+        results[2]["content"],
+        "Add a WHERE clause before running this query."
+    );
+    assert_eq!(results[6]["action"], "skip", "no email");
+    assert_eq!(
+        [&results[7], &results[9], &results[10], &results[11]],
+        [&Value::Null, &Value::Null, &search_limit, &Value::Null],
+        "two searches a run: the run's third is cancelled, a new run starts afresh"
+    );
+}

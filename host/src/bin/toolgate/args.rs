@@ -84,6 +84,16 @@ impl LoadArgs {
     }
 }
 
+/// Where guards' state lives (`--state`).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct StateArg {
+    /// Where guards' state lives: `memory` (this process, 64 MiB in all),
+    /// `memory:MIB`, or `redis://[:password@]host[:port][/db]` (shared by
+    /// every replica naming it).
+    #[arg(long, default_value = "memory")]
+    state: toolgate::StateBackend,
+}
+
 /// The operator's policy for tenants, for when the global manifest does not
 /// set it (its `[ceilings]`, `[shares]` and `[quarantine]` override these
 /// key by key; see docs/plugins.md).
@@ -93,11 +103,8 @@ pub(crate) struct PolicyArgs {
     /// 0: the default).
     #[arg(long, default_value_t = 256)]
     max_instances: u32,
-    /// Where guards' state lives: `memory` (this process, 64 MiB in all),
-    /// `memory:MIB`, or `redis://[:password@]host[:port][/db]` (shared by
-    /// every replica naming it).
-    #[arg(long, default_value = "memory")]
-    state: toolgate::StateBackend,
+    #[command(flatten)]
+    state: StateArg,
     /// Guard calls running past their first millisecond that may run at
     /// once, host-wide; the rest take turns, tenant by tenant (default:
     /// half the cores, at least 1).
@@ -211,7 +218,7 @@ impl PolicyArgs {
             },
             long_lane: self.long_lane.unwrap_or_else(toolgate::default_long_lane),
             long_lane_priority: self.long_lane_priority,
-            state: self.state.clone(),
+            state: self.state.state.clone(),
             ..EngineConfig::default()
         };
         Ok((engine, policy))
@@ -257,8 +264,13 @@ pub(crate) async fn open(
     dir: &Path,
     cache: &CacheArgs,
     load: &LoadArgs,
+    state: &StateArg,
 ) -> Result<toolgate::Registry> {
-    open_for(dir, cache, load, &PolicyArgs::default(), false).await
+    let policy = PolicyArgs {
+        state: state.clone(),
+        ..PolicyArgs::default()
+    };
+    open_for(dir, cache, load, &policy, false).await
 }
 
 /// Opens a plugin directory (global and tenant chains) for one command.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 use toolgate::bench::{Report, Settings};
 
-use crate::args::{CacheArgs, LoadArgs, open};
+use crate::args::{CacheArgs, LoadArgs, StateArg, open};
 use crate::bad;
 use crate::replay::{parse_line, read_trace};
 
@@ -39,6 +39,8 @@ pub(crate) struct BenchArgs {
     cache: CacheArgs,
     #[command(flatten)]
     load: LoadArgs,
+    #[command(flatten)]
+    state: StateArg,
 }
 
 /// Runs `toolgate bench`. The trace is read by the parser every face uses
@@ -72,7 +74,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             .collect::<Result<_>>()?,
     };
     let events: Vec<_> = lines.into_iter().map(|(_, r)| (r.event, r.state)).collect();
-    let registry = open(&args.plugins, &args.cache, &args.load).await?;
+    let registry = open(&args.plugins, &args.cache, &args.load, &args.state).await?;
     let set = registry.plugin_set();
     let settings = Settings {
         window: Duration::from_secs_f64(args.seconds),

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use toolgate::NotDecided;
 use toolgate::{DecideRequest, Seam};
 
-use crate::args::{CacheArgs, LoadArgs, open};
+use crate::args::{CacheArgs, LoadArgs, StateArg, open};
 use crate::bad;
 
 /// `toolgate check`'s options.
@@ -48,7 +48,7 @@ pub(crate) async fn run(args: CheckArgs) -> Result<()> {
         )));
     }
     let request = read_request(&args)?;
-    let registry = open(&args.plugins, &args.cache, &args.load).await?;
+    let registry = open(&args.plugins, &args.cache, &args.load, &StateArg::default()).await?;
     let refused = match request.decide(&registry.plugin_set()).await {
         Ok(decision) => {
             println!("{}", serde_json::to_string_pretty(&decision)?);

@@ -9,7 +9,7 @@ use anyhow::{Result, anyhow};
 use serde_json::{Value, json};
 use toolgate::{DecideRequest, Decision, Event, GuardTrace, NotDecided, Verdict};
 
-use crate::args::{CacheArgs, LoadArgs, open};
+use crate::args::{CacheArgs, LoadArgs, StateArg, open};
 use crate::bad;
 
 /// `toolgate replay`'s options.
@@ -27,11 +27,13 @@ pub(crate) struct ReplayArgs {
     cache: CacheArgs,
     #[command(flatten)]
     load: LoadArgs,
+    #[command(flatten)]
+    state: StateArg,
 }
 
 /// Runs `toolgate replay`.
 pub(crate) async fn run(args: ReplayArgs) -> Result<()> {
-    let registry = open(&args.plugins, &args.cache, &args.load).await?;
+    let registry = open(&args.plugins, &args.cache, &args.load, &args.state).await?;
     replay(&registry, &args.file, args.json).await
 }
 
