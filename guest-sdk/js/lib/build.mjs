@@ -1,12 +1,14 @@
 // Builds a guard (TypeScript or JavaScript) into a toolgate component.
 //
 // 1. esbuild bundles the guard with the SDK; the bundle is imported once in Node (with the
-//    host interface stubbed) to read which hooks its default export implements.
-// 2. An entry module exports, for each of those seams, the SDK's glue bound to the guard;
-//    esbuild bundles it into one ES module that imports only `toolgate:guard/host`.
-// 3. componentize-js builds the component against the contract's `<seam>-guard` world (one
-//    seam) or a generated world exporting exactly the implemented seams, with every WASI
-//    feature of the engine disabled: the component imports nothing but `toolgate:guard/*`.
+//    contract's imports stubbed) to read which hooks its default export implements, and
+//    whether it checks its configuration (`validateConfig`).
+// 2. An entry module exports, for each of those seams, the SDK's glue bound to the guard
+//    (and `config` for `validateConfig`); esbuild bundles it into one ES module that imports
+//    only `toolgate:guard/host` and, when the guard uses it, `toolgate:guard/state`.
+// 3. componentize-js builds the component against a generated world importing exactly
+//    those and exporting exactly those seams, with every WASI feature of the engine
+//    disabled: the component imports nothing but `toolgate:guard/*`.
 
 import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
