@@ -64,6 +64,14 @@ function s64(op: string, delta: unknown): bigint {
   throw new RangeError(`state.${op}: delta must be a safe integer or a bigint in s64, not ${String(delta)}`);
 }
 
+/** The contract's `add`, its arguments checked but `delta`'s (already the wire's s64). */
+function addWire(scope: Scope, key: string, delta: bigint, options: TtlOptions | undefined): bigint {
+  checkScope('add', scope);
+  checkString('add', 'key', key);
+  // The engine hands the s64 back as an unsigned BigInt of the same 64 bits.
+  return BigInt.asIntN(64, witAdd(scope, key, delta, ttl('add', options)));
+}
+
 /**
  * The guard's state: strings under string keys, in the `'run'` or the `'tenant'` scope.
  *
@@ -108,7 +116,7 @@ export const state = {
    * the add back); use `addBigInt` for counters that large.
    */
   add(scope: Scope, key: string, delta: number | bigint, options?: TtlOptions): number {
-    const sum = state.addBigInt(scope, key, typeof delta === 'number' ? s64('add', delta) : delta, options);
+    const sum = addWire(scope, key, s64('add', delta), options);
     const n = Number(sum);
     if (!Number.isSafeInteger(n)) {
       throw new RangeError(`state.add on "${key}": ${sum} is beyond a safe integer; use state.addBigInt`);
@@ -118,9 +126,6 @@ export const state = {
 
   /** Like `add`, exact over the whole s64 range: `delta` and the new value are `bigint`s. */
   addBigInt(scope: Scope, key: string, delta: bigint, options?: TtlOptions): bigint {
-    checkScope('add', scope);
-    checkString('add', 'key', key);
-    // The engine hands the s64 back as an unsigned BigInt of the same 64 bits.
-    return BigInt.asIntN(64, witAdd(scope, key, s64('add', delta), ttl('add', options)));
+    return addWire(scope, key, s64('add', delta), options);
   },
 };
