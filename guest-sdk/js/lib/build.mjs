@@ -1,12 +1,14 @@
 // Builds a guard (TypeScript or JavaScript) into a toolgate component.
 //
 // 1. esbuild bundles the guard with the SDK; the bundle is imported once in Node (with the
-//    host interface stubbed) to read which hooks its default export implements.
-// 2. An entry module exports, for each of those seams, the SDK's glue bound to the guard;
-//    esbuild bundles it into one ES module that imports only `toolgate:guard/host`.
-// 3. componentize-js builds the component against the contract's `<seam>-guard` world (one
-//    seam) or a generated world exporting exactly the implemented seams, with every WASI
-//    feature of the engine disabled: the component imports nothing but `toolgate:guard/*`.
+//    contract's imports stubbed) to read which hooks its default export implements, and
+//    whether it checks its configuration (`validateConfig`).
+// 2. An entry module exports, for each of those seams, the SDK's glue bound to the guard
+//    (and `config` for `validateConfig`); esbuild bundles it into one ES module that imports
+//    only `toolgate:guard/host` and, when the guard uses it, `toolgate:guard/state`.
+// 3. componentize-js builds the component against a generated world importing exactly
+//    those and exporting exactly those seams, with every WASI feature of the engine
+//    disabled: the component imports nothing but `toolgate:guard/*`.
 
 import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,7 +18,7 @@ import * as esbuild from 'esbuild';
 import { _addPreopen } from '@bytecodealliance/preview2-shim/filesystem';
 import { componentize } from '@bytecodealliance/componentize-js';
 import { componentWit } from '@bytecodealliance/jco-transpile/wasm-tools';
-import { ALL_HOOKS, HOOKS, SDK_DIR, readGuardWit, seamsOf, worldFor } from './wit.mjs';
+import { ALL_HOOKS, CONFIG_CHECK, HOOKS, SDK_DIR, STATE_MODULE, WIT_PACKAGE, readGuardWit, seamsOf, worldFor } from './wit.mjs';
 
 /**
  * componentize-js 0.23.0's generated bindings lower every string a guard returns (a skip's
@@ -36,14 +38,25 @@ const FAST_STRING_LOWERING = [
   '  const res = { ptr, len };',
 ].join('\n');
 
+/**
+ * componentize-js 0.23.0's bindings lower an `s64` with `BigInt.asIntN(64, ...)` and hand it
+ * to the engine's call of the import, which reads the BigInt as unsigned: a negative value
+ * (`state.add(scope, key, -1)`) traps. The same 64 bits as an unsigned BigInt go through,
+ * and the host reads them as the s64 they are. (The engine lifts an `s64` result as
+ * unsigned too; `state.ts` reads it back as signed.)
+ */
+const SIGNED_INT64_LOWERING = /(function toInt64\(val\) \{\n  const converted = BigInt\(val\)\n\s*return BigInt\.)asIntN(\(64, converted\);\n\})/;
+
 let bindingsPatched = false;
 /** How the last generated bindings lower strings: 'native' (patched) or 'componentize-js'. */
 let lastStringLowering = 'componentize-js';
+/** How the last generated bindings lower an s64: 'unsigned-bits' (patched) or 'componentize-js'. */
+let lastInt64Lowering = 'componentize-js';
 
 /**
  * Wraps componentize-js's binding generator (the same module instance componentize() calls)
- * so the bindings it generates lower strings natively. A componentize-js whose bindings no
- * longer contain the slow loop is left alone.
+ * so the bindings it generates lower strings natively and s64 values as the engine reads
+ * them. A componentize-js whose bindings no longer contain what is replaced is left alone.
  */
 async function patchStringLowering(log) {
   if (bindingsPatched) return;
@@ -61,6 +74,13 @@ async function patchStringLowering(log) {
     } else if (out.jsBindings.includes('_utf8AllocateAndEncode')) {
       log('note: componentize-js bindings changed; strings are lowered by its own code');
     }
+    lastInt64Lowering = 'componentize-js';
+    if (SIGNED_INT64_LOWERING.test(out.jsBindings)) {
+      out.jsBindings = out.jsBindings.replace(SIGNED_INT64_LOWERING, '$1asUintN$2');
+      lastInt64Lowering = 'unsigned-bits';
+    } else if (out.jsBindings.includes('function toInt64(')) {
+      log('note: componentize-js bindings changed; s64 values are lowered by its own code');
+    }
     return out;
   };
 }
@@ -68,7 +88,33 @@ async function patchStringLowering(log) {
 /** Every optional feature of the StarlingMonkey engine; all are disabled. */
 const DISABLED_FEATURES = ['stdio', 'random', 'clocks', 'http', 'fetch-event'];
 
-const HOST_MODULE = 'toolgate:guard/host@0.1.0';
+const HOST_MODULE = `toolgate:guard/host@${WIT_PACKAGE.split('@')[1]}`;
+
+/** The contract modules a guard's bundle may import. */
+const CONTRACT_MODULES = [HOST_MODULE, STATE_MODULE];
+
+/** Every function of the contract's imports, doing nothing: the probe runs the guard in Node. */
+const STUB_IMPORTS = [
+  'export function log() {}',
+  'export function config() { return "{}"; }',
+  'export function get() { return undefined; }',
+  'export function set() {}',
+  'function _delete() {}',
+  'export { _delete as delete };',
+  'export function add() { return 0n; }',
+  '',
+].join('\n');
+
+/**
+ * The contract's modules stay imports of the bundle, and are side-effect free: a guard that
+ * never calls `state` does not import it.
+ */
+const contractExternal = {
+  name: 'toolgate-contract',
+  setup(build) {
+    build.onResolve({ filter: /^toolgate:/ }, (args) => ({ path: args.path, external: true, sideEffects: false }));
+  },
+};
 
 /** The bundler options shared by the probe and the component bundle. */
 function bundleOptions() {
@@ -101,10 +147,7 @@ async function probeHooks(guardPath, workDir) {
     name: 'toolgate-host-stub',
     setup(build) {
       build.onResolve({ filter: /^toolgate:/ }, (args) => ({ path: args.path, namespace: 'stub' }));
-      build.onLoad({ filter: /.*/, namespace: 'stub' }, () => ({
-        contents: 'export function log() {}\nexport function config() { return "{}"; }\n',
-        loader: 'js',
-      }));
+      build.onLoad({ filter: /.*/, namespace: 'stub' }, () => ({ contents: STUB_IMPORTS, loader: 'js' }));
     },
   };
   let result;
@@ -126,13 +169,18 @@ async function probeHooks(guardPath, workDir) {
     throw new Error(`${guardPath} must export default a guard: export default defineGuard({ ... })`);
   }
   const keys = Object.keys(guard);
-  const unknown = keys.filter((k) => !ALL_HOOKS.includes(k));
+  const members = keys.filter((k) => k !== CONFIG_CHECK);
+  const unknown = members.filter((k) => !ALL_HOOKS.includes(k));
   if (unknown.length) {
-    throw new Error(`${guardPath}: unknown hook(s) ${unknown.join(', ')}; hooks are ${HOOKS.join(', ')}`);
+    throw new Error(`${guardPath}: unknown hook(s) ${unknown.join(', ')}; hooks are ${HOOKS.join(', ')} (and ${CONFIG_CHECK})`);
   }
-  const hooks = keys.filter((k) => typeof guard[k] === 'function');
-  if (hooks.length !== keys.length) {
+  const hooks = members.filter((k) => typeof guard[k] === 'function');
+  if (hooks.length !== members.length) {
     throw new Error(`${guardPath}: every hook must be a function`);
+  }
+  const config = keys.includes(CONFIG_CHECK);
+  if (config && typeof guard[CONFIG_CHECK] !== 'function') {
+    throw new Error(`${guardPath}: ${CONFIG_CHECK} must be a function`);
   }
   if (hooks.length === 0) {
     throw new Error(`${guardPath}: the guard implements no hook; hooks are ${HOOKS.join(', ')}`);
@@ -142,17 +190,21 @@ async function probeHooks(guardPath, workDir) {
   } catch (err) {
     throw new Error(`${guardPath}: ${err.message}`);
   }
-  return hooks;
+  return { hooks, config };
 }
 
-/** Bundles the guard and its glue into one ES module importing only the host interface. */
-async function bundleComponentSource(guardPath, hooks) {
+/**
+ * Bundles the guard and its glue into one ES module importing only the contract's `host`
+ * (and `state`, when the guard uses it). Returns { source, state }.
+ */
+async function bundleComponentSource(guardPath, hooks, config) {
   const seams = seamsOf(hooks);
   const entry = [
     `import guard from ${JSON.stringify(guardPath)};`,
-    `import { bind, routeConsoleToHostLog } from '@toolgate/guest/glue';`,
+    `import { bind, bindConfig, routeConsoleToHostLog } from '@toolgate/guest/glue';`,
     'routeConsoleToHostLog();',
     ...seams.map((s) => `export const ${s.iface} = bind.${s.seam}(guard);`),
+    ...(config ? ['export const config = bindConfig(guard);'] : []),
     '',
   ].join('\n');
   let result;
@@ -160,7 +212,7 @@ async function bundleComponentSource(guardPath, hooks) {
     result = await esbuild.build({
       ...bundleOptions(),
       stdin: { contents: entry, resolveDir: dirname(guardPath), sourcefile: 'toolgate-entry.js', loader: 'js' },
-      external: ['toolgate:*'],
+      plugins: [contractExternal],
       minifySyntax: true,
       metafile: true,
     });
@@ -170,11 +222,11 @@ async function bundleComponentSource(guardPath, hooks) {
   const imports = result.metafile.outputs[Object.keys(result.metafile.outputs)[0]].imports
     .filter((i) => i.external)
     .map((i) => i.path);
-  const foreign = imports.filter((p) => p !== HOST_MODULE);
+  const foreign = imports.filter((p) => !CONTRACT_MODULES.includes(p));
   if (foreign.length) {
-    throw new Error(`${guardPath} imports ${foreign.join(', ')}; a guard may import only ${HOST_MODULE} (through @toolgate/guest) and bundled code`);
+    throw new Error(`${guardPath} imports ${foreign.join(', ')}; a guard may import only ${CONTRACT_MODULES.join(' and ')} (through @toolgate/guest) and bundled code`);
   }
-  return result.outputFiles[0].text;
+  return { source: result.outputFiles[0].text, state: imports.includes(STATE_MODULE) };
 }
 
 /** The component's imports and exports, read back from its embedded WIT. */
@@ -189,7 +241,8 @@ export async function componentInterfaces(bytes) {
 /**
  * Builds `guardPath` into a component at `outPath`.
  * Options: wit (path to guard.wit or its directory), keepTemp (leave the work directory).
- * Returns { hooks, world, size, imports, exports, stringLowering, millis }.
+ * Returns { hooks, config (whether it exports `config`), state (whether it imports `state`),
+ * world, size, imports, exports, stringLowering, int64Lowering, millis }.
  */
 export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, log = () => {} } = {}) {
   const started = Date.now();
@@ -198,17 +251,17 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
   const contract = readGuardWit(wit);
   const workDir = await mkdtemp(join(tmpdir(), 'toolgate-js-'));
   try {
-    const hooks = await probeHooks(guardPath, workDir);
-    const { worldName, extraFile, seams } = worldFor(hooks);
-    log(`${basename(guardPath)}: hooks ${hooks.join(', ')} -> world ${worldName}`);
+    const { hooks, config } = await probeHooks(guardPath, workDir);
+    const { source, state } = await bundleComponentSource(guardPath, hooks, config);
+    const { worldName, extraFile, seams } = worldFor(hooks, { state, config });
+    log(`${basename(guardPath)}: hooks ${hooks.join(', ')}${config ? `, ${CONFIG_CHECK}` : ''} -> world ${worldName}`);
 
-    const source = await bundleComponentSource(guardPath, hooks);
     const sourcePath = join(workDir, `${basename(guardPath).replace(/\.[cm]?[jt]s$/, '')}.js`);
     await writeFile(sourcePath, source);
     const witDir = join(workDir, 'wit');
     await mkdir(witDir);
     await writeFile(join(witDir, 'guard.wit'), contract.text);
-    if (extraFile) await writeFile(join(witDir, extraFile.name), extraFile.text);
+    await writeFile(join(witDir, extraFile.name), extraFile.text);
 
     // componentize-js parses the WIT inside a Wasm tool that sees only preopened directories.
     _addPreopen(workDir, workDir);
@@ -223,7 +276,8 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
     const { imports, exports } = await componentInterfaces(component);
     const stray = imports.filter((i) => !i.startsWith('toolgate:guard/'));
     if (stray.length) throw new Error(`the component imports ${stray.join(', ')}: only toolgate:guard/* is allowed`);
-    const want = seams.map((s) => `toolgate:guard/${s.iface}@0.1.0`).sort();
+    const ver = WIT_PACKAGE.split('@')[1];
+    const want = [...seams.map((s) => s.iface), ...(config ? ['config'] : [])].map((i) => `toolgate:guard/${i}@${ver}`).sort();
     if (JSON.stringify([...exports].sort()) !== JSON.stringify(want)) {
       throw new Error(`the component exports ${exports.join(', ')}, expected ${want.join(', ')}`);
     }
@@ -231,11 +285,14 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
     await writeFile(outPath, component);
     return {
       hooks,
+      config,
+      state,
       world: worldName,
       size: component.length,
       imports,
       exports,
       stringLowering: lastStringLowering,
+      int64Lowering: lastInt64Lowering,
       millis: Date.now() - started,
     };
   } finally {

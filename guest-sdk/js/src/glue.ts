@@ -7,13 +7,14 @@
 // what it returned. A hook that throws (or returns something malformed) is logged through the
 // host and the exception rethrown: the call traps, and the host counts a fault for this guard.
 
-import { log as hostLog } from 'toolgate:guard/host@0.1.0';
-import type * as Routing from 'toolgate:guard/routing@0.1.0';
-import type * as Rewriting from 'toolgate:guard/rewrite@0.1.0';
-import type * as Steering from 'toolgate:guard/steering@0.1.0';
-import type * as Result from 'toolgate:guard/result@0.1.0';
+import { log as hostLog } from 'toolgate:guard/host@0.2.0';
+import type * as Routing from 'toolgate:guard/routing@0.2.0';
+import type * as Rewriting from 'toolgate:guard/rewrite@0.2.0';
+import type * as Steering from 'toolgate:guard/steering@0.2.0';
+import type * as Result from 'toolgate:guard/result@0.2.0';
+import type * as Config from 'toolgate:guard/config@0.2.0';
 import type { wire } from './generated/types.js';
-import { EVENT_JSON_FIELDS, type Hooks, type Verdict } from './generated/types.js';
+import { EVENT_JSON_FIELDS, type Hooks, type JsonObject, type Verdict } from './generated/types.js';
 import { parseJson, stringifyJson } from './json.js';
 
 type SeamName = keyof typeof EVENT_JSON_FIELDS;
@@ -164,6 +165,40 @@ export const bind = {
     };
   },
 };
+
+/** A guard's check of its configuration (the `validateConfig` member of its default export). */
+type ConfigCheck = { validateConfig?: (config: JsonObject) => unknown };
+
+/** Why `validateConfig` refused: a thrown error's message, else the thrown value described. */
+function refusal(err: unknown): string {
+  const text = err instanceof Error ? err.message : typeof err === 'string' ? err : describe(err);
+  return text === '' ? 'validateConfig refused the config' : text;
+}
+
+/**
+ * The `config` interface's export: `validate-config` calls the guard's `validateConfig`
+ * with the manifest `config`, parsed. Returning nothing accepts it; returning a string, or
+ * throwing, refuses the plugin with that message (a thrown error's `message`). Any other
+ * return value (a Promise, an object) refuses it too, saying so.
+ */
+export function bindConfig(guard: ConfigCheck): typeof Config {
+  const check = guard?.validateConfig;
+  if (typeof check !== 'function') throw new TypeError('the guard has no validateConfig');
+  return {
+    validateConfig(text: string): void {
+      let out: unknown;
+      try {
+        out = check.call(guard, (text.trim() === '' ? {} : parseJson(text)) as JsonObject);
+      } catch (err) {
+        // componentize-js turns what an export throws into the result's `err` case.
+        throw refusal(err);
+      }
+      if (out === undefined || out === null) return;
+      if (typeof out === 'string') throw refusal(out);
+      throw `validateConfig returned ${describe(out)}; return nothing to accept the config, or a message (or throw) to refuse it`;
+    },
+  };
+}
 
 /** Sends `console.*` to the host's log (the component has no stdout of its own). */
 export function routeConsoleToHostLog(): void {

@@ -17,11 +17,13 @@
 
 /// <reference path="./env.d.ts" />
 
-import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.1.0';
+import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.2.0';
 import type { Hooks, JsonObject, JsonValue, Level, Rewrite, Verdict } from './generated/types.js';
 import { parseJson } from './json.js';
 
 export { parseJson, stringifyJson } from './json.js';
+export { state } from './state.js';
+export type { Scope, TtlOptions } from './state.js';
 
 export type {
   BeforeToolCallEvent,
@@ -49,19 +51,39 @@ export const HOOK_NAMES = ['onToolRoutingDecision', 'onToolCallDispatch', 'onBef
 /** Deprecated: the hooks' former names (the WIT functions'), in the order of `HOOK_NAMES`. */
 export const DEPRECATED_HOOK_NAMES = ['narrow', 'dispatch', 'beforeToolCall', 'onResult'] as const;
 
-/** Keys of `H` that are not hooks: a typo such as `beforeToolcall` becomes a type error. */
-type NoExtraKeys<H> = { [K in Exclude<keyof H, keyof Hooks>]: never };
+/**
+ * A guard: the hooks it implements (at least one) and, optionally, a check of its
+ * configuration.
+ */
+export interface Guard extends Hooks {
+  /**
+   * Checks the plugin's configuration (the manifest's `config` table, parsed; `{}` when
+   * none is set) once, when the host loads the plugin: the `config` interface's
+   * `validate-config`, exported only by a guard that defines it. Return nothing to accept
+   * it; return a message, or throw (the error's `message` is used), to refuse the plugin
+   * with that message (`toolgate list` shows it; on a reload the last good version keeps
+   * serving). Synchronous, like the hooks.
+   */
+  validateConfig?(config: JsonObject): string | null | undefined | void;
+}
+
+/** Keys of `H` that are not a guard's: a typo such as `beforeToolcall` becomes a type error. */
+type NoExtraKeys<H> = { [K in Exclude<keyof H, keyof Guard>]: never };
 
 /**
- * Declares a guard: an object holding the hooks it implements (at least one). Returns the
- * same object; the build reads which hooks it has and exports only those seams.
+ * Declares a guard: an object holding the hooks it implements (at least one) and, if it
+ * checks its configuration at load, `validateConfig`. Returns the same object; the build
+ * reads which hooks it has and exports only those seams (and `config` for `validateConfig`).
  */
-export function defineGuard<H extends Hooks>(hooks: H & NoExtraKeys<H>): H {
+export function defineGuard<H extends Guard>(hooks: H & NoExtraKeys<H>): H {
   if (hooks === null || typeof hooks !== 'object') {
     throw new TypeError('defineGuard expects an object of hooks');
   }
-  const keys = Object.keys(hooks);
+  const keys = Object.keys(hooks).filter((key) => key !== 'validateConfig');
   const known: readonly string[] = [...HOOK_NAMES, ...DEPRECATED_HOOK_NAMES];
+  if ('validateConfig' in hooks && typeof hooks.validateConfig !== 'function') {
+    throw new TypeError('validateConfig must be a function');
+  }
   for (const key of keys) {
     if (!known.includes(key)) {
       throw new TypeError(`unknown hook "${key}"; a guard implements some of: ${HOOK_NAMES.join(', ')}`);

@@ -38,16 +38,50 @@ export async function loadComponent(wasmPath) {
     if (!cores.has(name)) cores.set(name, await WebAssembly.compile(await readFile(join(dir, name))));
     return cores.get(name);
   };
-  /** A fresh instance: { exports, logs } with the given plugin config (a JSON object). */
-  return async function instance(config = {}) {
+  /**
+   * A fresh instance: { exports, logs, store } with the given plugin config (a JSON object)
+   * and state store (a FakeStore, shared by the instances given the same one).
+   */
+  return async function instance(config = {}, store = new FakeStore()) {
     const logs = [];
     const exports = await mod.instantiate(getCore, {
       'toolgate:guard/host': {
         log: (level, message) => logs.push([level, message]),
         config: () => JSON.stringify(config),
       },
+      'toolgate:guard/state': store.imports(),
       'toolgate:guard/types': {},
     });
-    return { exports, logs };
+    return { exports, logs, store };
   };
+}
+
+/** The host's state, faked: a map per scope, and every call as the host received it. */
+export class FakeStore {
+  values = new Map();
+  calls = [];
+
+  imports() {
+    const slot = (scope, key) => `${scope}/${key}`;
+    return {
+      get: (scope, key) => {
+        this.calls.push(['get', scope, key]);
+        return this.values.get(slot(scope, key));
+      },
+      set: (scope, key, value, ttlMs) => {
+        this.calls.push(['set', scope, key, value, ttlMs]);
+        this.values.set(slot(scope, key), value);
+      },
+      delete: (scope, key) => {
+        this.calls.push(['delete', scope, key]);
+        this.values.delete(slot(scope, key));
+      },
+      add: (scope, key, delta, ttlMs) => {
+        this.calls.push(['add', scope, key, delta, ttlMs]);
+        const sum = BigInt(this.values.get(slot(scope, key)) ?? '0') + delta;
+        this.values.set(slot(scope, key), sum.toString());
+        return sum;
+      },
+    };
+  }
 }

@@ -39,14 +39,17 @@ describe('a guard implementing every hook', () => {
   test('exports exactly the four seams and imports nothing but the contract', async () => {
     const { imports, exports } = await componentInterfaces(await readFile(join(work, 'all-seams.wasm')));
     assert.deepEqual([...exports].sort(), [
-      'toolgate:guard/result@0.1.0',
-      'toolgate:guard/rewrite@0.1.0',
-      'toolgate:guard/routing@0.1.0',
-      'toolgate:guard/steering@0.1.0',
+      'toolgate:guard/result@0.2.0',
+      'toolgate:guard/rewrite@0.2.0',
+      'toolgate:guard/routing@0.2.0',
+      'toolgate:guard/steering@0.2.0',
     ]);
-    assert.deepEqual([...imports].sort(), ['toolgate:guard/host@0.1.0', 'toolgate:guard/types@0.1.0']);
+    // No state, no http, no config: a guard imports and exports only what it uses.
+    assert.deepEqual([...imports].sort(), ['toolgate:guard/host@0.2.0', 'toolgate:guard/types@0.2.0']);
     assert.equal(built.world, 'js-guard-routing-rewrite-steering-result');
     assert.equal(built.stringLowering, 'native');
+    assert.equal(built.config, false);
+    assert.equal(built.state, false);
   });
 
   test('steering verdict helpers map to the WIT verdict', async () => {
@@ -231,6 +234,8 @@ describe('the build refuses broken guards before compiling', () => {
     ['fs.js', `import { readFileSync } from 'fs';\nexport default { onResult() { readFileSync('/x'); } };\n`, /Could not resolve "fs"|imports fs/],
     ['syntax.ts', `export default {\n`, /cannot bundle .*syntax\.ts/],
     ['both.js', `export default { onBeforeToolCall() {}, beforeToolCall() {} };\n`, /implements both onBeforeToolCall and beforeToolCall/],
+    ['check-only.js', `export default { validateConfig() {} };\n`, /implements no hook/],
+    ['check-not-fn.js', `export default { onBeforeToolCall() {}, validateConfig: 'yes' };\n`, /validateConfig must be a function/],
   ];
   for (const [name, source, why] of cases) {
     test(name, async () => {
@@ -267,14 +272,19 @@ describe('contract handling', () => {
     );
   });
 
-  test('one seam uses the contract world, several an exact generated world', () => {
-    assert.equal(worldFor(['beforeToolCall']).worldName, 'steering-guard');
-    assert.equal(worldFor(['beforeToolCall']).extraFile, null);
+  test('the world imports host (and state when used) and exports exactly the seams (and config)', () => {
+    // The contract's own <seam>-guard worlds import state and http: never used as they are.
+    const one = worldFor(['beforeToolCall']);
+    assert.equal(one.worldName, 'js-guard-steering');
+    assert.match(one.extraFile.text, /^package toolgate:guard@0\.2\.0;$/m);
+    assert.match(one.extraFile.text, /world js-guard-steering \{\n    import host;\n    export %steering;\n\}/);
     const w = worldFor(['onResult', 'dispatch']);
     assert.equal(w.worldName, 'js-guard-rewrite-result');
     assert.match(w.extraFile.text, /world js-guard-rewrite-result \{\n    import host;\n    export %rewrite;\n    export %result;\n\}/);
+    const s = worldFor(['onBeforeToolCall'], { state: true, config: true });
+    assert.equal(s.worldName, 'js-guard-steering-config-state');
+    assert.match(s.extraFile.text, /\{\n    import host;\n    import state;\n    export %steering;\n    export config;\n\}/);
     assert.throws(() => worldFor([]), /at least one hook/);
-    assert.equal(worldFor(['onBeforeToolCall']).worldName, 'steering-guard');
     assert.equal(worldFor(['onToolResult', 'onToolCallDispatch']).worldName, 'js-guard-rewrite-result');
   });
 });

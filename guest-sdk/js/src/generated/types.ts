@@ -2,7 +2,7 @@
 
 /// <reference path="./wit/guard.d.ts" />
 
-import type * as wire from 'toolgate:guard/types@0.1.0';
+import type * as wire from 'toolgate:guard/types@0.2.0';
 
 /** Any JSON value; an integer beyond 2^53 is a `bigint` (exact). */
 export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | JsonObject;
@@ -212,9 +212,9 @@ export interface Rewrite {
   args: JsonObject;
 }
 
-export type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.1.0';
-import type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.1.0';
-export type { Level } from 'toolgate:guard/host@0.1.0';
+export type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.2.0';
+import type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.2.0';
+export type { Level } from 'toolgate:guard/host@0.2.0';
 
 /**
  * The hooks a guard may implement: one per seam it subscribes to, named as symfonic
@@ -222,7 +222,7 @@ export type { Level } from 'toolgate:guard/host@0.1.0';
  */
 export interface Hooks {
   /**
-   * Seam `routing` (`toolgate:guard/routing@0.1.0`, function `narrow`).
+   * Seam `routing` (`toolgate:guard/routing@0.2.0`, function `narrow`).
    *
    * Returns the tool names to keep visible, or none to leave the palette
    * as it is. Names that are not visible already are ignored: a guard can
@@ -232,7 +232,7 @@ export interface Hooks {
   /** @deprecated The former name of `onToolRoutingDecision`. */
   narrow?(event: ToolRoutingDecisionEvent): Array<string> | null | undefined | void;
   /**
-   * Seam `rewrite` (`toolgate:guard/rewrite@0.1.0`, function `dispatch`).
+   * Seam `rewrite` (`toolgate:guard/rewrite@0.2.0`, function `dispatch`).
    *
    * Returns a replacement call, or none to pass the call through. A
    * rewrite whose args are not a JSON object is dropped with a warning
@@ -245,7 +245,7 @@ export interface Hooks {
   /** @deprecated The former name of `onToolCallDispatch`. */
   dispatch?(event: ToolCallDispatchEvent): Rewrite | null | undefined | void;
   /**
-   * Seam `steering` (`toolgate:guard/steering@0.1.0`, function `before-tool-call`).
+   * Seam `steering` (`toolgate:guard/steering@0.2.0`, function `before-tool-call`).
    *
    * Decides whether this one call runs.
    */
@@ -253,7 +253,7 @@ export interface Hooks {
   /** @deprecated The former name of `onBeforeToolCall`. */
   beforeToolCall?(event: BeforeToolCallEvent): Verdict | null | undefined | void;
   /**
-   * Seam `result` (`toolgate:guard/result@0.1.0`, function `on-result`).
+   * Seam `result` (`toolgate:guard/result@0.2.0`, function `on-result`).
    *
    * Observes what a tool returned; nothing to return.
    */

@@ -1,5 +1,5 @@
 // Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.
-declare module 'toolgate:guard/types@0.1.0' {
+declare module 'toolgate:guard/types@0.2.0' {
   /**
    * A JSON document, serialised as UTF-8 text.
    */
