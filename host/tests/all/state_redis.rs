@@ -43,20 +43,17 @@ async fn two_replicas_sharing_redis_let_exactly_n_of_1000_concurrent_calls_throu
             .await
         })
     });
-    let (mut proceeded, mut over) = ([0; 2], 0);
-    for (i, call) in futures_join(calls).await.into_iter().enumerate() {
+    // Which replica's calls get the N depends on timing; that together
+    // they let exactly N through does not.
+    let (mut proceeded, mut over) = (0, 0);
+    for call in futures_join(calls).await {
         match call {
-            (None, Outcome::Proceed, None) => proceeded[i % 2] += 1,
+            (None, Outcome::Proceed, None) => proceeded += 1,
             (Some(c), Outcome::Skip, None) if c == "over" => over += 1,
             other => panic!("unexpected answer {other:?}"),
         }
     }
-    assert_eq!(proceeded[0] + proceeded[1], limit, "{proceeded:?}");
-    assert_eq!(over, 1000 - limit);
-    assert!(
-        proceeded.iter().all(|&n| n > 0),
-        "both replicas let some through: {proceeded:?}"
-    );
+    assert_eq!((proceeded, over), (limit, 1000 - limit));
     for engine in [&a, &b] {
         let left = read(engine, "budget", &[("tenant", "sent")], "any").await;
         assert_eq!(
