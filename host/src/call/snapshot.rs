@@ -47,7 +47,10 @@ use crate::runtime::sandbox::Sandbox;
 /// state as a new component.
 ///
 /// Each warm-up call runs under the default limits, the instance's whole
-/// warm-up under a 10 s deadline, with an empty configuration. A component
+/// warm-up under a 10 s deadline, with `config` as the plugin's
+/// configuration (checked first if the guard exports `validate-config`;
+/// a guard that keeps its parsed config in memory keeps this one, so pass
+/// the config it will be loaded with). A component
 /// that is no guard, or whose warm-up faults, is an error naming the file
 /// (and the call, its seam and the fault).
 pub async fn snapshot(
@@ -55,6 +58,7 @@ pub async fn snapshot(
     path: &Path,
     wasm: &[u8],
     warm_up: &[(Event, Value)],
+    config: &Value,
 ) -> Result<Vec<u8>, Error> {
     let fail = |message: String| Error::Snapshot {
         path: path.to_path_buf(),
@@ -81,6 +85,7 @@ pub async fn snapshot(
         },
         // A warm-up makes its own instance.
         prepared: crate::runtime::prepared::Depth::Fixed(0),
+        config: config.clone(),
         ..PluginSpec::new(path)
     };
     let guard = Plugin::from_component(engine, spec, component, plugin::digest(wasm)).await?;

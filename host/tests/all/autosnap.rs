@@ -231,10 +231,15 @@ async fn a_warm_up_that_faults_loads_plain_and_says_why_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_is_not_snapshotted_again() {
     let bytes = std::fs::read(SQL_GUARD).expect("read");
-    let snap =
-        toolgate::snapshot::snapshot(&engine(), Path::new(SQL_GUARD), &bytes, &default_warm_up())
-            .await
-            .expect("snapshots");
+    let snap = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new(SQL_GUARD),
+        &bytes,
+        &default_warm_up(),
+        &serde_json::json!({}),
+    )
+    .await
+    .expect("snapshots");
     assert!(inspect(&snap).snapshot, "a snapshot is marked");
     assert!(!inspect(&bytes).snapshot);
     // Even marked as Go, and with `snapshot = true`.

@@ -135,9 +135,15 @@ async fn each_call_starts_from_the_snapshot(chain: &Chain) {
 async fn a_snapshot_starts_every_call_from_its_warm_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bytes = std::fs::read(MEMO).expect("read memo");
-    let snap = toolgate::snapshot::snapshot(&engine(), Path::new(MEMO), &bytes, &default_warm_up())
-        .await
-        .expect("memo snapshots");
+    let snap = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new(MEMO),
+        &bytes,
+        &default_warm_up(),
+        &serde_json::json!({}),
+    )
+    .await
+    .expect("memo snapshots");
     let path = dir.path().join("memo.wasm");
     std::fs::write(&path, snap).expect("write");
     let engine = engine();

@@ -17,9 +17,15 @@ use crate::*;
 /// Snapshots the component at `path` into `dir`; returns the new file.
 async fn snapshot_into(dir: &Path, path: &str) -> String {
     let bytes = std::fs::read(path).expect("read the component");
-    let snap = toolgate::snapshot::snapshot(&engine(), Path::new(path), &bytes, &default_warm_up())
-        .await
-        .expect("the guard snapshots");
+    let snap = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new(path),
+        &bytes,
+        &default_warm_up(),
+        &serde_json::json!({}),
+    )
+    .await
+    .expect("the guard snapshots");
     assert_ne!(snap, bytes, "a snapshot is a new component");
     let out = dir.join("snap.wasm");
     std::fs::write(&out, snap).expect("write");
@@ -88,6 +94,7 @@ async fn a_guard_whose_warm_up_faults_is_refused_naming_the_seam() {
         Path::new("bad-reply.wasm"),
         &bytes,
         &default_warm_up(),
+        &serde_json::json!({}),
     )
     .await
     .expect_err("the warm-up faults");
@@ -103,9 +110,15 @@ async fn a_guard_whose_warm_up_faults_is_refused_naming_the_seam() {
 
 #[tokio::test]
 async fn what_is_no_guard_cannot_be_snapshotted() {
-    let e = toolgate::snapshot::snapshot(&engine(), Path::new("junk.wasm"), b"junk", &[])
-        .await
-        .expect_err("junk");
+    let e = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new("junk.wasm"),
+        b"junk",
+        &[],
+        &serde_json::json!({}),
+    )
+    .await
+    .expect_err("junk");
     assert!(
         e.to_string().starts_with("junk.wasm: cannot snapshot:"),
         "{e}"
@@ -122,9 +135,15 @@ async fn a_hostile_warm_up_is_refused_and_the_calls_are_the_callers() {
         ]
     };
     // The second call spins: out of fuel, named with its number and seam.
-    let e = toolgate::snapshot::snapshot(&engine(), Path::new("h.wasm"), &bytes, &warm("loop"))
-        .await
-        .expect_err("the warm-up spins");
+    let e = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new("h.wasm"),
+        &bytes,
+        &warm("loop"),
+        &serde_json::json!({}),
+    )
+    .await
+    .expect_err("the warm-up spins");
     let msg = e.to_string();
     assert!(
         msg.starts_with("h.wasm: cannot snapshot: warm-up call 2 (steering):"),
@@ -132,15 +151,27 @@ async fn a_hostile_warm_up_is_refused_and_the_calls_are_the_callers() {
     );
     assert!(msg.contains("out-of-fuel"), "{msg}");
     // A panic in a warm-up call is refused the same way.
-    let e = toolgate::snapshot::snapshot(&engine(), Path::new("h.wasm"), &bytes, &warm("panic"))
-        .await
-        .expect_err("the warm-up panics");
+    let e = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new("h.wasm"),
+        &bytes,
+        &warm("panic"),
+        &serde_json::json!({}),
+    )
+    .await
+    .expect_err("the warm-up panics");
     assert!(e.to_string().contains("unreachable"), "{e}");
     // No warm-up at all: the start-up alone is captured, and it still answers.
     let dir = tempfile::tempdir().expect("tempdir");
-    let snap = toolgate::snapshot::snapshot(&engine(), Path::new("h.wasm"), &bytes, &[])
-        .await
-        .expect("start-up only");
+    let snap = toolgate::snapshot::snapshot(
+        &engine(),
+        Path::new("h.wasm"),
+        &bytes,
+        &[],
+        &serde_json::json!({}),
+    )
+    .await
+    .expect("start-up only");
     let path = dir.path().join("h.wasm");
     std::fs::write(&path, snap).expect("write");
     let p = load(
@@ -153,4 +184,59 @@ async fn a_hostile_warm_up_is_refused_and_the_calls_are_the_callers() {
         .steering(&steering("x", json!({})), &no_state())
         .await;
     assert_eq!(d.trace[0].outcome, Outcome::Skip);
+}
+
+#[tokio::test]
+async fn a_guard_that_needs_its_config_is_snapshotted_with_the_one_it_will_load_with() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("tool-call-limit.wasm");
+    std::fs::copy(toolgate_tests::TOOL_CALL_LIMIT, &path).expect("copy");
+    let snapshot = |config: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        c.arg("snapshot").arg(&path);
+        if let Some(config) = config {
+            c.args(["--config", config]);
+        }
+        c.output().expect("run")
+    };
+    let refused = snapshot(None);
+    assert_eq!(refused.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("refuses its config: config: set run_limit, thread_limit or both"),
+        "{said}"
+    );
+    let bad = snapshot(Some("[1]"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--config: must be a JSON object"));
+    let done = snapshot(Some(r#"{"tool": "send_email", "run_limit": 1}"#));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let original = std::fs::read(toolgate_tests::TOOL_CALL_LIMIT).expect("read");
+    assert_ne!(
+        std::fs::read(&path).expect("read"),
+        original,
+        "replaced by its snapshot"
+    );
+    // The snapshot loads with that config and counts as the original.
+    let engine = engine();
+    let p = load(
+        &engine,
+        path.to_str().expect("utf-8"),
+        json!({"tool": "send_email", "run_limit": 1}),
+    )
+    .await;
+    let c = chain(&[&p]);
+    let email = steering("send_email", json!({}));
+    assert_eq!(c.steering(&email, &no_state()).await.result, None);
+    assert_eq!(
+        c.steering(&email, &no_state())
+            .await
+            .result
+            .map(|s| s.content),
+        Some("Tool call limit exceeded. Do not call 'send_email' again.".into())
+    );
 }

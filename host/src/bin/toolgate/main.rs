@@ -128,7 +128,7 @@ async fn run(cli: Cli) -> Result<()> {
         } => {
             let out = build_guard::build(&src, out, sdk)?;
             if snapshot {
-                snapshot::snapshot_file(&out, None, None).await?;
+                snapshot::snapshot_file(&out, None, None, &serde_json::json!({})).await?;
             }
             Ok(())
         }

@@ -20,21 +20,33 @@ pub(crate) struct SnapshotArgs {
     /// state?}`; the tenant is ignored). Default: one harmless `run_query` per seam.
     #[arg(long)]
     warm_up: Option<PathBuf>,
+    /// The guard's config during the warm-up, as JSON (what its manifest's
+    /// `[plugin.config]` will be: a guard that keeps its parsed config in
+    /// memory keeps this one). Default: `{}`.
+    #[arg(long, default_value = "{}")]
+    config: String,
 }
 
 /// Runs `toolgate snapshot`.
 pub(crate) async fn run(args: SnapshotArgs) -> Result<()> {
-    snapshot_file(&args.component, args.out, args.warm_up.as_deref()).await
+    let config: serde_json::Value =
+        serde_json::from_str(&args.config).map_err(|e| bad(format!("--config: not JSON: {e}")))?;
+    if !config.is_object() {
+        return Err(bad("--config: must be a JSON object"));
+    }
+    snapshot_file(&args.component, args.out, args.warm_up.as_deref(), &config).await
 }
 
 /// `toolgate snapshot`: pre-initialises `input` into `out` (default: in
-/// place) after the calls of the `warm_up` trace (default: one per seam),
+/// place) after the calls of the `warm_up` trace (default: one per seam)
+/// with `config`,
 /// written through a temporary file and a rename so a watching host never
 /// loads half a component.
 pub(crate) async fn snapshot_file(
     input: &Path,
     out: Option<PathBuf>,
     warm_up: Option<&Path>,
+    config: &serde_json::Value,
 ) -> Result<()> {
     let warm_up = match warm_up {
         Some(file) => read_trace(file)?
@@ -46,7 +58,7 @@ pub(crate) async fn snapshot_file(
     let bytes =
         std::fs::read(input).map_err(|e| bad(format!("component {}: {e}", input.display())))?;
     let engine = Engine::new(EngineConfig::default())?;
-    let snapshot = toolgate::snapshot::snapshot(&engine, input, &bytes, &warm_up).await?;
+    let snapshot = toolgate::snapshot::snapshot(&engine, input, &bytes, &warm_up, config).await?;
     let out = out.unwrap_or_else(|| input.to_path_buf());
     let dir = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
