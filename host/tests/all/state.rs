@@ -636,3 +636,57 @@ async fn a_config_refused_on_reload_keeps_the_last_good_version_serving() {
             .is_some_and(|s| s.content.contains("Tool call limit exceeded"))
     );
 }
+
+#[tokio::test]
+async fn no_tenant_fills_the_memory_store_for_the_others() {
+    // 400 KiB in all: a tenant may hold a quarter, 100 KiB.
+    let engine = with_state(StateBackend::Memory {
+        capacity: 400 << 10,
+    });
+    let value = "v".repeat(30 << 10);
+    let writer = |tenant: &str| {
+        let (engine, tenant, value) = (engine.clone(), tenant.to_string(), value.clone());
+        async move {
+            let ops = json!([{"op": "set", "scope": "run", "key": "k", "value": value}]);
+            let p = stateful(&engine, "w", json!({ "ops": ops }), Limits::default()).await;
+            Arc::new(p.serving(&tenant))
+        }
+    };
+    let hog = writer("hog").await;
+    for run in ["r1", "r2", "r3"] {
+        assert_eq!(
+            ask(&hog, &call_in(run, "c", "t")).await.1,
+            Outcome::Skip,
+            "{run}"
+        );
+    }
+    let (_, outcome, fault) = ask(&hog, &call_in("r4", "c", "t")).await;
+    assert_eq!(
+        (outcome, fault),
+        (Outcome::Fault, Some(Fault::StateBudget)),
+        "over its quarter"
+    );
+    let other = writer("other").await;
+    for run in ["r1", "r2", "r3"] {
+        assert_eq!(
+            ask(&other, &call_in(run, "c", "t")).await.1,
+            Outcome::Skip,
+            "another tenant's {run}"
+        );
+    }
+    // What the hog frees is its own again.
+    engine
+        .state()
+        .clear(&StateFilter {
+            tenant: "hog".into(),
+            run: Some("r1".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("clear");
+    assert_eq!(
+        ask(&hog, &call_in("r4", "c", "t")).await.1,
+        Outcome::Skip,
+        "room again"
+    );
+}

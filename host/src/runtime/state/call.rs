@@ -63,7 +63,7 @@ impl CallState {
     /// The state of code running outside a hook call (a start function, a
     /// snapshot's warm-up): an empty store of its own, thrown away with it.
     pub(crate) fn scratch(limits: StateLimits) -> CallState {
-        let store = Arc::new(StateStore::memory(limits.bytes.saturating_mul(2)));
+        let store = Arc::new(StateStore::memory(limits.bytes.saturating_mul(8)));
         CallState::new(store, "".into(), "".into(), "", limits)
     }
 

@@ -25,7 +25,23 @@ const REAP_PER_OP: usize = 32;
 /// The in-memory store (see the module docs).
 pub struct MemoryStore {
     inner: Mutex<Inner>,
-    capacity: usize,
+    caps: Caps,
+}
+
+/// What the store may hold: in all, and of one tenant's guards (a quarter
+/// of it, so no tenant can fill the store for the others).
+#[derive(Clone, Copy)]
+struct Caps {
+    all: usize,
+    tenant: usize,
+}
+
+impl Caps {
+    /// No cap: for writes already checked.
+    const NONE: Caps = Caps {
+        all: usize::MAX,
+        tenant: usize::MAX,
+    };
 }
 
 #[derive(Default)]
@@ -36,6 +52,8 @@ struct Inner {
     timers: BinaryHeap<Reverse<Timer>>,
     /// Bytes held in all, overhead included.
     total: usize,
+    /// The same, per tenant (absent: none).
+    by_tenant: HashMap<Arc<str>, usize>,
 }
 
 #[derive(Default)]
@@ -76,11 +94,15 @@ fn cost(key: &str, value: &str) -> usize {
 }
 
 impl MemoryStore {
-    /// A store holding at most `capacity` bytes in all.
+    /// A store holding at most `capacity` bytes in all, and a quarter of
+    /// that for any one tenant.
     pub fn new(capacity: usize) -> MemoryStore {
         MemoryStore {
             inner: Mutex::default(),
-            capacity,
+            caps: Caps {
+                all: capacity,
+                tenant: capacity / 4,
+            },
         }
     }
 
@@ -140,7 +162,7 @@ impl MemoryStore {
             vec![(key.to_string(), write, expires)],
             now,
             limits,
-            self.capacity,
+            self.caps,
         )?;
         Ok((sum, old.is_none()))
     }
@@ -161,7 +183,7 @@ impl MemoryStore {
                 id,
                 writes.iter().map(|(k, w)| (k.as_str(), w)),
                 limits,
-                self.capacity,
+                self.caps,
                 total,
             )?;
         }
@@ -176,7 +198,7 @@ impl MemoryStore {
                     (k.clone(), w.clone(), expires)
                 })
                 .collect();
-            inner.apply(id, writes, now, limits, usize::MAX)?;
+            inner.apply(id, writes, now, limits, Caps::NONE)?;
         }
         Ok(())
     }
@@ -187,9 +209,10 @@ impl MemoryStore {
     pub(crate) fn undo(&self, adds: &Adds) {
         let now = Instant::now();
         let mut guard = self.lock();
-        let Inner { scopes, total, .. } = &mut *guard;
+        let inner = &mut *guard;
         for added in adds.iter().rev() {
-            let Some(scope) = scopes.get_mut(&added.id) else {
+            let total = inner.total;
+            let Some(scope) = inner.scopes.get_mut(&added.id) else {
                 continue;
             };
             let Some(entry) = scope.entries.get_mut(&added.key).filter(|e| e.live(now)) else {
@@ -209,16 +232,16 @@ impl MemoryStore {
                 cost(&added.key, "") + old + ENTRY_OVERHEAD
             } else {
                 scope.bytes = scope.bytes + value.len() - old;
-                *total = *total + value.len() - old;
+                let grown = total + value.len() - old;
                 entry.value = value;
+                inner.account(&added.id.tenant, grown);
                 continue;
             };
             scope.bytes -= freed - ENTRY_OVERHEAD;
-            let empty = scope.entries.is_empty();
-            *total -= freed;
-            if empty {
-                scopes.remove(&added.id);
+            if scope.entries.is_empty() {
+                inner.scopes.remove(&added.id);
             }
+            inner.account(&added.id.tenant, total - freed);
         }
     }
 
@@ -263,7 +286,8 @@ impl MemoryStore {
         for id in ids {
             if let Some(scope) = inner.scopes.remove(&id) {
                 removed += scope.entries.len() as u64;
-                inner.total -= scope.bytes + scope.entries.len() * ENTRY_OVERHEAD;
+                let total = inner.total - scope.bytes - scope.entries.len() * ENTRY_OVERHEAD;
+                inner.account(&id.tenant, total);
             }
         }
         removed
@@ -299,7 +323,7 @@ impl Inner {
         id: &ScopeId,
         writes: impl Iterator<Item = (&'a str, &'a Write)>,
         limits: &StateLimits,
-        capacity: usize,
+        caps: Caps,
         mut total: usize,
     ) -> Result<usize, ImportRefused> {
         let scope = self.scopes.get(id);
@@ -333,33 +357,65 @@ impl Inner {
             }
         }
         over_budget(id, keys, bytes, limits)?;
-        if total > capacity {
+        if total > caps.all {
             return Err(refused(
                 Fault::StateBudget,
-                format!("the memory state store is full ({capacity} bytes, every tenant's)"),
+                format!(
+                    "the memory state store is full ({} bytes, every tenant's)",
+                    caps.all
+                ),
+            ));
+        }
+        // One call writes one tenant's scopes: what the store grows by is
+        // that tenant's.
+        if (self.held(&id.tenant) + total).saturating_sub(self.total) > caps.tenant {
+            return Err(refused(
+                Fault::StateBudget,
+                format!(
+                    "this tenant's part of the memory state store is full ({} bytes, a quarter \
+                     of it)",
+                    caps.tenant
+                ),
             ));
         }
         Ok(total)
     }
 
+    /// Bytes `tenant`'s guards hold.
+    fn held(&self, tenant: &Arc<str>) -> usize {
+        self.by_tenant.get(tenant).copied().unwrap_or(0)
+    }
+
+    /// Sets the store's total to `total` after a change to `tenant`'s
+    /// scopes alone, and that tenant's part with it.
+    fn account(&mut self, tenant: &Arc<str>, total: usize) {
+        let held = (self.held(tenant) + total).saturating_sub(self.total);
+        self.total = total;
+        if held == 0 {
+            self.by_tenant.remove(tenant);
+        } else {
+            self.by_tenant.insert(Arc::clone(tenant), held);
+        }
+    }
+
     /// Applies `writes` (key, write, expiry) to `id`'s scope after checking
-    /// its budgets against `capacity`.
+    /// its budgets against `caps`.
     fn apply(
         &mut self,
         id: &ScopeId,
         writes: Vec<(String, Write, Option<Instant>)>,
         now: Instant,
         limits: &StateLimits,
-        capacity: usize,
+        caps: Caps,
     ) -> Result<(), ImportRefused> {
         let total = self.check(
             id,
             writes.iter().map(|(k, w, _)| (k.as_str(), w)),
             limits,
-            capacity,
+            caps,
             self.total,
         )?;
-        self.total = total;
+        self.account(&id.tenant, total);
         let scope = self.scopes.entry(id.clone()).or_default();
         touch(scope, id, now, limits);
         let mut timers = Vec::new();
@@ -450,7 +506,9 @@ impl Inner {
                         Some((used, ttl)) if used + ttl > now => self.schedule_idle(&timer.id),
                         _ => {
                             if let Some(gone) = self.scopes.remove(&timer.id) {
-                                self.total -= gone.bytes + gone.entries.len() * ENTRY_OVERHEAD;
+                                let total =
+                                    self.total - gone.bytes - gone.entries.len() * ENTRY_OVERHEAD;
+                                self.account(&timer.id.tenant, total);
                             }
                         }
                     }
@@ -468,10 +526,11 @@ impl Inner {
                             let c = cost(&key, &entry.value);
                             scope.entries.remove(&key);
                             scope.bytes -= c;
-                            self.total -= c + ENTRY_OVERHEAD;
                             if scope.entries.is_empty() {
                                 self.scopes.remove(&timer.id);
                             }
+                            let total = self.total - c - ENTRY_OVERHEAD;
+                            self.account(&timer.id.tenant, total);
                         }
                         Some(at) => {
                             entry.scheduled = Some(at);
