@@ -5,6 +5,14 @@ use std::path::{Path, PathBuf};
 
 use crate::fault::Fault;
 
+/// `manifest:line (component)`, or the component alone.
+fn config_where(path: &Path, at: Option<&(PathBuf, usize)>) -> String {
+    match at {
+        Some((manifest, line)) => format!("{}:{line} ({})", manifest.display(), path.display()),
+        None => path.display().to_string(),
+    }
+}
+
 /// Why something could not be loaded or built. Faults of a guard *call* are
 /// not errors: they are [`Fault`]s recorded in the trace.
 #[derive(Debug, thiserror::Error)]
@@ -126,10 +134,12 @@ pub enum Error {
     },
     /// The guard's `validate-config` refused its manifest `config` (or
     /// faulted checking it).
-    #[error("{path}: plugin `{plugin}` refuses its config: {message}")]
+    #[error("{}: plugin `{plugin}` refuses its config: {message}", config_where(.path, .at.as_ref()))]
     ConfigRefused {
         /// The file.
         path: PathBuf,
+        /// Where the config was written: the manifest and its line.
+        at: Option<(PathBuf, usize)>,
         /// The plugin's name.
         plugin: String,
         /// The guard's own message.

@@ -59,6 +59,9 @@ pub struct PluginSpec {
     /// component when it loads it (see [`crate::call::snapshot::SnapshotMode`]).
     /// Default: [`SnapshotMode::Auto`].
     pub snapshot: SnapshotMode,
+    /// Where its `config` was written (the manifest and the line), named
+    /// when the guard refuses it. Default: `None`.
+    pub config_at: Option<(PathBuf, usize)>,
 }
 
 impl PluginSpec {
@@ -75,6 +78,7 @@ impl PluginSpec {
             path,
             limits: Limits::default(),
             config: Value::Object(Default::default()),
+            config_at: None,
             on_error: OnError::Skip,
             prepared: Depth::Auto,
             snapshot: SnapshotMode::Auto,
@@ -222,7 +226,20 @@ impl Plugin {
                 },
             });
         }
-        plugin.probe(probe_timeout).await?;
+        plugin.probe(probe_timeout).await.map_err(|e| match e {
+            Error::ConfigRefused {
+                path,
+                plugin,
+                message,
+                ..
+            } => Error::ConfigRefused {
+                path,
+                at: spec.config_at.clone(),
+                plugin,
+                message,
+            },
+            other => other,
+        })?;
         let depth = match spec.prepared {
             Depth::Fixed(n) => n.min(prepared::MAX_DEPTH),
             Depth::Auto => plugin.auto_depth(probe_timeout).await,
@@ -293,11 +310,13 @@ impl Plugin {
             Ok(None | Some(Ok(()))) => Ok(()),
             Ok(Some(Err(message))) => Err(Error::ConfigRefused {
                 path: self.path.clone(),
+                at: None,
                 plugin: self.name.to_string(),
                 message,
             }),
             Err(e) => Err(Error::ConfigRefused {
                 path: self.path.clone(),
+                at: None,
                 plugin: self.name.to_string(),
                 message: format!(
                     "validate-config faulted ({}): {}",

@@ -113,6 +113,7 @@ pub async fn plugin_with(
         on_error,
         prepared: toolgate::Depth::Fixed(0),
         snapshot: Default::default(),
+        config_at: None,
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }

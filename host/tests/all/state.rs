@@ -621,6 +621,12 @@ async fn a_config_refused_on_reload_keeps_the_last_good_version_serving() {
         "{}",
         issue.message
     );
+    let at = format!("{}:4 (", path.display());
+    assert!(
+        issue.message.starts_with(&at),
+        "names the manifest's line of the config: {}",
+        issue.message
+    );
     assert!(
         issue.message.contains("unknown field `run_limt`"),
         "{}",

@@ -449,6 +449,14 @@ impl Plugin<'_> {
                 snapshot_mode(v, format!("{}.snapshot", self.prefix)).map_err(|e| here.err(e))?
             }
         };
+        // The line of its `config` (or, without one, of the plugin).
+        let config_at = Some((
+            here.path.to_path_buf(),
+            line_of(
+                here.text,
+                p.config.as_ref().map_or(span.start, |c| c.span().start),
+            ),
+        ));
         let config = match p.config {
             None => Value::Object(Default::default()),
             Some(c) => toml_to_json(toml::Value::Table(c.into_inner())),
@@ -462,6 +470,7 @@ impl Plugin<'_> {
                 on_error: p.on_error.unwrap_or(base.on_error),
                 prepared,
                 snapshot,
+                config_at,
             },
             tenants,
         })
