@@ -148,7 +148,9 @@ def test_a_bad_config_is_refused_at_load(
 ) -> None:
     out = listed(toolgate_bin, loop_breaker_dir(plugins_root, tmp_path, config))
     assert out["global"] == []
-    assert out["errors"] == [f"{tmp_path}/python-loop-breaker/loop-breaker.wasm: "
+    d = tmp_path / "python-loop-breaker"
+    # The manifest's line of the config, then the component.
+    assert out["errors"] == [f"{d}/toolgate.toml:3 ({d}/loop-breaker.wasm): "
                              f"plugin `loop-breaker` refuses its config: {message}"]
 
 

@@ -37,7 +37,9 @@ def test_a_bad_config_is_refused_at_load(
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["global"] == []
-    assert out["errors"] == [f"{plugins}/query-limit.wasm: plugin `query-limit` refuses its config: {message}"]
+    assert out["errors"] == [
+        f"{plugins}/toolgate.toml:3 ({plugins}/query-limit.wasm): plugin `query-limit` refuses its config: {message}"
+    ]
 
 
 def test_the_configured_limit_is_the_one_appended(toolgate_bin: Path, plugins_root: Path, tmp_path: Path) -> None:

@@ -171,8 +171,9 @@ def test_a_bad_config_is_refused_at_load_by_both_with_the_same_message(
         out = listed(toolgate_bin, guard_dir(plugins_root, lang, tmp_path / lang, config))
         assert out["global"] == [], (lang, out["global"])
         (error,) = out["errors"]
-        assert error.endswith(f"tool-call-limit.wasm: plugin `tool-call-limit` refuses its config: {message}"), (lang, error)
-        errors[lang] = error.split("tool-call-limit.wasm: ", 1)[1]
+        assert error.endswith(f"tool-call-limit.wasm): plugin `tool-call-limit` refuses its config: {message}"), (lang, error)
+        assert ":3 (" in error, "the manifest's line of the config"
+        errors[lang] = error.split("tool-call-limit.wasm): ", 1)[1]
     assert errors["rust"] == errors["js"]
 
 

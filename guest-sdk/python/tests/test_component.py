@@ -370,8 +370,8 @@ def test_validate_config_refuses_at_load(stateful: Path, tmp_path: Path) -> None
 
     assert errors('other = 1') == []
     assert errors('refuse = "no thanks"') == [
-        f"{host.plugins}/guard.wasm: plugin `guard` refuses its config: refused: no thanks"]
+        f"{host.plugins}/toolgate.toml:3 ({host.plugins}/guard.wasm): plugin `guard` refuses its config: refused: no thanks"]
     # A check that raises anything but ValueError/TypeError traps: refused too.
     (crashed,) = errors("crash = {}")
-    assert crashed.startswith(f"{host.plugins}/guard.wasm: plugin `guard` refuses its config: "
+    assert crashed.startswith(f"{host.plugins}/toolgate.toml:3 ({host.plugins}/guard.wasm): plugin `guard` refuses its config: "
                               "validate-config faulted ("), crashed
