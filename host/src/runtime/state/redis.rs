@@ -331,6 +331,11 @@ fn idle_ms(id: &ScopeId, limits: &StateLimits) -> u64 {
     }
 }
 
+/// An expiry as the scripts take it: ms, or -1 for none.
+fn ttl_arg(ttl: Option<Duration>) -> i64 {
+    ttl.map_or(-1, |t| i64::try_from(millis(t)).unwrap_or(i64::MAX))
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -424,7 +429,7 @@ impl RedisStore {
                     || e.is_connection_refusal()
                     || e.is_timeout()
                 {
-                    drop(attempt);
+                    attempt.failed();
                 } else {
                     attempt.succeeded();
                 }
@@ -454,7 +459,7 @@ impl RedisStore {
         limits: &StateLimits,
     ) -> Result<(i64, bool), ImportRefused> {
         let Keys(k) = keys(id);
-        let ttl = ttl.map_or(-1, |t| i64::try_from(millis(t)).unwrap_or(i64::MAX));
+        let ttl = ttl_arg(ttl);
         let mut inv = self.scripts.add.prepare_invoke();
         inv.key(&k[..])
             .arg(key)
@@ -521,7 +526,7 @@ impl RedisStore {
             for (key, write) in scope_writes {
                 match write {
                     Write::Set(value, ttl) if ttl.is_none_or(|t| !t.is_zero()) => {
-                        let ttl = ttl.map_or(-1, |t| i64::try_from(millis(t)).unwrap_or(i64::MAX));
+                        let ttl = ttl_arg(*ttl);
                         inv.arg(key).arg("s").arg(value).arg(ttl);
                     }
                     _ => {
@@ -669,17 +674,23 @@ struct BreakerState {
     probing: bool,
 }
 
-/// One operation let through; dropped without [`Attempt::succeeded`]
-/// (failed, or abandoned at its call's deadline) it opens the breaker.
+/// One operation let through; dropped without [`Attempt::succeeded`] it
+/// opens the breaker if it failed, or was abandoned at its call's deadline
+/// after waiting [`Breaker::SLOW`] or more. One abandoned sooner says
+/// nothing of Redis — only that its call's deadline was short, which a
+/// tenant chooses — so it leaves the breaker as it was.
 struct Attempt<'a> {
     breaker: &'a Breaker,
     probe: bool,
     done: bool,
+    started: Instant,
 }
 
 impl Breaker {
     const FIRST: Duration = Duration::from_millis(50);
     const LONGEST: Duration = Duration::from_secs(2);
+    /// A wait no answer of a working Redis takes.
+    const SLOW: Duration = Duration::from_millis(100);
 
     fn lock(&self) -> MutexGuard<'_, BreakerState> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
@@ -706,6 +717,7 @@ impl Breaker {
             breaker: self,
             probe,
             done: false,
+            started: Instant::now(),
         })
     }
 }
@@ -720,11 +732,14 @@ impl Attempt<'_> {
     }
 }
 
-impl Drop for Attempt<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
+impl Attempt<'_> {
+    fn failed(mut self) {
+        self.open();
+    }
+
+    /// Opens the breaker (longer after each failure in a row).
+    fn open(&mut self) {
+        self.done = true;
         let mut s = self.breaker.lock();
         s.failures = s.failures.saturating_add(1);
         let wait = Breaker::FIRST
@@ -733,6 +748,19 @@ impl Drop for Attempt<'_> {
         s.open_until = Some(Instant::now() + wait);
         if self.probe {
             s.probing = false;
+        }
+    }
+}
+
+impl Drop for Attempt<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if self.started.elapsed() >= Breaker::SLOW {
+            self.open();
+        } else if self.probe {
+            self.breaker.lock().probing = false;
         }
     }
 }
@@ -747,6 +775,24 @@ mod tests {
             plugin: plugin.into(),
             run: run.map(Into::into),
         }
+    }
+
+    #[test]
+    fn only_a_failure_or_a_long_wait_opens_the_breaker_never_a_short_deadline() {
+        let breaker = Breaker::default();
+        // A call cut at a deadline it chose short (a tenant's timeout_ms):
+        // Redis is not to blame, and nobody else's calls are refused.
+        drop(breaker.attempt().expect("closed"));
+        assert!(breaker.attempt().is_ok(), "still closed");
+        // A wait no working Redis needs, then abandoned: opens it.
+        let slow = breaker.attempt().expect("closed");
+        std::thread::sleep(Breaker::SLOW);
+        drop(slow);
+        assert!(breaker.attempt().is_err(), "open");
+        // So does a failure.
+        let other = Breaker::default();
+        other.attempt().expect("closed").failed();
+        assert!(other.attempt().is_err(), "open");
     }
 
     #[test]
