@@ -136,22 +136,27 @@ async fn a_budget_guard_lets_exactly_n_of_1000_concurrent_calls_through(engine: 
             .await
         })
     });
-    let mut proceeded = 0;
-    let mut over = 0;
-    for call in futures_join(calls).await {
-        match call {
-            (None, Outcome::Proceed, None) => proceeded += 1,
-            (Some(c), Outcome::Skip, None) if c == "over" => over += 1,
-            other => panic!("unexpected answer {other:?}"),
-        }
-    }
-    assert_eq!((proceeded, over), (limit, 1000 - limit));
+    assert_eq!(tally(futures_join(calls).await), (limit, 1000 - limit));
     let left = read(&engine, "budget", &[("tenant", "sent")], "any").await;
     assert_eq!(
         left,
         json!([limit.to_string()]),
         "refused calls were given back"
     );
+}
+
+/// A budget guard's answers counted: (proceeded, refused as "over"); any
+/// other answer fails the test.
+pub(crate) fn tally(answers: Vec<(Option<String>, Outcome, Option<Fault>)>) -> (usize, usize) {
+    let (mut proceeded, mut over) = (0, 0);
+    for answer in answers {
+        match answer {
+            (None, Outcome::Proceed, None) => proceeded += 1,
+            (Some(c), Outcome::Skip, None) if c == "over" => over += 1,
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    (proceeded, over)
 }
 
 /// Awaits every task, in order.
