@@ -74,8 +74,19 @@ pub enum Fault {
     /// The guard misused its state: `add` on a value that is not a decimal
     /// integer, or a sum outside s64.
     StateInvalid,
-    /// The guard made an outbound HTTP request its plugin is not granted.
+    /// The guard made an outbound HTTP request its plugin is not granted:
+    /// a host, scheme, port or method off its grant, a redirect off it, an
+    /// address on the host's own network the grant does not name, or a
+    /// header the host sets itself.
     HttpDenied,
+    /// The guard went over an outbound HTTP budget: more requests in one
+    /// call than `http_requests`, or a request or response body over
+    /// `http_request_kib` / `http_response_kib`.
+    HttpBudget,
+    /// A granted request did not get its answer: the connection was
+    /// refused or broken, the name did not resolve, TLS failed, or no
+    /// answer came within the call's `timeout` of waiting.
+    HttpFailed,
 }
 
 impl Fault {
@@ -100,6 +111,8 @@ impl Fault {
             Fault::StateUnavailable => "state-unavailable",
             Fault::StateInvalid => "state-invalid",
             Fault::HttpDenied => "http-denied",
+            Fault::HttpBudget => "http-budget",
+            Fault::HttpFailed => "http-failed",
         }
     }
 

@@ -74,6 +74,7 @@ pub use tenant::TenantName;
 
 // What every call shares: the engine, per-plugin limits, tenants' shares.
 pub use runtime::engine::{Engine, EngineConfig, StateBackend, default_long_lane};
+pub use runtime::http::grant::{HostPattern, HttpGrant};
 pub use runtime::limits::Limits;
 pub use runtime::prepared::Depth;
 pub use runtime::shares::{Rate, Shares};

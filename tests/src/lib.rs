@@ -32,9 +32,10 @@
 //! | [`ECHO`] | steering, rewrite | hands back the call's `args` as it read them |
 //! | [`TOOL_CALL_LIMIT`] | steering, config | at most `run_limit` / `thread_limit` calls (state) |
 //! | [`STATEFUL`] | steering, result | runs the state operations its config scripts |
+//! | [`FETCHER`] | steering | makes the HTTP requests its config lists |
 //!
 //! The hostile and scripted programs document their configuration, and memo
 //! and echo their answers, in
-//! `tests/guests/{hostile,scripted,memo,echo,stateful}/src/lib.rs`.
+//! `tests/guests/{hostile,scripted,memo,echo,stateful,fetcher}/src/lib.rs`.
 
 include!(concat!(env!("OUT_DIR"), "/programs.rs"));

@@ -63,6 +63,7 @@ pub use serde_json;
 use serde_json::Value;
 
 mod bindings;
+pub mod http;
 pub mod log;
 pub mod state;
 #[cfg(test)]

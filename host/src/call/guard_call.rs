@@ -19,6 +19,7 @@ use crate::call::wit::Exports;
 use crate::error::Error;
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
+use crate::runtime::http::CallHttp;
 use crate::runtime::prepared::{Ready, Slot};
 use crate::runtime::sandbox::Sandbox;
 use crate::runtime::state::StateLimits;
@@ -212,6 +213,14 @@ impl Plugin {
         });
         if let Some(state) = &state {
             store.data_mut().attach_state(Arc::clone(state));
+        }
+        if let Some(outbound) = &self.http {
+            store.data_mut().attach_http(CallHttp::new(
+                Arc::clone(outbound),
+                Arc::clone(&self.name),
+                Arc::clone(&self.tenant),
+                &self.limits,
+            ));
         }
         // Instantiating and calling, as one future that owns the store and
         // what it holds (its pool slot, its share): it moves to the long

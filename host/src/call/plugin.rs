@@ -19,6 +19,8 @@ use crate::call::wit::Exports;
 use crate::error::Error;
 use crate::event::Seam;
 use crate::runtime::engine::Engine;
+use crate::runtime::http::Outbound;
+use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::limits::Limits;
 use crate::runtime::prepared::{self, Depth, Prepared, PreparedShare};
 use crate::runtime::sandbox::Sandbox;
@@ -62,6 +64,9 @@ pub struct PluginSpec {
     /// Where its `config` was written (the manifest and the line), named
     /// when the guard refuses it. Default: `None`.
     pub config_at: Option<(PathBuf, usize)>,
+    /// The outbound HTTP the guard is granted (its `http` import).
+    /// Default: none.
+    pub http: HttpGrant,
 }
 
 impl PluginSpec {
@@ -82,6 +87,7 @@ impl PluginSpec {
             on_error: OnError::Skip,
             prepared: Depth::Auto,
             snapshot: SnapshotMode::Auto,
+            http: HttpGrant::default(),
         }
     }
 }
@@ -121,6 +127,8 @@ pub struct Plugin {
     /// The tenant whose calls this copy serves (`""`: calls without one),
     /// whose state scopes its calls use.
     pub(crate) tenant: Arc<str>,
+    /// Its outbound HTTP, when it is granted any; shared by every copy.
+    pub(crate) http: Option<Arc<Outbound>>,
 }
 
 impl Plugin {
@@ -210,6 +218,10 @@ impl Plugin {
             snapshot: SnapshotStatus::Plain,
             uses_state,
             tenant: "".into(),
+            http: match spec.http.is_empty() {
+                true => None,
+                false => Some(Arc::new(Outbound::new(spec.http).map_err(Error::Engine)?)),
+            },
         };
         if plugin.seams().is_empty() {
             let exports = component

@@ -212,7 +212,11 @@ impl Drop for Ticket<'_> {
 /// Whether a fault counts toward quarantine: the guard's own doing, and
 /// not a call refused because it is quarantined already.
 fn counts(fault: Fault) -> bool {
-    fault.is_guards() && !matches!(fault, Fault::Quarantined | Fault::StateUnavailable)
+    fault.is_guards()
+        && !matches!(
+            fault,
+            Fault::Quarantined | Fault::StateUnavailable | Fault::HttpFailed
+        )
 }
 
 impl Quarantine {

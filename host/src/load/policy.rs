@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use crate::call::quarantine::QuarantinePolicy;
+use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::limits::Limits;
 use crate::runtime::shares::Shares;
 
@@ -23,6 +24,11 @@ pub struct Policy {
     /// (fuel 500 M, 128 MiB, 200 ms, 4 MiB returned, 1,000 host calls,
     /// 64 KiB of log).
     pub ceilings: Limits,
+    /// The most outbound HTTP a tenant plugin may be granted (`[ceilings]`
+    /// `allowed_hosts`, `http_methods`, `allowed_networks`): a tenant's
+    /// grant may only narrow it. Default: nothing — tenant plugins have no
+    /// network.
+    pub http_ceiling: HttpGrant,
     /// Instances and memory each tenant and the global chain may use at
     /// once.
     pub shares: Shares,

@@ -69,6 +69,19 @@ pub struct Limits {
     /// it. Default: 30 days. Serialised as `state_max_ttl_s` (seconds).
     #[serde(rename = "state_max_ttl_s", with = "secs")]
     pub state_max_ttl: Duration,
+    /// Outbound HTTP requests (each redirect followed counts) one call may
+    /// make, when its plugin is granted any (see `allowed_hosts`).
+    /// Default: 4. The one after the last traps (`http-budget`).
+    pub http_requests: u32,
+    /// Largest body one outbound request may send, in bytes. Default:
+    /// 64 KiB. Serialised as `http_request_kib`, the manifest's key.
+    #[serde(rename = "http_request_kib", with = "kib")]
+    pub http_request_bytes: usize,
+    /// Largest body one outbound response may bring back, in bytes; a
+    /// longer one traps the call (`http-budget`) as soon as it is seen.
+    /// Default: 1 MiB. Serialised as `http_response_kib`.
+    #[serde(rename = "http_response_kib", with = "kib")]
+    pub http_response_bytes: usize,
 }
 
 impl Limits {
@@ -97,6 +110,9 @@ impl Limits {
             state_bytes: self.state_bytes.min(ceiling.state_bytes),
             state_run_ttl: self.state_run_ttl.min(ceiling.state_run_ttl),
             state_max_ttl: self.state_max_ttl.min(ceiling.state_max_ttl),
+            http_requests: self.http_requests.min(ceiling.http_requests),
+            http_request_bytes: self.http_request_bytes.min(ceiling.http_request_bytes),
+            http_response_bytes: self.http_response_bytes.min(ceiling.http_response_bytes),
         }
     }
 
@@ -146,6 +162,21 @@ impl Limits {
                 self.state_max_ttl.as_secs(),
                 ceiling.state_max_ttl.as_secs(),
             ),
+            (
+                "http_requests",
+                u64::from(self.http_requests),
+                u64::from(ceiling.http_requests),
+            ),
+            (
+                "http_request_kib",
+                kib(self.http_request_bytes),
+                kib(ceiling.http_request_bytes),
+            ),
+            (
+                "http_response_kib",
+                kib(self.http_response_bytes),
+                kib(ceiling.http_response_bytes),
+            ),
         ]
         .into_iter()
         .find(|(_, v, c)| v > c)
@@ -178,6 +209,9 @@ impl Default for Limits {
             state_bytes: 1 << 20,
             state_run_ttl: Duration::from_secs(3_600),
             state_max_ttl: Duration::from_secs(30 * 86_400),
+            http_requests: 4,
+            http_request_bytes: 64 << 10,
+            http_response_bytes: 1 << 20,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub(crate) mod bindings;
 pub(crate) mod engine;
+pub(crate) mod http;
 pub(crate) mod limits;
 pub(crate) mod prepared;
 pub(crate) mod sandbox;

@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::bindings::{host, http, state, types, v0_1};
+use crate::runtime::http::CallHttp;
 use crate::runtime::limits::{Limiter, Limits};
 use crate::runtime::shares::Account;
 use crate::runtime::state::call::CallState;
@@ -60,6 +61,9 @@ pub(crate) struct Sandbox {
     /// store of its own, thrown away with this one.
     state: Option<Arc<CallState>>,
     state_limits: StateLimits,
+    /// The call's outbound HTTP (see [`Sandbox::attach_http`]); `None`:
+    /// the plugin is granted none, and every request is refused.
+    http: Option<CallHttp>,
 }
 
 impl Sandbox {
@@ -90,7 +94,13 @@ impl Sandbox {
             log_account: None,
             state: None,
             state_limits: StateLimits::from(limits),
+            http: None,
         }
+    }
+
+    /// Gives the guest's `http` import the call's grant and budget.
+    pub(crate) fn attach_http(&mut self, http: CallHttp) {
+        self.http = Some(http);
     }
 
     /// Gives the guest's `state` imports the call's state.
@@ -267,14 +277,29 @@ impl state::Host for Sandbox {
 impl http::Host for Sandbox {
     async fn send(&mut self, request: http::Request) -> wasmtime::Result<http::Response> {
         self.spend_call()?;
-        Err(ImportRefused::new(
-            Fault::HttpDenied,
-            format!(
-                "{} {}: plugin {} is granted no outbound HTTP",
-                request.method, request.url, self.plugin
-            ),
-        )
-        .into())
+        let Some(call) = &mut self.http else {
+            return Err(ImportRefused::new(
+                Fault::HttpDenied,
+                format!(
+                    "{} {}: plugin {} is granted no outbound HTTP",
+                    request.method, request.url, self.plugin
+                ),
+            )
+            .into());
+        };
+        let response = call
+            .send(crate::runtime::http::Request {
+                method: request.method,
+                url: request.url,
+                headers: request.headers,
+                body: request.body,
+            })
+            .await?;
+        Ok(http::Response {
+            status: response.status,
+            headers: response.headers,
+            body: response.body,
+        })
     }
 }
 

@@ -15,6 +15,7 @@ use crate::call::snapshot::SnapshotStatus;
 use crate::event::Seam;
 use crate::load::policy::Policy;
 use crate::load::registry::{LoadIssue, PluginSet};
+use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::limits::Limits;
 use crate::runtime::shares::Usage;
 use crate::tenant::TenantName;
@@ -46,6 +47,36 @@ pub struct PluginInfo<'a> {
     /// those tenants. Absent for every other plugin.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenants: Option<&'a [TenantName]>,
+    /// Its outbound HTTP: the grant and what its requests did since it was
+    /// loaded. Absent for a plugin granted none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpInfo<'a>>,
+}
+
+/// A plugin's outbound HTTP grant and its requests' tallies.
+#[derive(Clone, Debug, Serialize)]
+pub struct HttpInfo<'a> {
+    /// What it is granted.
+    pub grant: &'a HttpGrant,
+    /// Its requests since it was loaded, by granted host (`-`: refused
+    /// before one matched) and outcome (`ok`, or the fault).
+    pub requests: Vec<HttpRequests>,
+}
+
+/// Requests to one granted host with one outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct HttpRequests {
+    /// The `allowed_hosts` entry they fell under, or `-`.
+    pub host: String,
+    /// `ok` (answered, whatever the status), `http-denied`, `http-budget`
+    /// or `http-failed`.
+    pub outcome: &'static str,
+    /// How many.
+    pub count: u64,
+    /// Body bytes they sent.
+    pub sent: u64,
+    /// Body bytes they received.
+    pub received: u64,
 }
 
 impl<'a> PluginInfo<'a> {
@@ -63,6 +94,20 @@ impl<'a> PluginInfo<'a> {
             prepared: plugin.prepared_depth(),
             snapshot: plugin.snapshot_status(),
             tenants,
+            http: plugin.http.as_ref().map(|out| HttpInfo {
+                grant: out.grant(),
+                requests: out
+                    .tallies()
+                    .into_iter()
+                    .map(|((host, outcome), t)| HttpRequests {
+                        host,
+                        outcome,
+                        count: t.requests,
+                        sent: t.sent,
+                        received: t.received,
+                    })
+                    .collect(),
+            }),
         }
     }
 

@@ -37,6 +37,8 @@
 //! | `share_over_rate` | gauge | account | requests refused (HTTP 429) since the account was made because their turn at its rate was too far away |
 //! | `share_log_kib_per_s` | gauge | account | guest log the account's calls may write a second, KiB (0: any) |
 //! | `share_log_dropped_bytes` | gauge | account | guest log lines dropped over that budget since the account was made, bytes |
+//! | `outbound_requests` | gauge | plugin, host, outcome | outbound HTTP requests the plugin's guards made since it was loaded, by granted host (`-`: refused before one matched) and outcome (`ok`, `http-denied`, `http-budget`, `http-failed`) |
+//! | `outbound_bytes` | gauge | plugin, host, direction | body bytes they `sent` and `received` |
 //! | `state_keys` | gauge | account | guard state keys the account's calls (`global`: calls without a tenant) hold in the memory store |
 //! | `state_bytes` | gauge | account | guard state bytes (keys and values) they hold |
 //! | `long_lane_running` | gauge | | long guard calls (past their first tick) holding a turn now |
@@ -120,6 +122,20 @@ struct OutcomeLabels {
     seam: &'static str,
     outcome: &'static str,
     cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutboundLabels {
+    plugin: Label,
+    host: Label,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutboundBytesLabels {
+    plugin: Label,
+    host: Label,
+    direction: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -259,6 +275,10 @@ series! {
         "plugin_quarantined", "1 while the plugin is quarantined or being probed, else 0";
     quarantines: Family<PluginLabels, Gauge> = Family::default(),
         "plugin_quarantines", "Times the plugin was quarantined since it was loaded";
+    outbound_requests: Family<OutboundLabels, Gauge> = Family::default(),
+        "outbound_requests", "Outbound HTTP requests the plugin's guards made since it was loaded, by granted host and outcome";
+    outbound_bytes: Family<OutboundBytesLabels, Gauge> = Family::default(),
+        "outbound_bytes", "Body bytes the plugin's outbound HTTP requests sent and received since it was loaded";
     state_keys: Family<AccountLabels, Gauge> = Family::default(),
         "state_keys", "Guard state keys a tenant's calls hold in the memory store";
     state_bytes: Family<AccountLabels, Gauge> = Family::default(),
@@ -533,7 +553,28 @@ impl Metrics {
             .set(i64::try_from(crate::load::watch::unsettled_reloads()).unwrap_or(i64::MAX));
         self.quarantined.clear();
         self.quarantines.clear();
+        self.outbound_requests.clear();
+        self.outbound_bytes.clear();
         for plugin in described.plugins() {
+            for r in plugin.http.iter().flat_map(|h| &h.requests) {
+                let (name, host) = (|| plugin.name.into(), || r.host.as_str().into());
+                self.outbound_requests
+                    .get_or_create(&OutboundLabels {
+                        plugin: name(),
+                        host: host(),
+                        outcome: r.outcome,
+                    })
+                    .inc_by(i64::try_from(r.count).unwrap_or(i64::MAX));
+                for (direction, bytes) in [("sent", r.sent), ("received", r.received)] {
+                    self.outbound_bytes
+                        .get_or_create(&OutboundBytesLabels {
+                            plugin: name(),
+                            host: host(),
+                            direction,
+                        })
+                        .inc_by(i64::try_from(bytes).unwrap_or(i64::MAX));
+                }
+            }
             let labels = PluginLabels {
                 plugin: plugin.name.into(),
             };

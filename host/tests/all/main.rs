@@ -53,6 +53,7 @@ mod hostile;
 mod http_limits;
 mod logged;
 mod manifest;
+mod outbound;
 mod prepared;
 mod redis_server;
 mod reload;
@@ -114,6 +115,7 @@ pub async fn plugin_with(
         prepared: toolgate::Depth::Fixed(0),
         snapshot: Default::default(),
         config_at: None,
+        http: Default::default(),
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }

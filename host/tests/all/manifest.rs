@@ -600,3 +600,158 @@ fn a_tenant_may_have_a_rate_of_its_own() {
         "out of range",
     );
 }
+
+#[test]
+fn outbound_http_keys_parse_and_bad_ones_name_their_key() {
+    let m = parse(
+        r#"
+[[plugin]]
+path = "a.wasm"
+allowed_hosts = ["https://api.example.com", "http://*.corp.example:8080", "http://127.0.0.1:9000"]
+http_methods = ["get", "POST"]
+allowed_networks = ["10.1.0.0/16"]
+http_requests = 2
+http_request_kib = 8
+http_response_kib = 32
+"#,
+        Scope::Global,
+    )
+    .expect("parses");
+    let spec = &m.plugins[0].spec;
+    let hosts: Vec<String> = spec.http.hosts.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        hosts,
+        [
+            "https://api.example.com",
+            "http://*.corp.example:8080",
+            "http://127.0.0.1:9000"
+        ]
+    );
+    assert_eq!(spec.http.methods, ["GET", "POST"]);
+    assert_eq!(spec.http.networks.len(), 1);
+    assert_eq!(
+        (
+            spec.limits.http_requests,
+            spec.limits.http_request_bytes,
+            spec.limits.http_response_bytes
+        ),
+        (2, 8 << 10, 32 << 10)
+    );
+    // Without the keys: no network.
+    let m = parse("[[plugin]]\npath = \"a.wasm\"\n", Scope::Global).expect("parses");
+    assert!(m.plugins[0].spec.http.is_empty());
+    let entry = "[[plugin]]\npath = \"a.wasm\"\n";
+    rejects(
+        &format!("{entry}allowed_hosts = [\"api.example.com\"]\n"),
+        Scope::Global,
+        3,
+        "plugin[1].allowed_hosts",
+        "no scheme",
+    );
+    rejects(
+        &format!("{entry}http_methods = [\"FETCH\"]\n"),
+        Scope::Global,
+        3,
+        "plugin[1].http_methods",
+        "\"FETCH\" is not one of",
+    );
+    rejects(
+        &format!("{entry}allowed_networks = [\"10.0.0.0/40\"]\n"),
+        Scope::Global,
+        3,
+        "plugin[1].allowed_networks",
+        "is not a network",
+    );
+    rejects(
+        &format!("{entry}http_requests = 5000\n"),
+        Scope::Global,
+        3,
+        "plugin[1].http_requests",
+        "out of range",
+    );
+}
+
+#[test]
+fn a_tenant_grant_may_only_narrow_the_operators() {
+    let global = dir_with(
+        r#"
+[ceilings]
+allowed_hosts = ["https://*.example.com", "http://127.0.0.1:9000"]
+allowed_networks = ["10.0.0.0/8"]
+http_requests = 3
+"#,
+    );
+    let policy = Manifest::load(global.path(), Scope::Global, MAX_MEMORY)
+        .expect("the global manifest parses")
+        .expect("present")
+        .policy;
+    let tenant = |text: &str| {
+        let dir = dir_with(text);
+        Manifest::load_with(dir.path(), Scope::Tenant, MAX_MEMORY, &policy)
+            .map(|m| m.expect("present"))
+    };
+    let entry = "[[plugin]]\npath = \"a.wasm\"\n";
+    let ok = tenant(&format!(
+        "{entry}allowed_hosts = [\"https://api.eu.example.com\", \"http://127.0.0.1:9000\"]\nallowed_networks = [\"10.2.0.0/16\"]\n"
+    ))
+    .expect("within the grant");
+    // A limit left unset is lowered to the ceiling.
+    assert_eq!(ok.plugins[0].spec.limits.http_requests, 3);
+    for (extra, line, key, says) in [
+        (
+            "allowed_hosts = [\"https://example.org\"]",
+            3,
+            "plugin[1].allowed_hosts",
+            "https://example.org is not within the operator's grant",
+        ),
+        (
+            "allowed_hosts = [\"http://api.example.com\"]",
+            3,
+            "plugin[1].allowed_hosts",
+            "is not within",
+        ),
+        (
+            "allowed_hosts = [\"http://127.0.0.1:9001\"]",
+            3,
+            "plugin[1].allowed_hosts",
+            "is not within",
+        ),
+        (
+            "allowed_hosts = [\"https://a.example.com\"]\nallowed_networks = [\"192.168.0.0/16\"]",
+            4,
+            "plugin[1].allowed_networks",
+            "192.168.0.0/16 is not within",
+        ),
+        (
+            "allowed_hosts = [\"https://a.example.com\"]\nhttp_methods = [\"PUT\"]",
+            4,
+            "plugin[1].http_methods",
+            "PUT is not within",
+        ),
+        (
+            "http_requests = 4",
+            3,
+            "plugin[1].http_requests",
+            "above the operator's ceiling",
+        ),
+    ] {
+        let err = tenant(&format!("{entry}{extra}\n")).expect_err(extra);
+        assert_eq!((err.line, err.key.as_deref()), (line, Some(key)), "{err}");
+        assert!(err.message.contains(says), "{err}");
+    }
+    // With no `[ceilings]` grant at all, a tenant plugin may have none.
+    let err = Manifest::load_with(
+        dir_with(&format!(
+            "{entry}allowed_hosts = [\"https://api.example.com\"]\n"
+        ))
+        .path(),
+        Scope::Tenant,
+        MAX_MEMORY,
+        &toolgate::Policy::default(),
+    )
+    .expect_err("no grant to narrow");
+    assert!(
+        err.message.contains("(none; `[ceilings] allowed_hosts`"),
+        "{err}"
+    );
+}

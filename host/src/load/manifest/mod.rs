@@ -45,6 +45,7 @@ use crate::call::snapshot::SnapshotMode;
 pub use crate::error::ManifestError;
 use crate::load::files::{self, Opened, PluginDir, Symlinks};
 use crate::load::policy::Policy;
+use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::limits::Limits;
 use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
@@ -106,7 +107,7 @@ struct RawManifest {
     #[serde(default)]
     plugin: Vec<Spanned<RawPlugin>>,
     #[serde(default)]
-    ceilings: Option<Spanned<RawLimits>>,
+    ceilings: Option<Spanned<RawCeilings>>,
     #[serde(default)]
     shares: Option<Spanned<RawShares>>,
     #[serde(default)]
@@ -125,6 +126,18 @@ with_limit_keys! {
 }
 
 with_limit_keys! {
+    /// `[ceilings]`: the most any tenant plugin may have, per limit key,
+    /// and the most outbound HTTP it may be granted.
+    #[derive(Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    struct RawCeilings {} {
+        allowed_hosts: Option<Spanned<Vec<String>>>,
+        http_methods: Option<Spanned<Vec<String>>>,
+        allowed_networks: Option<Spanned<Vec<String>>>,
+    }
+}
+
+with_limit_keys! {
     /// One `[[plugin]]`.
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -137,7 +150,37 @@ with_limit_keys! {
         snapshot: Option<Spanned<toml::Value>>,
         tenants: Option<Spanned<Vec<String>>>,
         config: Option<Spanned<toml::Table>>,
+        allowed_hosts: Option<Spanned<Vec<String>>>,
+        http_methods: Option<Spanned<Vec<String>>>,
+        allowed_networks: Option<Spanned<Vec<String>>>,
     }
+}
+
+/// A table's outbound HTTP grant as written (`allowed_hosts`,
+/// `http_methods`, `allowed_networks`), checked; an error names the key
+/// under `prefix`.
+fn grant(
+    hosts: Option<&Spanned<Vec<String>>>,
+    methods: Option<&Spanned<Vec<String>>>,
+    networks: Option<&Spanned<Vec<String>>>,
+    prefix: &str,
+) -> Result<HttpGrant, LimitError> {
+    fn list(v: Option<&Spanned<Vec<String>>>) -> &[String] {
+        v.map_or(&[], |v| v.get_ref().as_slice())
+    }
+    HttpGrant::parse(
+        list(hosts),
+        methods.map(|m| m.get_ref().as_slice()),
+        list(networks),
+    )
+    .map_err(|(key, why)| {
+        let span = match key {
+            "allowed_hosts" => hosts.map(Spanned::span),
+            "http_methods" => methods.map(Spanned::span),
+            _ => networks.map(Spanned::span),
+        };
+        (span.unwrap_or(0..0), format!("{prefix}.{key}"), why)
+    })
 }
 
 /// `prepared` as written: `"auto"` or a count.
@@ -255,6 +298,7 @@ impl Manifest {
         let mut policy = policy.clone();
         apply_tables(&here, &raw, scope, max_memory_bytes, &mut policy)?;
         let ceiling = (scope == Scope::Tenant).then_some(&policy.ceilings);
+        let http_ceiling = (scope == Scope::Tenant).then_some(&policy.http_ceiling);
         let defaults = raw.defaults.unwrap_or_default();
         let base = match ceiling {
             Some(c) => Limits::default().clamped_to(c),
@@ -271,6 +315,7 @@ impl Manifest {
                 .map_err(|e| here.err(e))?,
             max_memory_bytes,
             ceiling,
+            http_ceiling,
         };
         let plugins = PluginDir::open(dir, symlinks);
         let opened = match &plugins {
@@ -366,10 +411,19 @@ fn apply_tables(
         return Ok(());
     }
     if let Some(c) = &raw.ceilings {
-        policy.ceilings = c
-            .get_ref()
+        let c = c.get_ref();
+        policy.ceilings = RawLimits::from(c)
             .apply(policy.ceilings.clone(), "ceilings", max_memory_bytes, None)
             .map_err(|e| here.err(e))?;
+        if c.allowed_hosts.is_some() || c.http_methods.is_some() || c.allowed_networks.is_some() {
+            policy.http_ceiling = grant(
+                c.allowed_hosts.as_ref(),
+                c.http_methods.as_ref(),
+                c.allowed_networks.as_ref(),
+                "ceilings",
+            )
+            .map_err(|e| here.err(e))?;
+        }
     }
     if let Some(sh) = &raw.shares {
         apply_shares(policy, sh.get_ref()).map_err(|e| here.err(e))?;
@@ -392,6 +446,8 @@ struct Base<'a> {
     snapshot: SnapshotMode,
     max_memory_bytes: usize,
     ceiling: Option<&'a Limits>,
+    /// A tenant's manifest's: the most outbound HTTP its plugins may have.
+    http_ceiling: Option<&'a HttpGrant>,
 }
 
 /// One `[[plugin]]` of a manifest, for errors naming its keys.
@@ -435,6 +491,7 @@ impl Plugin<'_> {
                 base.ceiling,
             )
             .map_err(|e| here.err(e))?;
+        let http = self.grant(&p, base.http_ceiling)?;
         let tenants = self.tenants(p.tenants)?;
         let prepared = match &p.prepared {
             None => Depth::Auto,
@@ -471,9 +528,37 @@ impl Plugin<'_> {
                 prepared,
                 snapshot,
                 config_at,
+                http,
             },
             tenants,
         })
+    }
+
+    /// The plugin's outbound HTTP grant, checked; in a tenant's manifest,
+    /// held within the operator's `ceiling`.
+    fn grant(
+        &self,
+        p: &RawPlugin,
+        ceiling: Option<&HttpGrant>,
+    ) -> Result<HttpGrant, ManifestError> {
+        let here = self.here;
+        let keys = (&p.allowed_hosts, &p.http_methods, &p.allowed_networks);
+        let granted = grant(
+            keys.0.as_ref(),
+            keys.1.as_ref(),
+            keys.2.as_ref(),
+            &self.prefix,
+        )
+        .map_err(|e| here.err(e))?;
+        let Some((key, why)) = ceiling.and_then(|c| granted.beyond(c)) else {
+            return Ok(granted);
+        };
+        let span = match key {
+            "allowed_hosts" => keys.0.as_ref().map(Spanned::span),
+            "http_methods" => keys.1.as_ref().map(Spanned::span),
+            _ => keys.2.as_ref().or(keys.0.as_ref()).map(Spanned::span),
+        };
+        Err(here.at(span.unwrap_or(0..0), self.key(key), why))
     }
 
     /// The component file `path` names, checked to be a regular file

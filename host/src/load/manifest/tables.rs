@@ -176,7 +176,10 @@ macro_rules! with_limit_keys {
                 state_keys: u32,
                 state_kib: u64,
                 state_run_ttl_s: u64,
-                state_max_ttl_s: u64
+                state_max_ttl_s: u64,
+                http_requests: u32,
+                http_request_kib: u64,
+                http_response_kib: u64
             ]
             $(#[$m])* struct $name $before $after
         }
@@ -223,6 +226,9 @@ impl RawLimits {
                     "state_kib" => self.state_kib.as_ref().map(Spanned::span),
                     "state_run_ttl_s" => self.state_run_ttl_s.as_ref().map(Spanned::span),
                     "state_max_ttl_s" => self.state_max_ttl_s.as_ref().map(Spanned::span),
+                    "http_requests" => self.http_requests.as_ref().map(Spanned::span),
+                    "http_request_kib" => self.http_request_kib.as_ref().map(Spanned::span),
+                    "http_response_kib" => self.http_response_kib.as_ref().map(Spanned::span),
                     _ => self.log_kib.as_ref().map(Spanned::span),
                 }
                 .unwrap_or(0..0);
@@ -289,6 +295,17 @@ impl RawLimits {
         if let Some(v) = &self.state_max_ttl_s {
             let s = range(v, key("state_max_ttl_s"), 1, 3_650 * DAY, " s")?;
             limits.state_max_ttl = Duration::from_secs(s);
+        }
+        if let Some(v) = &self.http_requests {
+            limits.http_requests = range(v, key("http_requests"), 0, 1_000, "")?;
+        }
+        if let Some(v) = &self.http_request_kib {
+            let kib = range(v, key("http_request_kib"), 0, 64 << 10, " KiB")?;
+            limits.http_request_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = &self.http_response_kib {
+            let kib = range(v, key("http_response_kib"), 0, 64 << 10, " KiB")?;
+            limits.http_response_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
         }
         Ok(())
     }

@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use toolgate_guest::serde_json::{Value, json};
 use toolgate_guest::{
-    BeforeToolCallEvent, ResultGuard, Rewrite, RewriteGuard, SteeringGuard,
-    ToolCallDispatchEvent, ToolResultCallbackEvent, Verdict, log,
+    BeforeToolCallEvent, ResultGuard, Rewrite, RewriteGuard, SteeringGuard, ToolCallDispatchEvent,
+    ToolResultCallbackEvent, Verdict, log,
 };
 
 /// Calls this instance has served.
