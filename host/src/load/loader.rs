@@ -873,7 +873,7 @@ fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
         s.on_error,
         s.config,
         entry.tenants
-    ) + &format!("\0{}\0{:?}", s.prepared, s.snapshot)
+    ) + &format!("\0{}\0{:?}\0{:?}", s.prepared, s.snapshot, s.http)
 }
 
 impl Loader {

@@ -603,3 +603,40 @@ async fn pii_check_with_its_classifier_down_follows_on_error() {
     };
     assert!(err.to_string().contains("url"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_grant_takes_effect_on_reload() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(FETCHER, dir.path().join("fetcher.wasm")).expect("copy");
+    let manifest = |hosts: &str| {
+        format!(
+            "[[plugin]]\npath = \"fetcher.wasm\"\nallowed_hosts = [{hosts}]\n[plugin.config]\nrequests = [{{ url = \"{}\" }}]\n",
+            up.url("/echo")
+        )
+    };
+    let write = |text: String| {
+        let tmp = dir.path().join(".toolgate.toml.tmp");
+        std::fs::write(&tmp, text).expect("write");
+        std::fs::rename(&tmp, dir.path().join("toolgate.toml")).expect("rename");
+    };
+    write(manifest(&format!("\"{}\"", up.url(""))));
+    let reg = toolgate::Registry::open(engine(), dir.path())
+        .await
+        .expect("opens");
+    let ask = || async {
+        let d = reg
+            .plugin_set()
+            .chain(None)
+            .steering(&steering("send_email", json!({})), &no_state())
+            .await;
+        d.trace[0].fault
+    };
+    assert_eq!(ask().await, None, "granted");
+    // The grant taken away, nothing else changed: the plugin is reloaded.
+    write(manifest(""));
+    let report = reg.reload().await.expect("reload");
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    assert_eq!(ask().await, Some(Fault::HttpDenied));
+    assert_eq!(up.hits("/echo"), 1);
+}

@@ -2313,3 +2313,100 @@ async fn a_global_guards_state_is_each_tenants_own_and_the_operator_sees_and_cle
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbound_requests_show_in_plugins_and_metrics() {
+    let up = crate::outbound::Upstream::start().await;
+    let manifest = format!(
+        r#"
+[[plugin]]
+name = "asks"
+path = "fetcher.wasm"
+allowed_hosts = ["{granted}"]
+[plugin.config]
+requests = [{{ url = "{echo}" }}]
+
+[[plugin]]
+name = "strays"
+path = "fetcher.wasm"
+allowed_hosts = ["{granted}"]
+[plugin.config]
+requests = [{{ url = "http://198.51.100.7/x" }}]
+"#,
+        granted = up.url(""),
+        echo = up.url("/echo"),
+    );
+    let s = Running::start_with(
+        &[("fetcher.wasm", toolgate_tests::FETCHER)],
+        &[("toolgate.toml", &manifest)],
+        ServerConfig::default(),
+    )
+    .await;
+    // `asks` answers (a skip listing what came back): the chain stops there.
+    let (status, body) = s
+        .post("/v1/steering", steering("send_email", json!({})))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body["content"]
+            .as_str()
+            .expect("content")
+            .contains("\"status\":200"),
+        "{body}"
+    );
+    // `strays` alone: its request is off its grant.
+    let strays = s.registry.plugin_set();
+    let strays = &strays.global_plugins[1].plugin;
+    let d = toolgate::Chain::new(vec![Arc::clone(strays)])
+        .steering(&crate::steering("send_email", json!({})), &json!({}))
+        .await;
+    assert_eq!(d.trace[0].fault, Some(toolgate::Fault::HttpDenied));
+
+    let (_, body) = s.get("/v1/plugins").await;
+    let listed: Value = serde_json::from_str(&body).expect("JSON");
+    let asks = &listed["global"][0]["http"];
+    assert_eq!(asks["grant"]["hosts"], json!([up.url("")]), "{listed}");
+    assert_eq!(asks["grant"]["methods"], json!(["GET", "POST"]));
+    let requests = asks["requests"].as_array().expect("requests");
+    assert_eq!(requests.len(), 1, "{asks}");
+    assert_eq!(
+        (
+            &requests[0]["host"],
+            &requests[0]["outcome"],
+            &requests[0]["count"]
+        ),
+        (&json!(up.url("")), &json!("ok"), &json!(1))
+    );
+    assert!(requests[0]["received"].as_u64().expect("bytes") > 0);
+    let strays = &listed["global"][1]["http"]["requests"][0];
+    assert_eq!(
+        (&strays["host"], &strays["outcome"]),
+        (&json!("-"), &json!("http-denied"))
+    );
+
+    let (_, text) = s.get("/metrics").await;
+    let granted = up.url("");
+    assert_eq!(
+        series(
+            &text,
+            &format!(
+                "toolgate_outbound_requests{{plugin=\"asks\",host=\"{granted}\",outcome=\"ok\"}}"
+            )
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        series(
+            &text,
+            "toolgate_outbound_requests{plugin=\"strays\",host=\"-\",outcome=\"http-denied\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        series(&text, &format!("toolgate_outbound_bytes{{plugin=\"asks\",host=\"{granted}\",direction=\"received\"}}"))
+            .is_some_and(|b| b > 0.0),
+        "{text}"
+    );
+}
