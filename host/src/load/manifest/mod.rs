@@ -50,9 +50,12 @@ use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
 
 mod locate;
+mod source;
 mod tables;
 
+pub use crate::load::remote::Remote;
 use locate::{find_key, key_at, line_of};
+use source::RawCeilings;
 use tables::{
     LimitError, RawLimits, RawQuarantine, RawShares, apply_quarantine, apply_shares,
     with_limit_keys,
@@ -85,6 +88,11 @@ pub struct Entry {
     /// The tenants it applies to; `None` for every call (including calls
     /// with no tenant). Only set in the global manifest.
     pub tenants: Option<Vec<TenantName>>,
+    /// Where its component is fetched from (`url`, `oci`); `None`: the
+    /// file at `spec.path`. For a remote source `spec.path` is the
+    /// source's [`Remote::location`], which names it in errors and
+    /// listings.
+    pub remote: Option<Remote>,
 }
 
 /// A parsed and checked manifest.
@@ -106,7 +114,7 @@ struct RawManifest {
     #[serde(default)]
     plugin: Vec<Spanned<RawPlugin>>,
     #[serde(default)]
-    ceilings: Option<Spanned<RawLimits>>,
+    ceilings: Option<Spanned<RawCeilings>>,
     #[serde(default)]
     shares: Option<Spanned<RawShares>>,
     #[serde(default)]
@@ -131,6 +139,10 @@ with_limit_keys! {
     struct RawPlugin {
         name: Option<Spanned<String>>,
         path: Option<Spanned<String>>,
+        url: Option<Spanned<String>>,
+        sha256: Option<Spanned<String>>,
+        oci: Option<Spanned<String>>,
+        plain_http: Option<Spanned<bool>>,
     } {
         on_error: Option<OnError>,
         prepared: Option<Spanned<RawDepth>>,
@@ -286,6 +298,7 @@ impl Manifest {
                 prefix: format!("plugin[{}]", i + 1),
                 dir,
                 scope,
+                sources: &policy.plugin_sources,
             };
             entries.push(at.entry(span, p, opened, &base, &mut names)?);
         }
@@ -366,10 +379,10 @@ fn apply_tables(
         return Ok(());
     }
     if let Some(c) = &raw.ceilings {
-        policy.ceilings = c
-            .get_ref()
+        policy.ceilings = RawLimits::from(c.get_ref())
             .apply(policy.ceilings.clone(), "ceilings", max_memory_bytes, None)
             .map_err(|e| here.err(e))?;
+        source::apply_plugin_sources(policy, c.get_ref()).map_err(|e| here.err(e))?;
     }
     if let Some(sh) = &raw.shares {
         apply_shares(policy, sh.get_ref()).map_err(|e| here.err(e))?;
@@ -402,6 +415,8 @@ struct Plugin<'a> {
     /// The manifest's directory.
     dir: &'a Path,
     scope: Scope,
+    /// The remote sources a tenant's plugins may name.
+    sources: &'a [String],
 }
 
 impl Plugin<'_> {
@@ -422,11 +437,8 @@ impl Plugin<'_> {
         let here = self.here;
         // Checked here, not by serde: the error then names the key
         // from what the manifest holds, never from a message's text.
-        let Some(path) = &p.path else {
-            return Err(here.at(span, Some("path".into()), "missing field `path`".into()));
-        };
-        let file = self.component(path, opened)?;
-        let name = self.name(p.name.as_ref(), path, names)?;
+        let (file, remote, stem) = self.source(span.clone(), &p, opened)?;
+        let name = self.name(p.name.as_ref(), stem, names)?;
         let limits = RawLimits::from(&p)
             .apply(
                 base.limits.clone(),
@@ -473,6 +485,7 @@ impl Plugin<'_> {
                 config_at,
             },
             tenants,
+            remote,
         })
     }
 
@@ -527,23 +540,18 @@ impl Plugin<'_> {
         }
     }
 
-    /// The plugin's name (default: the file's stem), valid and not taken.
+    /// The plugin's name (default: `stem`, the file's stem or the remote
+    /// source's, with the span of its key), valid and not taken.
     fn name(
         &self,
         name: Option<&Spanned<String>>,
-        path: &Spanned<String>,
+        stem: (String, Range<usize>),
         names: &mut BTreeSet<String>,
     ) -> Result<String, ManifestError> {
         let here = self.here;
         let (name, name_span) = match name {
             Some(n) => (n.get_ref().clone(), n.span()),
-            None => (
-                Path::new(path.get_ref())
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                path.span(),
-            ),
+            None => stem,
         };
         if let Err(why) = validate_name(&name) {
             return Err(here.at(name_span, self.key("name"), why));
