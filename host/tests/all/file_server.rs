@@ -54,12 +54,28 @@ impl FileServer {
         server
     }
 
-    /// A loopback port nothing listens on (for a server started later).
+    /// A loopback port nothing listens on, for a server started later:
+    /// below the kernel's ephemeral range, so no other test's listener on
+    /// port 0 can be handed it meanwhile (each port is given out once per
+    /// process).
     pub fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port()
+        use std::sync::atomic::AtomicU16;
+        let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+            .unwrap_or(32768);
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let span = low.saturating_sub(10_000).max(1);
+        // Processes running side by side start at different places.
+        let start = (std::process::id() % u32::from(span)) as u16;
+        for _ in 0..span {
+            let n = NEXT.fetch_add(1, Ordering::SeqCst);
+            let port = 10_000 + (start.wrapping_add(n) % span);
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+        panic!("no free loopback port below {low}");
     }
 
     fn serve(&mut self, listener: tokio::net::TcpListener) {

@@ -7,7 +7,7 @@
 //! closes, so it goes with the test process however that ends.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
@@ -25,10 +25,9 @@ pub struct OciRegistry {
 impl OciRegistry {
     /// A new registry on a free loopback port, answering once this returns.
     pub fn start() -> OciRegistry {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        // Not an ephemeral port: no other test's listener can take it
+        // before the registry binds it.
+        let port = crate::file_server::FileServer::free_port();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut registry = OciRegistry {
             port,

@@ -274,7 +274,7 @@ impl Fetcher {
             match tokio::time::timeout(timeout, asked).await {
                 Ok(Ok(token)) => Ok(token),
                 Ok(Err(e)) => Err(Failure {
-                    message: format!("the registry's authentication failed: {e}"),
+                    message: format!("asking the registry for access: {}", ErrorChain(&e)),
                     transient: true,
                 }),
                 Err(_) => Err(Failure {
