@@ -204,6 +204,39 @@ pub enum Error {
         /// The cap, in bytes.
         limit: u64,
     },
+    /// A plugin's remote source (`url`, `oci`) could not be fetched: the
+    /// host unreachable after its tries, an HTTP error, a download over the
+    /// size cap, an artifact that is not a wasm one.
+    #[error("{location}: not fetched: {message}")]
+    Fetch {
+        /// The source: the URL, or `oci://` and the reference.
+        location: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Bytes fetched from a remote source whose SHA-256 is not the digest
+    /// that pins them: refused before anything compiles them.
+    #[error(
+        "{location}: refused: the bytes fetched have SHA-256 {found}, not the pinned {expected} \
+         (nothing of them was compiled)"
+    )]
+    Digest {
+        /// The source: the URL, or `oci://` and the reference.
+        location: String,
+        /// The digest pinned (by the manifest, or by the OCI manifest for
+        /// its layer), hex.
+        expected: String,
+        /// The digest of what was fetched, hex.
+        found: String,
+    },
+    /// A component could not be pushed to an OCI registry.
+    #[error("pushing to {reference}: {message}")]
+    Push {
+        /// The reference pushed to.
+        reference: String,
+        /// What went wrong.
+        message: String,
+    },
     /// A compile that went past the operator's time or memory bound.
     #[error("{path}: compile refused: {message}")]
     CompileBound {
@@ -243,6 +276,7 @@ impl Error {
                 | Error::Task { .. }
                 | Error::Thread { .. }
                 | Error::Compiler { .. }
+                | Error::Fetch { .. }
         )
     }
 }

@@ -16,7 +16,7 @@
 //! types at the crate root (events in, a chain and its plugins, the
 //! engine and limits, loading and the registry, the faces' request),
 //! the events in [`event`], and small namespaces of functions
-//! ([`server`], [`manifest`], [`dir`], [`watch`], [`cache`], [`compile`],
+//! ([`server`], [`manifest`], [`remote`], [`dir`], [`watch`], [`cache`], [`compile`],
 //! [`snapshot`], [`bench`](mod@bench), [`logging`]). Everything else is private to
 //! the crate, in the layered parts docs/design.md maps.
 //!
@@ -88,6 +88,7 @@ pub use load::policy::Policy;
 pub use load::registry::{
     IssueKind, LoadIssue, LoadLimits, NotReady, PluginSet, Registry, RegistryOptions, ReloadReport,
 };
+pub use load::remote::FetchLimits;
 
 // The faces: one request for every face, the HTTP service, metrics.
 pub use serve::metrics::Metrics;
@@ -97,7 +98,15 @@ pub use serve::tokens::TenantTokens;
 
 /// `toolgate.toml`, the manifest of a plugin directory (`docs/plugins.md`).
 pub mod manifest {
-    pub use crate::load::manifest::{Entry, FILE_NAME, Manifest, Scope};
+    pub use crate::load::manifest::{Entry, FILE_NAME, Manifest, Remote, Scope};
+}
+
+/// Plugins fetched by digest from a URL or an OCI registry, and publishing
+/// one (`toolgate push`; `docs/plugins.md`, "Remote plugin sources").
+pub mod remote {
+    pub use crate::load::remote::{
+        PushOptions, Remote, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, push,
+    };
 }
 
 /// Guards' state (the `state` import): its scopes, the store it lives in,

@@ -215,6 +215,74 @@ impl CompiledCache {
     }
 }
 
+impl CompiledCache {
+    /// Where the blob (a fetched component, an OCI manifest) with SHA-256
+    /// `hex` is kept: `<dir>/blobs/sha256/<hex>`; `None` when the cache is
+    /// off or `hex` is not 64 hex digits.
+    pub fn blob_path(&self, hex: &str) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        let valid = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        valid.then(|| dir.join("blobs").join("sha256").join(hex))
+    }
+
+    /// The kept blob with SHA-256 `hex`, at most `max_bytes`, read by the
+    /// entries' rules (a regular file, opened without blocking, owned by
+    /// toolgate's user and writable by no one else, in a cache directory
+    /// that is too) and verified: one whose bytes are not `hex`'s is
+    /// deleted. `None`: not kept (or unusable). Blocking.
+    pub(crate) fn blob(&self, hex: &str, max_bytes: u64) -> Option<Vec<u8>> {
+        let path = self.blob_path(hex)?;
+        self.check_dir().ok()?;
+        let (file, stat) = crate::load::files::open_nonblocking(&path).ok()??;
+        let usable = crate::load::files::is_regular(&stat);
+        #[cfg(unix)]
+        let usable = usable && check_owner_and_mode(&path, stat.st_uid, stat.st_mode).is_ok();
+        let bytes = usable
+            .then(|| crate::load::files::read_capped(file, &path, max_bytes).ok())
+            .flatten();
+        match bytes {
+            Some(b) if hex.eq_ignore_ascii_case(&crate::call::plugin::digest(&b)) => Some(b),
+            _ => {
+                tracing::warn!(blob = %path.display(), "kept blob unusable (not its digest's bytes, or not a private regular file): deleted, fetched again");
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!(blob = %path.display(), "cannot delete kept blob: {e}");
+                }
+                None
+            }
+        }
+    }
+
+    /// Keeps `bytes` (whose SHA-256 is `hex`, checked by the caller) as a
+    /// blob, written whole or not at all; `false` when not kept on disk
+    /// (the cache off or unsafe, or the write failed: logged). Blocking.
+    pub(crate) fn store_blob(&self, hex: &str, bytes: &[u8]) -> bool {
+        let Some(path) = self.blob_path(hex) else {
+            return false;
+        };
+        if self.check_dir().is_err() {
+            return false;
+        }
+        // Each level made `0700`, the cache directory first.
+        let made = path
+            .parent()
+            .and_then(Path::parent)
+            .map(|blobs| {
+                self.dir
+                    .as_deref()
+                    .map_or(Ok(()), create_private_dir)
+                    .and_then(|()| create_private_dir(blobs))
+            })
+            .unwrap_or(Ok(()));
+        match made.and_then(|()| write_private(&path, bytes)) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(blob = %path.display(), "cannot keep fetched blob: {e}");
+                false
+            }
+        }
+    }
+}
+
 /// What [`CompiledCache::lookup`] found.
 pub enum Lookup {
     /// A valid entry.

@@ -30,6 +30,7 @@ use crate::load::files::PluginDir;
 use crate::load::manifest::{self};
 use crate::load::plan::{Location, Plan, list_tenants, plan_scope};
 use crate::load::policy::Policy;
+use crate::load::remote::{FetchLimits, Fetcher};
 use crate::runtime::engine::Engine;
 use crate::runtime::prepared::PreparedShare;
 use crate::tenant::TenantName;
@@ -97,6 +98,9 @@ pub enum IssueKind {
     Limits,
     /// The host itself failed (the engine, a task, a thread).
     Host,
+    /// A remote source (`url`, `oci`) not fetched, or whose bytes are not
+    /// the ones its digest pins.
+    Fetch,
     /// Not a failure to load: a plugin whose snapshot at load failed (see
     /// `crate::call::snapshot`) serves as its bytes are.
     Snapshot,
@@ -123,6 +127,7 @@ impl IssueKind {
             Error::Start { .. } => IssueKind::Probe,
             Error::ConfigRefused { .. } => IssueKind::Config,
             Error::Limits { .. } => IssueKind::Limits,
+            Error::Fetch { .. } | Error::Digest { .. } => IssueKind::Fetch,
             _ => IssueKind::Host,
         }
     }
@@ -175,6 +180,10 @@ pub struct LoadLimits {
     /// The most the load probe (one instantiation of a new plugin) may
     /// take, whatever the plugin's own `timeout`. Default: 1 s.
     pub probe_timeout: Duration,
+    /// How a plugin's remote source (`url`, `oci`) is fetched: each try's
+    /// time, the tries and their backoff; the size cap is
+    /// `max_component_bytes`. Default: [`FetchLimits::default`].
+    pub fetch: FetchLimits,
 }
 
 impl Default for LoadLimits {
@@ -187,6 +196,7 @@ impl Default for LoadLimits {
             compile_jobs: 2,
             tenant_compile_cpu: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(1),
+            fetch: FetchLimits::default(),
         }
     }
 }
@@ -332,6 +342,8 @@ pub(crate) struct Loader {
     snapshots: AutoSnapshots,
     /// Each directory's share of the prepared instances.
     prepared: std::sync::Mutex<HashMap<ScopeKey, Arc<PreparedShare>>>,
+    /// Fetches remote sources, and keeps what it fetched.
+    fetcher: Fetcher,
 }
 
 /// What every entry of one scope's load needs.
@@ -389,11 +401,17 @@ impl Loader {
             root,
             cache: Arc::new(cache),
             compile_queue: CompileQueue::new(limits.compile_jobs, limits.tenant_compile_cpu),
+            fetcher: Fetcher::new(limits.fetch.clone(), limits.max_component_bytes),
             limits,
             compiled: Default::default(),
             snapshots: AutoSnapshots::default(),
             prepared: std::sync::Mutex::default(),
         }
+    }
+
+    /// Failed fetches of remote sources so far, by plugin.
+    pub(crate) fn fetch_failures(&self) -> std::collections::BTreeMap<String, u64> {
+        self.fetcher.failures()
     }
 
     /// Snapshots made at load: failed warm-ups, and a count.
@@ -596,7 +614,16 @@ impl Loader {
             );
             return failed(state, LoadIssue::new(IssueKind::Share, &path, why));
         }
-        let bytes = match self.read_component(scope, &path).await {
+        // A remote source: from the blobs kept, else fetched and verified.
+        let bytes = match &entry.remote {
+            None => self.read_component(scope, &path).await,
+            Some(remote) => {
+                self.fetcher
+                    .component(&self.cache, &entry.spec.name, remote)
+                    .await
+            }
+        };
+        let bytes = match bytes {
             Ok(b) => b,
             Err(e) => return failed(state, LoadIssue::of(&path, &e)),
         };

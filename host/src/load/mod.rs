@@ -16,4 +16,5 @@ pub(crate) mod manifest;
 pub(crate) mod plan;
 pub(crate) mod policy;
 pub(crate) mod registry;
+pub(crate) mod remote;
 pub(crate) mod watch;

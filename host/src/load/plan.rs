@@ -233,6 +233,7 @@ pub(super) fn plan_scope(
                     manifest::Entry {
                         spec,
                         tenants: None,
+                        remote: None,
                     }
                 })
                 .collect();

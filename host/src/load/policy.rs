@@ -35,6 +35,11 @@ pub struct Policy {
     /// When a guard that keeps faulting is taken out of its chain for a
     /// while.
     pub quarantine: QuarantinePolicy,
+    /// The remote sources (`url`, `oci`) a tenant's plugins may be fetched
+    /// from (`[ceilings] plugin_sources`): `host[:port]` (a registry, or
+    /// URLs on that host and port) or an `http(s)://host[:port][/path]`
+    /// prefix. Default: none (a tenant's plugins are its own files).
+    pub plugin_sources: Vec<String>,
 }
 
 impl Policy {

@@ -418,6 +418,13 @@ impl Registry {
         self.loader.cache()
     }
 
+    /// Fetches of remote sources (`url`, `oci`) that failed since the
+    /// registry was made — not fetched, or refused for their digest — by
+    /// plugin (`toolgate_plugin_fetch_failures_total`).
+    pub fn fetch_failures(&self) -> BTreeMap<String, u64> {
+        self.loader.fetch_failures()
+    }
+
     /// Warm-ups run by this registry to snapshot components at load (a
     /// snapshot found in the compiled cache runs none).
     pub fn snapshot_warm_ups(&self) -> u64 {

@@ -19,6 +19,7 @@
 //! | `http_connections_timed_out_total` | counter | reason | connections closed by the `header` (read) or `idle` timeout |
 //! | `plugins_loaded` | gauge | chain | global plugins (those restricted to some tenants too) and each tenant's own |
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
+//! | `plugin_fetch_failures_total` | counter | plugin | fetches of the plugin's remote source (`url`, `oci`) that failed — not fetched after their tries, or refused for their digest — since start (its last good version, if any, kept serving) |
 //! | `plugins_generation` | gauge | | the plugin set generation serving |
 //! | `tenants_pending` | gauge | | tenants whose directory has not loaded yet (their calls answered 503) |
 //! | `tenants_refused` | gauge | | tenants not admitted: their share did not fit (their calls answered 503) |
@@ -260,6 +261,9 @@ series! {
     load_errors: Gauge = Gauge::default(),
         "plugin_load_errors",
         "Files the last reload could not load (their previous version, if any, keeps serving)";
+    fetch_failures: Family<PluginLabels, Counter> = Family::default(),
+        "plugin_fetch_failures",
+        "Fetches of the plugin's remote source (url, oci) that failed: not fetched, or refused for their digest";
     tenants_pending: Gauge = Gauge::default(),
         "tenants_pending",
         "Tenants whose directory has not loaded yet (their calls are answered 503)";
@@ -512,6 +516,13 @@ impl Metrics {
             gauge.set((r.read)(&lane));
         }
         self.observe_plugin_set(&registry.plugin_set());
+        // The registry counts; the counters catch up with it.
+        for (plugin, failed) in registry.fetch_failures() {
+            let counter = self.fetch_failures.get_or_create(&PluginLabels {
+                plugin: plugin.into(),
+            });
+            counter.inc_by(failed.saturating_sub(counter.get()));
+        }
         self.state_keys.clear();
         self.state_bytes.clear();
         for (tenant, usage) in registry.engine().state().usage() {

@@ -38,6 +38,14 @@ pub(crate) struct LoadArgs {
     /// Compile in this process instead of a child process (no memory bound).
     #[arg(long)]
     compile_in_process: bool,
+    /// Longest one try to fetch a remote plugin source (`url`, `oci`) may take, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    fetch_timeout_ms: u64,
+    /// Tries to fetch a remote plugin source when a try fails in a way that may pass
+    /// (unreachable, timed out, HTTP 5xx or 429); waits 250 ms, then twice as long each time.
+    #[arg(long, default_value_t = 3)]
+    fetch_tries: u32,
 }
 
 impl LoadArgs {
@@ -57,6 +65,11 @@ impl LoadArgs {
         if self.compile_jobs == 0 || self.probe_timeout_ms == 0 {
             return Err(bad(
                 "--compile-jobs and --probe-timeout-ms must be at least 1",
+            ));
+        }
+        if self.fetch_timeout_ms == 0 || self.fetch_tries == 0 {
+            return Err(bad(
+                "--fetch-timeout-ms and --fetch-tries must be at least 1",
             ));
         }
         let compiler = if self.compile_in_process {
@@ -80,6 +93,11 @@ impl LoadArgs {
             compile_jobs: self.compile_jobs,
             tenant_compile_cpu: Duration::from_millis(self.tenant_compile_cpu_ms),
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
+            fetch: toolgate::FetchLimits {
+                timeout: Duration::from_millis(self.fetch_timeout_ms),
+                tries: self.fetch_tries,
+                ..toolgate::FetchLimits::default()
+            },
         })
     }
 }

@@ -1,5 +1,6 @@
 //! The `toolgate` command: check one event, replay a trace, list plugins,
-//! serve the seams over HTTP, build a guard, see and clear guards' state.
+//! serve the seams over HTTP, build a guard, see and clear guards' state,
+//! push a guard to an OCI registry.
 //! Each subcommand lives in its own module; this one parses the command
 //! line and dispatches.
 
@@ -8,6 +9,7 @@ mod bench;
 mod build_guard;
 mod check;
 mod list;
+mod push;
 mod replay;
 mod serve;
 mod snapshot;
@@ -70,6 +72,9 @@ enum Command {
     /// Show or clear guards' state: in a Redis store (`--state redis://...`) or a running
     /// `toolgate serve`'s (`--server http://...`).
     State(state::StateArgs),
+    /// Push a component to an OCI registry as a wasm artifact and print its reference
+    /// pinned by digest (`registry/repo:tag@sha256:...`), for a manifest's `oci` key.
+    Push(push::PushArgs),
 }
 
 /// Bad input from the user: reported on one line, exit code 2.
@@ -134,5 +139,6 @@ async fn run(cli: Cli) -> Result<()> {
         }
         Command::Snapshot(args) => snapshot::run(args).await,
         Command::State(args) => state::run(args).await,
+        Command::Push(args) => push::run(args).await,
     }
 }

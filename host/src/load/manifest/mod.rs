@@ -51,8 +51,10 @@ use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
 
 mod locate;
+mod source;
 mod tables;
 
+pub use crate::load::remote::Remote;
 use locate::{find_key, key_at, line_of};
 use tables::{
     LimitError, RawLimits, RawQuarantine, RawShares, apply_quarantine, apply_shares,
@@ -86,6 +88,11 @@ pub struct Entry {
     /// The tenants it applies to; `None` for every call (including calls
     /// with no tenant). Only set in the global manifest.
     pub tenants: Option<Vec<TenantName>>,
+    /// Where its component is fetched from (`url`, `oci`); `None`: the
+    /// file at `spec.path`. For a remote source `spec.path` is the
+    /// source's [`Remote::location`], which names it in errors and
+    /// listings.
+    pub remote: Option<Remote>,
 }
 
 /// A parsed and checked manifest.
@@ -127,13 +134,15 @@ with_limit_keys! {
 
 with_limit_keys! {
     /// `[ceilings]`: the most any tenant plugin may have, per limit key,
-    /// and the most outbound HTTP it may be granted.
+    /// the most outbound HTTP it may be granted, and the remote sources
+    /// its component may be fetched from.
     #[derive(Deserialize, Default)]
     #[serde(deny_unknown_fields)]
     struct RawCeilings {} {
         allowed_hosts: Option<Spanned<Vec<String>>>,
         http_methods: Option<Spanned<Vec<String>>>,
         allowed_networks: Option<Spanned<Vec<String>>>,
+        plugin_sources: Option<Spanned<Vec<String>>>,
     }
 }
 
@@ -144,6 +153,10 @@ with_limit_keys! {
     struct RawPlugin {
         name: Option<Spanned<String>>,
         path: Option<Spanned<String>>,
+        url: Option<Spanned<String>>,
+        sha256: Option<Spanned<String>>,
+        oci: Option<Spanned<String>>,
+        plain_http: Option<Spanned<bool>>,
     } {
         on_error: Option<OnError>,
         prepared: Option<Spanned<RawDepth>>,
@@ -331,6 +344,7 @@ impl Manifest {
                 prefix: format!("plugin[{}]", i + 1),
                 dir,
                 scope,
+                sources: &policy.plugin_sources,
             };
             entries.push(at.entry(span, p, opened, &base, &mut names)?);
         }
@@ -424,6 +438,7 @@ fn apply_tables(
             )
             .map_err(|e| here.err(e))?;
         }
+        source::apply_plugin_sources(policy, c).map_err(|e| here.err(e))?;
     }
     if let Some(sh) = &raw.shares {
         apply_shares(policy, sh.get_ref()).map_err(|e| here.err(e))?;
@@ -458,6 +473,8 @@ struct Plugin<'a> {
     /// The manifest's directory.
     dir: &'a Path,
     scope: Scope,
+    /// The remote sources a tenant's plugins may name.
+    sources: &'a [String],
 }
 
 impl Plugin<'_> {
@@ -478,11 +495,8 @@ impl Plugin<'_> {
         let here = self.here;
         // Checked here, not by serde: the error then names the key
         // from what the manifest holds, never from a message's text.
-        let Some(path) = &p.path else {
-            return Err(here.at(span, Some("path".into()), "missing field `path`".into()));
-        };
-        let file = self.component(path, opened)?;
-        let name = self.name(p.name.as_ref(), path, names)?;
+        let (file, remote, stem) = self.source(span.clone(), &p, opened)?;
+        let name = self.name(p.name.as_ref(), stem, names)?;
         let limits = RawLimits::from(&p)
             .apply(
                 base.limits.clone(),
@@ -531,6 +545,7 @@ impl Plugin<'_> {
                 http,
             },
             tenants,
+            remote,
         })
     }
 
@@ -612,23 +627,18 @@ impl Plugin<'_> {
         }
     }
 
-    /// The plugin's name (default: the file's stem), valid and not taken.
+    /// The plugin's name (default: `stem`, the file's stem or the remote
+    /// source's, with the span of its key), valid and not taken.
     fn name(
         &self,
         name: Option<&Spanned<String>>,
-        path: &Spanned<String>,
+        stem: (String, Range<usize>),
         names: &mut BTreeSet<String>,
     ) -> Result<String, ManifestError> {
         let here = self.here;
         let (name, name_span) = match name {
             Some(n) => (n.get_ref().clone(), n.span()),
-            None => (
-                Path::new(path.get_ref())
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                path.span(),
-            ),
+            None => stem,
         };
         if let Err(why) = validate_name(&name) {
             return Err(here.at(name_span, self.key("name"), why));

@@ -1,0 +1,452 @@
+//! Fetching a remote source's component: from the blobs kept beside the
+//! compiled cache when they hold it (no request), else downloaded —
+//! bounded in size, each try in time, a few tries with backoff — and
+//! verified against its digest before it is kept or compiled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use serde::Deserialize;
+
+use super::{FetchLimits, LEGACY_WASM_LAYER_MEDIA_TYPE, Remote, WASM_LAYER_MEDIA_TYPE, sha256_hex};
+use crate::error::Error;
+use crate::load::cache::CompiledCache;
+
+/// The largest OCI manifest read (the distribution spec's 4 MiB).
+const MAX_OCI_MANIFEST_BYTES: u64 = 4 << 20;
+
+/// The manifest types asked for.
+const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+
+/// Fetches remote sources and keeps what it fetched.
+pub(crate) struct Fetcher {
+    limits: FetchLimits,
+    /// The size cap of a component (the component file cap).
+    max_bytes: u64,
+    /// Made at the first download (a TLS set-up that fails is reported
+    /// then, by every fetch).
+    client: OnceLock<Result<reqwest::Client, String>>,
+    /// Blobs fetched while the cache directory is off (or cannot be
+    /// written), by SHA-256: kept for the process's life.
+    memory: Mutex<HashMap<String, Arc<[u8]>>>,
+    /// Failed fetches (not fetched, or refused for their digest), by plugin.
+    failures: Mutex<BTreeMap<String, u64>>,
+}
+
+/// Why one try failed, and whether another may do better.
+struct Failure {
+    message: String,
+    transient: bool,
+}
+
+impl Failure {
+    fn permanent(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            transient: false,
+        }
+    }
+}
+
+/// What a fetch failed with, before it is an [`Error`] naming its source.
+enum Refusal {
+    /// Not fetched (after its tries).
+    Fetch(String),
+    /// Fetched bytes that are not the ones pinned.
+    Digest { expected: String, found: String },
+}
+
+/// The parts of an OCI image manifest read here.
+#[derive(Deserialize)]
+struct OciManifest {
+    #[serde(default)]
+    layers: Vec<OciDescriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OciDescriptor {
+    media_type: String,
+    digest: String,
+    size: u64,
+}
+
+impl Fetcher {
+    /// A fetcher under `limits`, refusing components over `max_bytes`.
+    pub(crate) fn new(limits: FetchLimits, max_bytes: u64) -> Fetcher {
+        Fetcher {
+            limits,
+            max_bytes,
+            client: OnceLock::new(),
+            memory: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Failed fetches so far, by plugin.
+    pub(crate) fn failures(&self) -> BTreeMap<String, u64> {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The component of plugin `plugin`'s `remote` source: kept from
+    /// before (in `cache`'s blobs or this process's memory), else fetched,
+    /// verified and kept. A failure is logged (`warn`) and counted.
+    pub(crate) async fn component(
+        &self,
+        cache: &Arc<CompiledCache>,
+        plugin: &str,
+        remote: &Remote,
+    ) -> Result<Vec<u8>, Error> {
+        let got = match remote {
+            Remote::Url { url, sha256 } => self.url(cache, url, sha256).await,
+            Remote::Oci { .. } => self.oci(cache, remote).await,
+        };
+        got.map_err(|refusal| {
+            let location = remote.location();
+            let e = match refusal {
+                Refusal::Fetch(message) => Error::Fetch { location, message },
+                Refusal::Digest { expected, found } => Error::Digest {
+                    location,
+                    expected,
+                    found,
+                },
+            };
+            tracing::warn!(plugin, source = %remote.location(), "plugin source not fetched: {e}");
+            *self
+                .failures
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(plugin.to_string())
+                .or_default() += 1;
+            e
+        })
+    }
+
+    async fn url(
+        &self,
+        cache: &Arc<CompiledCache>,
+        url: &str,
+        sha256: &str,
+    ) -> Result<Vec<u8>, Refusal> {
+        if let Some(kept) = self.kept(cache, sha256, self.max_bytes).await {
+            return Ok(kept);
+        }
+        let bytes = self.download(url, None, None, self.max_bytes).await?;
+        verify(&bytes, sha256)?;
+        self.keep(cache, sha256, &bytes).await;
+        Ok(bytes)
+    }
+
+    /// An OCI source: the manifest pinned by its digest (kept, or pulled),
+    /// its one wasm layer (kept, or pulled), each verified.
+    async fn oci(&self, cache: &Arc<CompiledCache>, remote: &Remote) -> Result<Vec<u8>, Refusal> {
+        let Remote::Oci {
+            registry,
+            repository,
+            digest,
+            plain_http,
+            ..
+        } = remote
+        else {
+            return Err(Refusal::Fetch("not an OCI source".into()));
+        };
+        let reference = oci_client::Reference::with_digest(
+            registry.clone(),
+            repository.clone(),
+            format!("sha256:{digest}"),
+        );
+        let scheme = if *plain_http { "http" } else { "https" };
+        let base = format!(
+            "{scheme}://{}/v2/{repository}",
+            reference.resolve_registry()
+        );
+        // The token is asked for once, when something must be pulled.
+        let mut token: Option<Option<String>> = None;
+        let manifest = match self.kept(cache, digest, MAX_OCI_MANIFEST_BYTES).await {
+            Some(kept) => kept,
+            None => {
+                let t = self.token(&reference, *plain_http).await?;
+                let url = format!("{base}/manifests/sha256:{digest}");
+                let bytes = self
+                    .download(
+                        &url,
+                        t.as_deref(),
+                        Some(MANIFEST_ACCEPT),
+                        MAX_OCI_MANIFEST_BYTES,
+                    )
+                    .await?;
+                verify(&bytes, digest)?;
+                token = Some(t);
+                bytes
+            }
+        };
+        let layer = self.wasm_layer(&manifest)?;
+        let bytes = match self.kept(cache, &layer, self.max_bytes).await {
+            Some(kept) => kept,
+            None => {
+                let t = match token {
+                    Some(t) => t,
+                    None => self.token(&reference, *plain_http).await?,
+                };
+                let url = format!("{base}/blobs/sha256:{layer}");
+                let bytes = self
+                    .download(&url, t.as_deref(), None, self.max_bytes)
+                    .await?;
+                verify(&bytes, &layer)?;
+                self.keep(cache, &layer, &bytes).await;
+                bytes
+            }
+        };
+        // Kept once its layer is: a manifest kept means its layer was too.
+        self.keep(cache, digest, &manifest).await;
+        Ok(bytes)
+    }
+
+    /// The SHA-256 of the manifest's one wasm layer, checked: a wasm
+    /// media type, a sha256 digest, within the size cap.
+    fn wasm_layer(&self, manifest: &[u8]) -> Result<String, Refusal> {
+        let parsed: OciManifest = serde_json::from_slice(manifest).map_err(|e| {
+            Refusal::Fetch(format!("its manifest is not an OCI image manifest: {e}"))
+        })?;
+        let wasm: Vec<&OciDescriptor> = parsed
+            .layers
+            .iter()
+            .filter(|l| {
+                l.media_type == WASM_LAYER_MEDIA_TYPE
+                    || l.media_type == LEGACY_WASM_LAYER_MEDIA_TYPE
+            })
+            .collect();
+        let [layer] = wasm.as_slice() else {
+            let types: Vec<&str> = parsed
+                .layers
+                .iter()
+                .map(|l| l.media_type.as_str())
+                .collect();
+            return Err(Refusal::Fetch(format!(
+                "not a wasm artifact: its manifest must have exactly one layer of type \
+                 `{WASM_LAYER_MEDIA_TYPE}`; it has {types:?}"
+            )));
+        };
+        if layer.size > self.max_bytes {
+            return Err(Refusal::Fetch(format!(
+                "its wasm layer is {} bytes, larger than the limit of {} bytes",
+                layer.size, self.max_bytes
+            )));
+        }
+        layer
+            .digest
+            .strip_prefix("sha256:")
+            .ok_or_else(|| "only sha256 digests are supported".to_string())
+            .and_then(sha256_hex)
+            .map_err(|why| Refusal::Fetch(format!("its wasm layer's digest: {why}")))
+    }
+
+    /// A pull token for `reference`'s repository, when its registry asks
+    /// for one (anonymous: public or network-restricted registries).
+    async fn token(
+        &self,
+        reference: &oci_client::Reference,
+        plain_http: bool,
+    ) -> Result<Option<String>, Refusal> {
+        use oci_client::client::{ClientConfig, ClientProtocol};
+        let config = ClientConfig {
+            protocol: if plain_http {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            connect_timeout: Some(self.limits.timeout),
+            read_timeout: Some(self.limits.timeout),
+            ..ClientConfig::default()
+        };
+        let client = oci_client::Client::new(config);
+        let timeout = self.limits.timeout;
+        self.tries(|| async {
+            let asked = client.auth(
+                reference,
+                &oci_client::secrets::RegistryAuth::Anonymous,
+                oci_client::RegistryOperation::Pull,
+            );
+            match tokio::time::timeout(timeout, asked).await {
+                Ok(Ok(token)) => Ok(token),
+                Ok(Err(e)) => Err(Failure {
+                    message: format!("asking the registry for access: {}", ErrorChain(&e)),
+                    transient: true,
+                }),
+                Err(_) => Err(Failure {
+                    message: format!(
+                        "the registry did not answer within {} ms",
+                        timeout.as_millis()
+                    ),
+                    transient: true,
+                }),
+            }
+        })
+        .await
+        .map_err(Refusal::Fetch)
+    }
+
+    /// GETs `url` (with `token` as a bearer, asking for `accept`), at most
+    /// `cap` bytes, within the tries.
+    async fn download(
+        &self,
+        url: &str,
+        token: Option<&str>,
+        accept: Option<&str>,
+        cap: u64,
+    ) -> Result<Vec<u8>, Refusal> {
+        let client = self.client().map_err(Refusal::Fetch)?;
+        self.tries(|| get_capped(&client, url, token, accept, cap))
+            .await
+            .map_err(Refusal::Fetch)
+    }
+
+    /// `attempt` until it succeeds, fails for good, or has had its tries;
+    /// each wait doubles the one before.
+    async fn tries<T, F, Fut>(&self, mut attempt: F) -> Result<T, String>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Failure>>,
+    {
+        let tries = self.limits.tries.max(1);
+        let mut wait = self.limits.backoff;
+        let mut n = 1;
+        loop {
+            match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(f) if f.transient && n < tries => {
+                    tracing::debug!(
+                        "fetch try {n} of {tries} failed, trying again: {}",
+                        f.message
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = wait.saturating_mul(2);
+                    n += 1;
+                }
+                Err(f) if f.transient => return Err(format!("{} ({n} tries)", f.message)),
+                Err(f) => return Err(f.message),
+            }
+        }
+    }
+
+    fn client(&self) -> Result<reqwest::Client, String> {
+        self.client
+            .get_or_init(|| {
+                let t = self.limits.timeout;
+                reqwest::Client::builder()
+                    .timeout(t)
+                    .connect_timeout(t.min(std::time::Duration::from_secs(10)))
+                    .redirect(reqwest::redirect::Policy::limited(5))
+                    .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| format!("cannot set up the HTTP client: {e}"))
+            })
+            .clone()
+    }
+
+    /// The blob with SHA-256 `hex`, when kept (and intact).
+    async fn kept(&self, cache: &Arc<CompiledCache>, hex: &str, cap: u64) -> Option<Vec<u8>> {
+        if let Some(bytes) = self
+            .memory
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(hex)
+        {
+            return Some(bytes.to_vec());
+        }
+        let (cache, hex) = (Arc::clone(cache), hex.to_string());
+        tokio::task::spawn_blocking(move || cache.blob(&hex, cap))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Keeps the verified blob with SHA-256 `hex`: on disk beside the
+    /// compiled cache, else (cache off, or not writable) in memory.
+    async fn keep(&self, cache: &Arc<CompiledCache>, hex: &str, bytes: &[u8]) {
+        let (c, h, b) = (Arc::clone(cache), hex.to_string(), bytes.to_vec());
+        let stored = tokio::task::spawn_blocking(move || c.store_blob(&h, &b))
+            .await
+            .unwrap_or(false);
+        if !stored {
+            self.memory
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(hex.to_string(), bytes.into());
+        }
+    }
+}
+
+/// `Err` unless `bytes` have SHA-256 `hex`.
+fn verify(bytes: &[u8], hex: &str) -> Result<(), Refusal> {
+    let found = crate::call::plugin::digest(bytes);
+    if found == hex {
+        Ok(())
+    } else {
+        Err(Refusal::Digest {
+            expected: hex.to_string(),
+            found,
+        })
+    }
+}
+
+/// One GET of `url`, its body read to at most `cap` bytes.
+async fn get_capped(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    accept: Option<&str>,
+    cap: u64,
+) -> Result<Vec<u8>, Failure> {
+    let mut request = client.get(url);
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    if let Some(a) = accept {
+        request = request.header(reqwest::header::ACCEPT, a);
+    }
+    let transient = |e: reqwest::Error| Failure {
+        message: format!("{}", ErrorChain(&e)),
+        transient: true,
+    };
+    let mut response = request.send().await.map_err(transient)?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(Failure {
+            message: format!("HTTP {status}"),
+            transient: status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS,
+        });
+    }
+    let too_large = || Failure::permanent(format!("larger than the limit of {cap} bytes"));
+    if response.content_length().is_some_and(|n| n > cap) {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(transient)? {
+        if (bytes.len() + chunk.len()) as u64 > cap {
+            return Err(too_large());
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// An error with its causes, `: `-separated (reqwest's own text stops at
+/// "error sending request").
+struct ErrorChain<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut next = self.0.source();
+        while let Some(e) = next {
+            write!(f, ": {e}")?;
+            next = e.source();
+        }
+        Ok(())
+    }
+}

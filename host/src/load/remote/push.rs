@@ -1,0 +1,108 @@
+//! Publishing a component as an OCI artifact (`toolgate push`): the
+//! component as the one layer (`application/wasm`), a small config
+//! (`application/vnd.wasm.config.v0+json`), and an image manifest written
+//! here byte for byte, so the digest printed is the digest of what the
+//! registry holds and the same file always pushes to the same digest.
+
+use super::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
+use crate::call::plugin::digest;
+use crate::error::Error;
+
+/// The media type of the manifest pushed.
+const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// How [`push`] speaks to the registry.
+#[derive(Clone, Debug, Default)]
+pub struct PushOptions {
+    /// Plain HTTP instead of HTTPS (a registry on loopback, a test).
+    pub plain_http: bool,
+    /// HTTP basic credentials, when the registry wants them; `None`:
+    /// anonymous.
+    pub credentials: Option<(String, String)>,
+}
+
+/// Pushes `component` to `reference` (`[oci://]registry/repo[:tag]`; the
+/// tag defaults to `latest`) and returns the reference pinned by the
+/// manifest's digest, `registry/repo:tag@sha256:<hex>`: what a manifest's
+/// `oci` key takes.
+pub async fn push(
+    component: &[u8],
+    reference: &str,
+    options: &PushOptions,
+) -> Result<String, Error> {
+    use oci_client::client::{ClientConfig, ClientProtocol};
+    use oci_client::secrets::RegistryAuth;
+    let refused = |message: String| Error::Push {
+        reference: reference.to_string(),
+        message,
+    };
+    let written = reference.strip_prefix("oci://").unwrap_or(reference);
+    let parsed = oci_client::Reference::try_from(written)
+        .map_err(|e| refused(format!("not an OCI reference: {e}")))?;
+    if parsed.digest().is_some() {
+        return Err(refused(
+            "name a tag to push to, not a digest: the digest is the registry's answer".into(),
+        ));
+    }
+    let tag = parsed.tag().unwrap_or("latest").to_string();
+    let layer_digest = format!("sha256:{}", digest(component));
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer_digest],
+    }))
+    .map_err(|e| refused(e.to_string()))?;
+    let config_digest = format!("sha256:{}", digest(&config));
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST_MEDIA_TYPE,
+        "config": {
+            "mediaType": WASM_CONFIG_MEDIA_TYPE,
+            "digest": config_digest,
+            "size": config.len(),
+        },
+        "layers": [{
+            "mediaType": WASM_LAYER_MEDIA_TYPE,
+            "digest": layer_digest,
+            "size": component.len(),
+        }],
+    }))
+    .map_err(|e| refused(e.to_string()))?;
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: if options.plain_http {
+            ClientProtocol::Http
+        } else {
+            ClientProtocol::Https
+        },
+        ..ClientConfig::default()
+    });
+    let auth = match &options.credentials {
+        Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
+        None => RegistryAuth::Anonymous,
+    };
+    let failed =
+        |what: &str, e: oci_client::errors::OciDistributionError| refused(format!("{what}: {e}"));
+    client
+        .auth(&parsed, &auth, oci_client::RegistryOperation::Push)
+        .await
+        .map_err(|e| failed("authenticating", e))?;
+    client
+        .push_blob(&parsed, component, &layer_digest)
+        .await
+        .map_err(|e| failed("pushing the component", e))?;
+    client
+        .push_blob(&parsed, &config, &config_digest)
+        .await
+        .map_err(|e| failed("pushing the config", e))?;
+    let manifest_digest = digest(&manifest);
+    let content_type = reqwest::header::HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE);
+    client
+        .push_manifest_raw(&parsed, manifest, content_type)
+        .await
+        .map_err(|e| failed("pushing the manifest", e))?;
+    Ok(format!(
+        "{}/{}:{tag}@sha256:{manifest_digest}",
+        parsed.registry(),
+        parsed.repository()
+    ))
+}
