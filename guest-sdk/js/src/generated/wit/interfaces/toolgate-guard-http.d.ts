@@ -21,7 +21,8 @@ declare module 'toolgate:guard/http@0.2.0' {
      */
     url: string,
     /**
-     * Headers to send; the host adds none but `content-length`.
+     * Headers to send; the host adds `host`, `content-length` and,
+     * when none is given, an `accept` header matching any media type.
      */
     headers: Array<Header>,
     /**
