@@ -108,6 +108,9 @@ function wireResponse(answer, request) {
     if (!headers.some(([name]) => name.toLowerCase() === 'content-type')) headers = [['content-type', 'application/json'], ...headers];
   }
   if (!Number.isInteger(status) || status < 100 || status > 999) throw new RangeError(`the responder's status ${status} is not an HTTP status`);
+  if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+    throw new TypeError(`the responder's body for ${request.method} ${request.url} is neither a string nor a Uint8Array`);
+  }
   return {
     status,
     headers: headers.map(([name, value]) => [String(name).toLowerCase(), String(value)]),

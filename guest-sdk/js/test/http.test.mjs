@@ -115,6 +115,26 @@ describe('a guard using http, built', () => {
   });
 });
 
+describe('natively (@toolgate/guest/testing), the responder', () => {
+  test('answers as the host would; what it returns is checked', async () => {
+    const g = await loadGuard(join(HERE, 'fixtures', 'http-client.ts'));
+    const run = (op) => g.guard.onBeforeToolCall({ runId: 'r', toolName: 't', callId: 'c', args: {}, state: { op } });
+    g.respondWith(() => ({ status: 202, headers: { 'Content-Type': 'text/plain' }, body: 'créé' }));
+    assert.equal(run('send').val.content, '202 true text/plain créé');
+    const [request] = g.requests;
+    assert.deepEqual([request.method, request.url, request.headers, request.text()], ['PUT', 'http://classifier.test/v1/put', [['x-one', '1']], 'héllo']);
+    g.respondWith(() => ({ json: { a: [1] } }));
+    assert.equal(run('get').val.content, '{"a":[1]}');
+    g.respondWith(() => ({ status: 503, body: new Uint8Array([0xff]) }));
+    assert.equal(run('bytes').val.content, '503 false 255 "\ufffd"');
+    g.respondWith(() => ({ body: [1, 2] }));
+    assert.throws(() => run('get'), /the responder's body for GET http:\/\/classifier.test\/v1\/get\?q=1 is neither a string nor a Uint8Array/);
+    g.respondWith(() => ({ status: 42 }));
+    assert.throws(() => run('get'), /the responder's status 42 is not an HTTP status/);
+    assert.equal(g.requests.length, 5);
+  });
+});
+
 describe('natively (@toolgate/guest/testing), the example pii-check', () => {
   const URL = 'http://pii.test/v1/classify';
   let g;
