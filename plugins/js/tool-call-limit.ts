@@ -16,6 +16,7 @@
 
 import { cancel, config, defineGuard, proceed, state, stringifyJson } from '@toolgate/guest';
 import type { JsonObject, JsonValue, Scope } from '@toolgate/guest';
+import { configString, unexpected, unknownField } from './lib/serde.js';
 
 /** The manifest's `config`, checked. */
 interface Settings {
@@ -27,26 +28,6 @@ interface Settings {
 
 const FIELDS = ['tool', 'run_limit', 'thread_limit', 'thread_key'];
 
-/** What a value is, in the words of the Rust guard's config reader (serde). */
-function unexpected(value: JsonValue): string {
-  if (value === null) return 'null';
-  if (typeof value === 'boolean') return `boolean \`${value}\``;
-  if (typeof value === 'number' || typeof value === 'bigint') return 'number';
-  if (typeof value === 'string') return `string ${rustDebug(value)}`;
-  return Array.isArray(value) ? 'sequence' : 'map';
-}
-
-/** A string as Rust's `{:?}` writes it. */
-function rustDebug(s: string): string {
-  const named: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0', '"': '\\"', '\\': '\\\\' };
-  let out = '';
-  for (const c of s) {
-    const code = c.codePointAt(0) as number;
-    out += named[c] ?? (code < 0x20 || (code >= 0x7f && code < 0xa0) ? `\\u{${code.toString(16)}}` : c);
-  }
-  return `"${out}"`;
-}
-
 /** An integer limit (absent when null), or why not. */
 function limit(value: JsonValue): number | bigint | undefined {
   if (value === null) return undefined;
@@ -55,20 +36,15 @@ function limit(value: JsonValue): number | bigint | undefined {
   throw new Error(`config: invalid type: ${unexpected(value)}, expected i64`);
 }
 
-function text(value: JsonValue): string {
-  if (typeof value === 'string') return value;
-  throw new Error(`config: invalid type: ${unexpected(value)}, expected a string`);
-}
-
 /** The settings in `config`; throws what is wrong with it. */
 function settings(config: JsonObject): Settings {
   const s: Settings = { threadKey: 'thread_id' };
   for (const [key, value] of Object.entries(config)) {
-    if (key === 'tool') s.tool = value === null ? undefined : text(value);
+    if (key === 'tool') s.tool = value === null ? undefined : configString(value);
     else if (key === 'run_limit') s.runLimit = limit(value);
     else if (key === 'thread_limit') s.threadLimit = limit(value);
-    else if (key === 'thread_key') s.threadKey = text(value);
-    else throw new Error(`config: unknown field \`${key}\`, expected one of ${FIELDS.map((f) => `\`${f}\``).join(', ')}`);
+    else if (key === 'thread_key') s.threadKey = configString(value);
+    else throw unknownField(key, FIELDS);
   }
   if (s.runLimit === undefined && s.threadLimit === undefined) {
     throw new Error('config: set run_limit, thread_limit or both');

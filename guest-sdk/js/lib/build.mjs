@@ -5,7 +5,8 @@
 //    whether it checks its configuration (`validateConfig`).
 // 2. An entry module exports, for each of those seams, the SDK's glue bound to the guard
 //    (and `config` for `validateConfig`); esbuild bundles it into one ES module that imports
-//    only `toolgate:guard/host` and, when the guard uses it, `toolgate:guard/state`.
+//    only `toolgate:guard/host` and, when the guard uses them, `toolgate:guard/state` and
+//    `toolgate:guard/http`.
 // 3. componentize-js builds the component against a generated world importing exactly
 //    those and exporting exactly those seams, with every WASI feature of the engine
 //    disabled: the component imports nothing but `toolgate:guard/*`.
@@ -18,7 +19,7 @@ import * as esbuild from 'esbuild';
 import { _addPreopen } from '@bytecodealliance/preview2-shim/filesystem';
 import { componentize } from '@bytecodealliance/componentize-js';
 import { componentWit } from '@bytecodealliance/jco-transpile/wasm-tools';
-import { ALL_HOOKS, CONFIG_CHECK, HOOKS, SDK_DIR, STATE_MODULE, WIT_PACKAGE, readGuardWit, seamsOf, worldFor } from './wit.mjs';
+import { ALL_HOOKS, CONFIG_CHECK, HOOKS, HTTP_MODULE, SDK_DIR, STATE_MODULE, WIT_PACKAGE, readGuardWit, seamsOf, worldFor } from './wit.mjs';
 
 /**
  * componentize-js 0.23.0's generated bindings lower every string a guard returns (a skip's
@@ -91,7 +92,7 @@ const DISABLED_FEATURES = ['stdio', 'random', 'clocks', 'http', 'fetch-event'];
 const HOST_MODULE = `toolgate:guard/host@${WIT_PACKAGE.split('@')[1]}`;
 
 /** The contract modules a guard's bundle may import. */
-const CONTRACT_MODULES = [HOST_MODULE, STATE_MODULE];
+const CONTRACT_MODULES = [HOST_MODULE, STATE_MODULE, HTTP_MODULE];
 
 /** Every function of the contract's imports, doing nothing: the probe runs the guard in Node. */
 const STUB_IMPORTS = [
@@ -102,12 +103,13 @@ const STUB_IMPORTS = [
   'function _delete() {}',
   'export { _delete as delete };',
   'export function add() { return 0n; }',
+  'export function send() { return { status: 200, headers: [], body: new Uint8Array(0) }; }',
   '',
 ].join('\n');
 
 /**
  * The contract's modules stay imports of the bundle, and are side-effect free: a guard that
- * never calls `state` does not import it.
+ * never calls `state` (or `http`) does not import it.
  */
 const contractExternal = {
   name: 'toolgate-contract',
@@ -195,7 +197,7 @@ async function probeHooks(guardPath, workDir) {
 
 /**
  * Bundles the guard and its glue into one ES module importing only the contract's `host`
- * (and `state`, when the guard uses it). Returns { source, state }.
+ * (and `state` and `http`, when the guard uses them). Returns { source, state, http }.
  */
 async function bundleComponentSource(guardPath, hooks, config) {
   const seams = seamsOf(hooks);
@@ -224,9 +226,9 @@ async function bundleComponentSource(guardPath, hooks, config) {
     .map((i) => i.path);
   const foreign = imports.filter((p) => !CONTRACT_MODULES.includes(p));
   if (foreign.length) {
-    throw new Error(`${guardPath} imports ${foreign.join(', ')}; a guard may import only ${CONTRACT_MODULES.join(' and ')} (through @toolgate/guest) and bundled code`);
+    throw new Error(`${guardPath} imports ${foreign.join(', ')}; a guard may import only ${CONTRACT_MODULES.join(', ')} (through @toolgate/guest) and bundled code`);
   }
-  return { source: result.outputFiles[0].text, state: imports.includes(STATE_MODULE) };
+  return { source: result.outputFiles[0].text, state: imports.includes(STATE_MODULE), http: imports.includes(HTTP_MODULE) };
 }
 
 /** The component's imports and exports, read back from its embedded WIT. */
@@ -241,8 +243,8 @@ export async function componentInterfaces(bytes) {
 /**
  * Builds `guardPath` into a component at `outPath`.
  * Options: wit (path to guard.wit or its directory), keepTemp (leave the work directory).
- * Returns { hooks, config (whether it exports `config`), state (whether it imports `state`),
- * world, size, imports, exports, stringLowering, int64Lowering, millis }.
+ * Returns { hooks, config (whether it exports `config`), state and http (whether it imports
+ * them), world, size, imports, exports, stringLowering, int64Lowering, millis }.
  */
 export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, log = () => {} } = {}) {
   const started = Date.now();
@@ -252,8 +254,8 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
   const workDir = await mkdtemp(join(tmpdir(), 'toolgate-js-'));
   try {
     const { hooks, config } = await probeHooks(guardPath, workDir);
-    const { source, state } = await bundleComponentSource(guardPath, hooks, config);
-    const { worldName, extraFile, seams } = worldFor(hooks, { state, config });
+    const { source, state, http } = await bundleComponentSource(guardPath, hooks, config);
+    const { worldName, extraFile, seams } = worldFor(hooks, { state, http, config });
     log(`${basename(guardPath)}: hooks ${hooks.join(', ')}${config ? `, ${CONFIG_CHECK}` : ''} -> world ${worldName}`);
 
     const sourcePath = join(workDir, `${basename(guardPath).replace(/\.[cm]?[jt]s$/, '')}.js`);
@@ -287,6 +289,7 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
       hooks,
       config,
       state,
+      http,
       world: worldName,
       size: component.length,
       imports,

@@ -5,6 +5,8 @@
 //   g.guard.onBeforeToolCall({ runId: 'r', toolName: 'send_email', callId: 'c', args: {}, state: {} });
 //   g.validateConfig({});   // -> the refusal message, or undefined
 //   g.state.reset();        // empties the in-memory state
+//   g.respondWith((req) => ({ json: { pii: req.json().text.includes('@') } }));
+//   g.requests;             // every request the guard sent, as the host received it
 //
 // The guard is bundled as the build bundles it, with the contract's imports bound to an
 // in-memory host: `config()` returns `g.config`, `log` and `console` lines land in `g.logs`,
@@ -12,6 +14,9 @@
 // keyed by scope and key (the run scope is the test's one run: `reset()` starts another),
 // `ttlMs` 0 removes and any other expiry is ignored; `add` on a value that is not a decimal
 // integer, or past s64, throws. Set and delete apply at once (there is no call to commit).
+// `http` requests go to the responder set with `respondWith`, as the Rust SDK's
+// `respond_with` does: with none set, or when it throws, the request throws (a real call
+// would trap, and the host's `on_error` apply).
 
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -69,6 +74,50 @@ export class NativeState {
   }
 }
 
+/** A request as the host received it: { method, url, headers, body (bytes) }, and its body read. */
+class NativeRequest {
+  constructor({ method, url, headers, body }) {
+    Object.assign(this, { method, url, headers, body });
+  }
+
+  /** The body as UTF-8 text. */
+  text() {
+    return new TextDecoder().decode(this.body);
+  }
+
+  /** The body parsed as JSON. */
+  json() {
+    return JSON.parse(this.text());
+  }
+}
+
+/**
+ * The contract's `response` for what a responder returned: { status (200), headers (an
+ * object or [name, value] pairs), body (text or bytes) } or, instead of `body`, `json` (any
+ * value, sent as JSON with `content-type: application/json`).
+ */
+function wireResponse(answer, request) {
+  if (answer === null || typeof answer !== 'object') {
+    throw new TypeError(`the responder answered ${request.method} ${request.url} with ${String(answer)}, not { status, headers, body }`);
+  }
+  const { status = 200, json } = answer;
+  let { headers = [], body = '' } = answer;
+  headers = Array.isArray(headers) ? headers : Object.entries(headers);
+  if (json !== undefined) {
+    body = JSON.stringify(json);
+    if (!headers.some(([name]) => name.toLowerCase() === 'content-type')) headers = [['content-type', 'application/json'], ...headers];
+  }
+  if (!Number.isInteger(status) || status < 100 || status > 999) throw new RangeError(`the responder's status ${status} is not an HTTP status`);
+  if (typeof body !== 'string' && !(body instanceof Uint8Array)) {
+    throw new TypeError(`the responder's body for ${request.method} ${request.url} is neither a string nor a Uint8Array`);
+  }
+  return {
+    status,
+    headers: headers.map(([name, value]) => [String(name).toLowerCase(), String(value)]),
+    body: typeof body === 'string' ? new TextEncoder().encode(body) : body,
+  };
+}
+
 /** The contract's imports, bound to the native host registered under `id`. */
 function hostModule(id) {
   const host = `globalThis[Symbol.for('toolgate.guest.testing')].get(${id})`;
@@ -81,6 +130,7 @@ function hostModule(id) {
     'function _delete(scope, key) { host.state.delete(scope, key); }',
     'export { _delete as delete };',
     'export function add(scope, key, delta, ttlMs) { return host.state.add(scope, key, delta, ttlMs); }',
+    'export function send(request) { return host.send(request); }',
     '',
   ].join('\n');
 }
@@ -92,7 +142,10 @@ let loaded = 0;
  * plugin's configuration (a JSON object; `{}` by default). Returns { guard (its default
  * export), config (settable: what `config()` returns next), logs ([level, message] pairs),
  * state (a NativeState), validateConfig(config) (what the host would be told: undefined to
- * accept, else the refusal message) }.
+ * accept, else the refusal message), respondWith(responder) (answers the guard's `http`
+ * requests from now on: `responder(request)` gets { method, url, headers, body, text(),
+ * json() } and returns { status, headers, body } or { status, json }; throwing fails the
+ * request), requests (every request sent, responded or not) }.
  */
 export async function loadGuard(guardPath, { config = {} } = {}) {
   guardPath = resolve(guardPath);
@@ -133,6 +186,16 @@ export async function loadGuard(guardPath, { config = {} } = {}) {
     logs: [],
     state: new NativeState(),
     configText: () => mod.stringifyJson(host.config),
+    requests: [],
+    responder: undefined,
+    send(wire) {
+      const request = new NativeRequest(wire);
+      host.requests.push(request);
+      if (host.responder === undefined) {
+        throw new Error(`${request.method} ${request.url}: no responder set (respondWith)`);
+      }
+      return wireResponse(host.responder(request), request);
+    },
   };
   globalThis[REGISTRY] ??= new Map();
   globalThis[REGISTRY].set(id, host);
@@ -155,6 +218,11 @@ export async function loadGuard(guardPath, { config = {} } = {}) {
     },
     logs: host.logs,
     state: host.state,
+    requests: host.requests,
+    respondWith(responder) {
+      if (typeof responder !== 'function') throw new TypeError('respondWith takes a function: (request) => response');
+      host.responder = responder;
+    },
     validateConfig(value) {
       if (check === undefined) throw new TypeError('the guard has no validateConfig');
       try {

@@ -105,17 +105,25 @@ export const CONFIG_CHECK = 'validateConfig';
 /** The contract interface a guard that uses `state` imports. */
 export const STATE_MODULE = `toolgate:guard/state@${WIT_PACKAGE.split('@')[1]}`;
 
+/** The contract interface a guard that uses `http` imports. */
+export const HTTP_MODULE = `toolgate:guard/http@${WIT_PACKAGE.split('@')[1]}`;
+
 /**
  * The WIT world a guard implementing `hooks` is built against, generated in a second file
- * of the contract's package: it imports `host`, and `state` when the guard uses it (the
- * contract's own `<seam>-guard` worlds import `state` and `http` always), and exports
- * exactly those seams' interfaces, and `config` when the guard checks its configuration.
+ * of the contract's package: it imports `host`, and `state` and `http` when the guard uses
+ * them (the contract's own `<seam>-guard` worlds import both always), and exports exactly
+ * those seams' interfaces, and `config` when the guard checks its configuration.
  * Returns { worldName, extraFile: { name, text }, seams }.
  */
-export function worldFor(hooks, { state = false, config = false } = {}) {
+export function worldFor(hooks, { state = false, http = false, config = false } = {}) {
   const seams = seamsOf(hooks);
   if (seams.length === 0) throw new Error('a guard must implement at least one hook');
-  const parts = [...seams.map((s) => s.seam), ...(config ? ['config'] : []), ...(state ? ['state'] : [])];
+  const parts = [
+    ...seams.map((s) => s.seam),
+    ...(config ? ['config'] : []),
+    ...(state ? ['state'] : []),
+    ...(http ? ['http'] : []),
+  ];
   const worldName = `js-guard-${parts.join('-')}`;
   const text = [
     `package ${WIT_PACKAGE};`,
@@ -124,6 +132,7 @@ export function worldFor(hooks, { state = false, config = false } = {}) {
     `world ${worldName} {`,
     '    import host;',
     ...(state ? ['    import state;'] : []),
+    ...(http ? ['    import http;'] : []),
     ...seams.map((s) => `    export %${s.iface};`),
     ...(config ? ['    export config;'] : []),
     '}',

@@ -10,3 +10,14 @@ interface Console {
   error(...data: unknown[]): void;
 }
 declare var console: Console;
+
+/** UTF-8 text to bytes (the engine's own, as in browsers and Node). */
+declare class TextEncoder {
+  encode(input?: string): Uint8Array;
+}
+
+/** Bytes to text (UTF-8 by default; invalid sequences become U+FFFD). */
+declare class TextDecoder {
+  constructor(label?: string);
+  decode(input?: Uint8Array): string;
+}

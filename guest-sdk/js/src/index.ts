@@ -24,6 +24,8 @@ import { parseJson } from './json.js';
 export { parseJson, stringifyJson } from './json.js';
 export { state } from './state.js';
 export type { Scope, TtlOptions } from './state.js';
+export { http, HttpResponse } from './http.js';
+export type { BodyInit, HeadersInit, HttpRequest, RequestOptions } from './http.js';
 
 export type {
   BeforeToolCallEvent,

@@ -39,10 +39,11 @@ export async function loadComponent(wasmPath) {
     return cores.get(name);
   };
   /**
-   * A fresh instance: { exports, logs, store } with the given plugin config (a JSON object)
-   * and state store (a FakeStore, shared by the instances given the same one).
+   * A fresh instance: { exports, logs, store } with the given plugin config (a JSON object),
+   * state store (a FakeStore, shared by the instances given the same one) and `http.send`
+   * (the contract's: request record in, response record out).
    */
-  return async function instance(config = {}, store = new FakeStore()) {
+  return async function instance(config = {}, store = new FakeStore(), send = noNetwork) {
     const logs = [];
     const exports = await mod.instantiate(getCore, {
       'toolgate:guard/host': {
@@ -50,10 +51,15 @@ export async function loadComponent(wasmPath) {
         config: () => JSON.stringify(config),
       },
       'toolgate:guard/state': store.imports(),
+      'toolgate:guard/http': { send },
       'toolgate:guard/types': {},
     });
     return { exports, logs, store };
   };
+}
+
+function noNetwork(request) {
+  throw new Error(`${request.method} ${request.url}: this test's host grants no network`);
 }
 
 /** The host's state, faked: a map per scope, and every call as the host received it. */

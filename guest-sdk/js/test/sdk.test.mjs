@@ -272,7 +272,7 @@ describe('contract handling', () => {
     );
   });
 
-  test('the world imports host (and state when used) and exports exactly the seams (and config)', () => {
+  test('the world imports host (and state and http when used) and exports exactly the seams (and config)', () => {
     // The contract's own <seam>-guard worlds import state and http: never used as they are.
     const one = worldFor(['beforeToolCall']);
     assert.equal(one.worldName, 'js-guard-steering');
@@ -284,6 +284,9 @@ describe('contract handling', () => {
     const s = worldFor(['onBeforeToolCall'], { state: true, config: true });
     assert.equal(s.worldName, 'js-guard-steering-config-state');
     assert.match(s.extraFile.text, /\{\n    import host;\n    import state;\n    export %steering;\n    export config;\n\}/);
+    const h = worldFor(['onBeforeToolCall'], { state: true, http: true });
+    assert.equal(h.worldName, 'js-guard-steering-state-http');
+    assert.match(h.extraFile.text, /\{\n    import host;\n    import state;\n    import http;\n    export %steering;\n\}/);
     assert.throws(() => worldFor([]), /at least one hook/);
     assert.equal(worldFor(['onToolResult', 'onToolCallDispatch']).worldName, 'js-guard-rewrite-result');
   });
