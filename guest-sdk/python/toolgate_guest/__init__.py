@@ -50,7 +50,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
-from toolgate_guest import state
+from toolgate_guest import http, state
 
 __all__ = [
     "BeforeToolCallEvent",
