@@ -1,8 +1,13 @@
-"""The http API natively (requests answered by a responder) and what the
-build detects; a guard using it through the host is in test_component.py."""
+"""The http API natively (requests answered by a responder), what the build
+detects, and the pii-check example unit-tested so; a guard using http through
+the host is in test_component.py."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Iterator, List
 
 import pytest
@@ -98,3 +103,39 @@ def test_the_http_module_is_reachable_from_the_package() -> None:
 ])
 def test_the_build_imports_http_only_for_a_guard_that_uses_it(source: str, uses: bool) -> None:
     assert build.imports_module(source, "http") is uses
+
+
+# ------------------------------------------------ the pii-check example, natively
+
+
+@pytest.fixture
+def pii_check(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    module = build.load_module(Path(__file__).resolve().parents[3] / "plugins/python/pii-check/guard.py")
+    sys.modules.pop("guard", None)
+    monkeypatch.setattr(module, "config", lambda: {"url": "https://pii.test/v1"})
+    yield module
+
+
+def mail(module: ModuleType, args: dict, tool: str = "send_email") -> tg.Skip | None:
+    return module.on_before_tool_call(tg.BeforeToolCallEvent("run-1", tool, "call-1", args))
+
+
+def test_pii_check_steers_on_pii_and_asks_only_for_its_tool(pii_check: ModuleType) -> None:
+    seen = recording(Response(200, body=b'{"pii": true}'))
+    assert mail(pii_check, {"body": "ann@example.com"}) == tg.steer(pii_check.MESSAGE)
+    assert mail(pii_check, {"to": "x", "n": 1}) == tg.steer(pii_check.MESSAGE)
+    assert mail(pii_check, {"body": "ann@example.com"}, tool="search") is None
+    assert [(r.method, r.url, json.loads(r.body)) for r in seen] == [
+        ("POST", "https://pii.test/v1", {"text": "ann@example.com"}),
+        ("POST", "https://pii.test/v1", {"text": '{"to":"x","n":1}'}),
+    ]
+    recording(Response(200, body=b'{"pii": false}'))
+    assert mail(pii_check, {"body": "hello"}) is None
+
+
+@pytest.mark.parametrize("answer", [Response(500, body=b'{"pii": true}'), Response(200, body=b"[]"),
+                                    Response(200, body=b'{"pii": "yes"}'), Response(200, body=b"<html>")])
+def test_pii_check_faults_on_what_is_not_an_answer(pii_check: ModuleType, answer: Response) -> None:
+    recording(answer)
+    with pytest.raises(RuntimeError, match=r"the classifier at https://pii.test/v1 answered"):
+        mail(pii_check, {"body": "hi"})
