@@ -12,7 +12,7 @@ loads the guard four times, each plugin checking a tool of its own:
   against a loopback port nothing listens on (granted): `on_error` skip and
   deny;
 - `ungranted` checks `mail_ungranted` against the classifier, but its grant
-  names another port: `http-denied`, nothing sent.
+  names another host: `http-denied`, nothing sent.
 
 One `toolgate replay --json` per language decides the same trace; the
 verdicts (the result, and each plugin's outcome and fault) must be the
@@ -79,15 +79,20 @@ def closed_port() -> int:
 
 
 def manifest(classifier: str) -> str:
+    """The four plugins' manifest. Not snapshotted: snapshotting the Go
+    guard for each of four plugins at every load took minutes on a busy
+    2-core machine, and this test is about HTTP. A long `timeout_ms`: the
+    classifier's answer is waited for within it, and a busy machine must
+    not turn a slow answer into `http-failed`."""
     down = f"http://127.0.0.1:{closed_port()}"
     plugins = [
         ("pii", "send_email", classifier, classifier, "skip"),
         ("down-skip", "mail_down_skip", down, down, "skip"),
         ("down-deny", "mail_down_deny", down, down, "deny"),
-        ("ungranted", "mail_ungranted", classifier, down, "skip"),
+        ("ungranted", "mail_ungranted", classifier, "http://pii.internal.example", "skip"),
     ]
     return "".join(
-        f'[[plugin]]\nname = "{name}"\npath = "pii-check.wasm"\non_error = "{on_error}"\n'
+        f'[[plugin]]\nname = "{name}"\npath = "pii-check.wasm"\non_error = "{on_error}"\nsnapshot = false\ntimeout_ms = 10_000\n'
         f'allowed_hosts = ["{granted}"]\nallowed_networks = ["127.0.0.1"]\nhttp_methods = ["POST"]\n'
         f'[plugin.config]\nurl = "{url}/classify"\ntool = "{tool}"\n\n'
         for name, tool, url, granted, on_error in plugins

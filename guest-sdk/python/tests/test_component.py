@@ -435,7 +435,8 @@ def test_http_through_the_host(tmp_path_factory: pytest.TempPathFactory, tmp_pat
     host = Host(component, tmp_path)
     (host.plugins / "toolgate.toml").write_text(
         f'[[plugin]]\npath = "guard.wasm"\nallowed_hosts = ["{echo_server}"]\n'
-        'allowed_networks = ["127.0.0.1"]\nhttp_methods = ["GET", "POST"]\n')
+        'allowed_networks = ["127.0.0.1"]\nhttp_methods = ["GET", "POST"]\n'
+        'timeout_ms = 10_000\n')  # waiting counts: a busy machine is no http-failed
     ungranted = echo_server.rsplit(":", 1)[0] + ":9"  # the same address, another port
     calls = [
         {"method": "POST", "url": f"{echo_server}/201", "headers": [["x-one", "1"], ["x-two", "2"]], "body": "hi é"},
