@@ -184,6 +184,16 @@ def check(
     return json.loads(proc.stdout)
 
 
+def listing(toolgate_bin: Path, plugins: Path) -> dict[str, Any]:
+    """What `toolgate list` prints for the directory."""
+    proc = subprocess.run(
+        [str(toolgate_bin), "list", "--plugins", str(plugins)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, f"toolgate list failed ({proc.returncode}): {proc.stderr}"
+    return json.loads(proc.stdout)
+
+
 def replay(
     toolgate_bin: Path, plugins: Path, lines: list[dict[str, Any]], *options: str
 ) -> list[dict[str, Any]]:

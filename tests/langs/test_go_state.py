@@ -16,14 +16,12 @@ plugin directory of its own with a manifest giving it a config.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import replay, steering_event
+from conftest import listing, replay, steering_event
 
 CANCEL_EMAIL = {
     "action": "skip",
@@ -51,16 +49,6 @@ def manifest_dir(plugins_root: Path, tmp: Path, lang: str, guard: str, plugins: 
         for name, config in plugins.items()
     ))
     return out
-
-
-def listing(toolgate_bin: Path, plugins: Path) -> dict[str, Any]:
-    """What `toolgate list` prints for the directory."""
-    proc = subprocess.run(
-        [str(toolgate_bin), "list", "--plugins", str(plugins)],
-        capture_output=True, text=True, timeout=900,
-    )
-    assert proc.returncode == 0, f"toolgate list failed ({proc.returncode}): {proc.stderr}"
-    return json.loads(proc.stdout)
 
 
 def call(run: str, tool: str, state: dict[str, Any] | None = None) -> dict[str, Any]:

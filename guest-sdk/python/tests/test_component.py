@@ -11,13 +11,15 @@ componentize-py build per guard (~30 s) and one compile of it (cached).
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import re
 import subprocess
 import textwrap
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -375,3 +377,92 @@ def test_validate_config_refuses_at_load(stateful: Path, tmp_path: Path) -> None
     (crashed,) = errors("crash = {}")
     assert crashed.startswith(f"{host.plugins}/toolgate.toml:3 ({host.plugins}/guard.wasm): plugin `guard` refuses its config: "
                               "validate-config faulted ("), crashed
+
+
+# A guard that sends the request its args describe and steers with what came
+# back: the status, the x-* response headers and the body.
+FETCH_GUARD = '''
+import json
+from toolgate_guest import http, steer
+
+
+def on_before_tool_call(event):
+    a = event.args
+    answer = http.send(a["method"], a["url"], [tuple(h) for h in a.get("headers", [])], a.get("body", ""))
+    return steer(json.dumps({"status": answer.status, "ok": answer.ok, "text": answer.text(),
+                             "x": [[k, v] for k, v in answer.headers if k.startswith("x-")],
+                             "answer": answer.header("X-Answer")}))
+'''
+
+
+class Echo(http.server.BaseHTTPRequestHandler):
+    """Answers `/<status>` with that status, an `x-answer` header and, as
+    JSON, the method, path, x-* headers and body it was sent."""
+
+    def do_any(self) -> None:
+        n = int(self.headers.get("content-length") or 0)
+        body = json.dumps({
+            "method": self.command, "path": self.path,
+            "x": [[k.lower(), v] for k, v in self.headers.items() if k.lower().startswith("x-")],
+            "body": self.rfile.read(n).decode(),
+        }).encode()
+        self.send_response(int(self.path.strip("/") or 200))
+        self.send_header("x-answer", "42")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def echo_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join()
+
+
+def test_http_through_the_host(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, echo_server: str) -> None:
+    component = build_guard(tmp_path_factory, "fetch", FETCH_GUARD)
+    assert sorted(read_component_file(component).import_names()) == [
+        f"{PKG}/{i}{VER}" for i in ("host", "http", "types")]
+    host = Host(component, tmp_path)
+    (host.plugins / "toolgate.toml").write_text(
+        f'[[plugin]]\npath = "guard.wasm"\nallowed_hosts = ["{echo_server}"]\n'
+        'allowed_networks = ["127.0.0.1"]\nhttp_methods = ["GET", "POST"]\n'
+        'timeout_ms = 10_000\n')  # waiting counts: a busy machine is no http-failed
+    ungranted = echo_server.rsplit(":", 1)[0] + ":9"  # the same address, another port
+    calls = [
+        {"method": "POST", "url": f"{echo_server}/201", "headers": [["x-one", "1"], ["x-two", "2"]], "body": "hi é"},
+        {"method": "get", "url": f"{echo_server}/404"},
+        {"method": "PUT", "url": f"{echo_server}/200"},
+        {"method": "GET", "url": f"{ungranted}/200"},
+    ]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"seam": "steering", "event": {
+        "run_id": "r", "tool_name": "t", "call_id": f"c{i}", "args": args}}) + "\n"
+        for i, args in enumerate(calls)))
+    proc = subprocess.run([str(host.binary), "replay", "--plugins", str(host.plugins), "--json", str(trace)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = [json.loads(line) for line in proc.stdout.split("\n--\n")[0].splitlines()]
+
+    def answered(d: dict[str, Any]) -> dict[str, Any]:
+        assert d["trace"][0].get("fault") is None, d
+        got = json.loads(d["result"]["content"])
+        got["text"] = json.loads(got["text"])
+        return got
+
+    assert answered(out[0]) == {"status": 201, "ok": True, "answer": "42", "x": [["x-answer", "42"]], "text": {
+        "method": "POST", "path": "/201", "x": [["x-one", "1"], ["x-two", "2"]], "body": "hi é"}}
+    assert answered(out[1]) == {"status": 404, "ok": False, "answer": "42", "x": [["x-answer", "42"]], "text": {
+        "method": "GET", "path": "/404", "x": [], "body": ""}}
+    # Off the grant: the method, then the port. Nothing is sent; the call traps.
+    assert [d["trace"][0]["fault"] for d in out[2:]] == ["http-denied", "http-denied"], out[2:]
+    assert [d["result"] for d in out[2:]] == [None, None]

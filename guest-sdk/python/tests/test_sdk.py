@@ -265,6 +265,8 @@ def test_the_generated_world_imports_and_exports_only_what_the_guard_uses(tmp_pa
     assert world_items(tmp_path, ["steering", "result"], state=True, config=True) == [
         ("import", "host"), ("import", "state"), ("export", "steering"), ("export", "result"),
         ("export", "config")]
+    assert world_items(tmp_path, ["steering"], http=True) == [
+        ("import", "host"), ("import", "http"), ("export", "steering")]
 
 
 def test_copy_wit_refuses_another_package_or_version(tmp_path: Path) -> None:

@@ -125,7 +125,7 @@ def test_the_state_module_is_reachable_from_the_package() -> None:
     ("state = 1\nfrom other import state\n", False),
 ])
 def test_the_build_imports_state_only_for_a_guard_that_uses_it(source: str, uses: bool) -> None:
-    assert build.imports_state(source) is uses
+    assert build.imports_module(source, "state") is uses
 
 
 def load(tmp_path: Path, source: str, name: str = "g") -> ModuleType:

@@ -21,6 +21,7 @@ the WIT records (``toolgate:guard/types@0.2.0``) in snake_case, with the JSON
 fields (``args``, ``state``, ``result``) already parsed. Every hook call runs
 in a brand-new instance: nothing in memory survives from one call to the
 next; what a guard must remember it keeps with :mod:`toolgate_guest.state`.
+A guard granted outbound HTTP reaches it with :mod:`toolgate_guest.http`.
 
 A guard may also define ``validate_config(config)`` (a method, or a
 module-level function beside the hooks): the build then exports the
@@ -50,7 +51,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
-from toolgate_guest import state
+from toolgate_guest import http, state
 
 __all__ = [
     "BeforeToolCallEvent",

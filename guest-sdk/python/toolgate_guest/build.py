@@ -1,7 +1,7 @@
 """Builds a Python guard into a toolgate component.
 
     toolgate-guest-build guard.py -o guard.wasm [--class NAME] [--seams LIST]
-                         [--state] [--wasi] [--wit PATH] [-p DIR]... [--keep-temp DIR]
+                         [--state] [--http] [--wasi] [--wit PATH] [-p DIR]... [--keep-temp DIR]
 
 1. Imports ``guard.py`` on the build machine to find the guard: the one
    :class:`toolgate_guest.Guard` subclass it defines (or ``--class``), else
@@ -9,16 +9,16 @@
    the deprecated names such as ``before_tool_call`` still count).
    Its seams are the hooks it implements (``--seams`` narrows them); it
    exports ``config`` when it defines ``validate_config``, and imports
-   ``state`` when the guard file imports ``toolgate_guest.state`` (or with
-   ``--state``).
+   ``state`` (``http``) when the guard file imports ``toolgate_guest.state``
+   (``toolgate_guest.http``), or with ``--state`` (``--http``).
 2. Writes a build directory: a copy of the WIT, the SDK's runtime modules, the
    guard module and a generated app module that maps each exported interface
    to the guard's methods.
 3. Runs componentize-py for a world generated into the build's copy of the
-   WIT that imports ``host`` (and ``state`` when used) and exports only what
-   the guard implements: the host consults a guard only at the seams its
-   component exports, and gives a call state only when its component imports
-   it. WASI imports are replaced by trapping stubs unless ``--wasi`` is given.
+   WIT that imports ``host`` (and ``state``, ``http`` when used) and exports
+   only what the guard implements: the host consults a guard only at the
+   seams its component exports, and gives a call state (a network) only when
+   its component imports it. WASI imports are replaced by trapping stubs unless ``--wasi`` is given.
 4. Reads the component back and checks its exports and its imports.
 """
 
@@ -51,7 +51,7 @@ WIT_PACKAGE = "toolgate:guard"
 WIT_VERSION = "0.2.0"
 
 _APP_MODULE = "_toolgate_guest_app"
-_RUNTIME_FILES = ("__init__.py", "_exports.py", "state.py")
+_RUNTIME_FILES = ("__init__.py", "_exports.py", "state.py", "http.py")
 _RESERVED_MODULES = {_APP_MODULE, "toolgate_guest", "wit_world", "componentize_py_types",
                      "componentize_py_runtime", "componentize_py_async_support", "poll_loop"}
 
@@ -72,6 +72,8 @@ class Target:
     config: bool = False
     #: Whether its component imports ``state``.
     state: bool = False
+    #: Whether its component imports ``http``.
+    http: bool = False
 
 
 # ------------------------------------------------------------------ discovery
@@ -108,37 +110,40 @@ def module_name(path: Path) -> str:
     return name
 
 
-def imports_state(source: str) -> bool:
-    """Whether guard source text imports :mod:`toolgate_guest.state`.
+def imports_module(source: str, name: str) -> bool:
+    """Whether guard source text imports the SDK's module ``name`` (``state``
+    or ``http``).
 
     Any of ``from toolgate_guest import state``, ``from toolgate_guest.state
     import ...``, ``import toolgate_guest.state``, or ``X.state`` where ``X``
     is bound by ``import toolgate_guest [as X]``.
     """
     tree = ast.parse(source)
+    module = f"toolgate_guest.{name}"
     package_names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0:
-            if node.module == "toolgate_guest.state":
+            if node.module == module:
                 return True
-            if node.module == "toolgate_guest" and any(a.name == "state" for a in node.names):
+            if node.module == "toolgate_guest" and any(a.name == name for a in node.names):
                 return True
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name == "toolgate_guest.state":
+                if alias.name == module:
                     return True
                 if alias.name == "toolgate_guest":
                     package_names.add(alias.asname or alias.name)
-    return any(isinstance(node, ast.Attribute) and node.attr == "state"
+    return any(isinstance(node, ast.Attribute) and node.attr == name
                and isinstance(node.value, ast.Name) and node.value.id in package_names
                for node in ast.walk(tree))
 
 
 def find_target(module: ModuleType, class_name: Optional[str] = None,
-                seams: Optional[Sequence[str]] = None, state: bool = False) -> Target:
+                seams: Optional[Sequence[str]] = None, state: bool = False,
+                http: bool = False) -> Target:
     """Finds the guard in a module, the seams it implements, whether it
-    checks its config and whether it uses state (``state``: it does, whatever
-    its source says)."""
+    checks its config and whether it uses state and http (``state``,
+    ``http``: it does, whatever its source says)."""
     where = getattr(module, "__file__", module.__name__)
     if class_name is not None:
         cls = getattr(module, class_name, None)
@@ -179,7 +184,8 @@ def find_target(module: ModuleType, class_name: Optional[str] = None,
         found = [s for s in SEAMS if s in seams]
     source = Path(where).read_text() if isinstance(where, str) and Path(where).is_file() else ""
     return Target(module, class_name, found, config=validates_config(guard),
-                  state=state or imports_state(source))
+                  state=state or imports_module(source, "state"),
+                  http=http or imports_module(source, "http"))
 
 
 # ---------------------------------------------------------------- generation
@@ -215,16 +221,17 @@ def escape_wit_keywords(text: str) -> str:
 GUEST_WORLD = "toolgate-guest"
 
 
-def world_for(seams: Sequence[str], *, state: bool = False, config: bool = False) -> tuple[str, str]:
+def world_for(seams: Sequence[str], *, state: bool = False, http: bool = False,
+              config: bool = False) -> tuple[str, str]:
     """The world to build a guard against, and the WIT that declares it.
 
-    A world importing `host` (and `state` when the guard uses it) and
+    A world importing `host` (and `state`, `http` when the guard uses them) and
     exporting just the guard's seams (and `config` when it checks its
     config), added to the build's copy of the WIT: the contract's per-seam
     worlds import `state` and `http` whether a guard uses them or not, and
     componentize-py 0.25.1 panics when asked to merge several `-w` worlds.
     """
-    imports = ["host"] + (["state"] if state else [])
+    imports = ["host"] + (["state"] if state else []) + (["http"] if http else [])
     exports = [f"%{seam}" for seam in seams] + (["config"] if config else [])
     body = "".join(f"    import {i};\n" for i in imports) + "".join(f"    export {e};\n" for e in exports)
     what = ", ".join(seams) + (" and config" if config else "")
@@ -271,7 +278,8 @@ def app_source(module: str, class_name: Optional[str], seams: Sequence[str], con
 
 def write_build_dir(root: Path, guard_path: Path, target: Target, wit: Path) -> Path:
     """Lays out the WIT copy and the app directory; returns the app directory."""
-    copy_wit(wit, root / "wit", world_for(target.seams, state=target.state, config=target.config)[1])
+    copy_wit(wit, root / "wit", world_for(target.seams, state=target.state, http=target.http,
+                                          config=target.config)[1])
     app = root / "app"
     sdk = app / "toolgate_guest"
     sdk.mkdir(parents=True)
@@ -317,10 +325,10 @@ def componentize_command(wit: Path, app: Path, out: Path,
 
 
 def verify(out: Path, seams: Sequence[str], wasi: bool, *, state: bool = False,
-           config: bool = False) -> List[str]:
+           http: bool = False, config: bool = False) -> List[str]:
     """Checks the component's exports (its seams, and ``config`` when asked)
-    and its imports (``host``, ``types``, and ``state`` when asked); returns
-    its imports."""
+    and its imports (``host``, ``types``, and ``state``, ``http`` when
+    asked); returns its imports."""
     info = read_component_file(out)
     prefix = f"{WIT_PACKAGE}/"
     suffix = f"@{WIT_VERSION}"
@@ -329,7 +337,8 @@ def verify(out: Path, seams: Sequence[str], wasi: bool, *, state: bool = False,
     expected = sorted([*seams, *(["config"] if config else [])])
     if exported != expected:
         raise BuildError(f"{out}: exports {exported}, expected {expected}")
-    allowed = {f"{prefix}{name}{suffix}" for name in ("host", "types", *(["state"] if state else []))}
+    used = [name for name, on in (("state", state), ("http", http)) if on]
+    allowed = {f"{prefix}{name}{suffix}" for name in ("host", "types", *used)}
     bad = [n for n in info.import_names()
            if n not in allowed and not (wasi and n.startswith("wasi:"))]
     if bad:
@@ -338,7 +347,8 @@ def verify(out: Path, seams: Sequence[str], wasi: bool, *, state: bool = False,
 
 
 def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
-          seams: Optional[Sequence[str]] = None, state: bool = False, wasi: bool = False,
+          seams: Optional[Sequence[str]] = None, state: bool = False, http: bool = False,
+          wasi: bool = False,
           wit: Optional[Path] = None, extra_paths: Sequence[Path] = (),
           keep_temp: Optional[Path] = None, quiet: bool = False) -> Target:
     """Builds `guard_path` into the component `out`; returns what it built."""
@@ -351,7 +361,7 @@ def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
         raise BuildError(f"{wit}: WIT not found; pass --wit or set TOOLGATE_WIT")
     extra = [p.resolve() for p in extra_paths]
     check_componentize_py()
-    target = find_target(load_module(guard_path, extra), class_name, seams, state)
+    target = find_target(load_module(guard_path, extra), class_name, seams, state, http)
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="toolgate-guest-") as tmp:
@@ -370,7 +380,8 @@ def build(guard_path: Path, out: Path, *, class_name: Optional[str] = None,
             detail = detail.split("\nStack backtrace:")[0]
             raise BuildError(f"componentize-py failed for {guard_path.name}:\n{detail}")
         try:
-            imports = verify(partial, target.seams, wasi, state=target.state, config=target.config)
+            imports = verify(partial, target.seams, wasi, state=target.state, http=target.http,
+                             config=target.config)
         except BuildError:
             partial.unlink(missing_ok=True)
             raise
@@ -396,6 +407,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", action="store_true",
                    help="import the host's state interface even if the guard file does not import "
                    "toolgate_guest.state (say, a module bundled with -p uses it)")
+    p.add_argument("--http", action="store_true",
+                   help="import the host's http interface even if the guard file does not import "
+                   "toolgate_guest.http")
     p.add_argument("--wasi", action="store_true",
                    help="keep the WASI imports (default: stubbed; a stub traps if called)")
     p.add_argument("--wit", type=Path, help="the WIT file or directory (default: $TOOLGATE_WIT, "
@@ -411,7 +425,8 @@ def run(args: argparse.Namespace) -> int:
     out = args.output or args.guard.with_suffix(".wasm")
     seams = [s.strip() for s in args.seams.split(",") if s.strip()] if args.seams else None
     try:
-        build(args.guard, out, class_name=args.class_name, seams=seams, state=args.state, wasi=args.wasi,
+        build(args.guard, out, class_name=args.class_name, seams=seams, state=args.state, http=args.http,
+              wasi=args.wasi,
               wit=args.wit, extra_paths=args.paths, keep_temp=args.keep_temp, quiet=args.quiet)
     except BuildError as exc:
         print(f"toolgate-guest-build: error: {exc}", file=sys.stderr)

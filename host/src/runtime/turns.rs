@@ -240,7 +240,9 @@ impl Threads {
                     tracing::debug!("long-call thread keeps the default priority: {e}");
                 }
             })
-            .enable_time()
+            // IO too: a long call's outbound HTTP (`http.send`) connects
+            // from these threads.
+            .enable_all()
             .build();
         match runtime {
             Ok(runtime) => Threads(Some(runtime)),

@@ -243,6 +243,31 @@ async fn a_granted_host_is_reached_and_its_answer_handed_back() {
     assert_eq!((up.hits("/echo"), up.hits("/classify")), (1, 1));
 }
 
+/// A call that has turned long runs on the long lane's threads: its
+/// requests connect from there (those threads once had no IO driver, and
+/// the first connect panicked the host).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_call_reaches_its_host_from_the_long_lane() {
+    let up = Upstream::start().await;
+    let e = engine();
+    let spec = PluginSpec {
+        name: "fetcher".into(),
+        config: json!({"spin": 10_000_000, "requests": [{"url": up.url("/echo")}]}),
+        prepared: toolgate::Depth::Fixed(0),
+        http: grant(&[up.url("")], &[]),
+        ..PluginSpec::new(FETCHER)
+    };
+    let f = Arc::new(Plugin::load(&e, spec).await.expect("the fetcher loads"));
+    let d = chain(&[&f])
+        .steering(&steering("send_email", json!({})), &no_state())
+        .await;
+    // Long: past the 2 M fuel after which a call takes turns on the lane.
+    assert!(d.trace[0].fuel_used > 2_000_000, "{:?}", d.trace[0]);
+    let answers: Value = serde_json::from_str(&d.result.expect("answered").content).expect("json");
+    assert_eq!(answers[0]["status"], 200);
+    assert_eq!(up.hits("/echo"), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_way_off_the_grant_is_refused_before_anything_is_sent() {
     let (up, other) = (Upstream::start().await, Upstream::start().await);

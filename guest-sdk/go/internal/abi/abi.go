@@ -3,7 +3,7 @@
 // Package abi is the canonical-ABI glue between Go and the
 // toolgate:guard@0.2.0 contract: the allocator the host lowers arguments
 // with, lifting of arguments, lowering of results, and the host imports
-// (host and state).
+// (host, state and http).
 //
 // The allocator never touches the Go heap. A Go garbage collection that
 // starts inside cabi_realloc would call a WASI import (the clock), and a
@@ -315,3 +315,39 @@ func StateAdd(scope uint32, key string, delta int64, hasTTL bool, ttlMs uint64) 
 
 // StateReset does nothing on wasm: state belongs to the host.
 func StateReset() {}
+
+// --- http import --------------------------------------------------------------
+//
+// Imported only when a guard links the http package. The response is lowered
+// through cabi_realloc into the arena, copied into Go memory at once and the
+// arena reset, as for state.get.
+
+//go:wasmimport toolgate:guard/http@0.2.0 send
+func httpSend(method unsafe.Pointer, methodLen uint32, url unsafe.Pointer, urlLen uint32,
+	headers, headersLen uint32, body unsafe.Pointer, bodyLen uint32, ret unsafe.Pointer)
+
+// responseRet is the canonical-ABI layout of http's response: status (u16)
+// at 0, headers (ptr, len) at 4 and 8, body (ptr, len) at 12 and 16.
+type responseRet struct {
+	status                 uint16
+	_                      [2]byte
+	headersPtr, headersLen uint32
+	bodyPtr, bodyLen       uint32
+}
+
+var sendRet responseRet
+
+// HTTPSend calls http.send. Headers come and go as flat name, value pairs:
+// a list<tuple<string, string>> is laid out as a list<string> twice as long.
+func HTTPSend(method, url string, headers []string, body []byte) (uint16, []string, []byte) {
+	hp, _ := StrList(headers)
+	sendRet = responseRet{}
+	httpSend(unsafe.Pointer(unsafe.StringData(method)), uint32(len(method)),
+		unsafe.Pointer(unsafe.StringData(url)), uint32(len(url)),
+		hp, uint32(len(headers)/2),
+		unsafe.Pointer(unsafe.SliceData(body)), uint32(len(body)), unsafe.Pointer(&sendRet))
+	gotHeaders := Strings(sendRet.headersPtr, 2*sendRet.headersLen)
+	gotBody := Bytes(sendRet.bodyPtr, sendRet.bodyLen)
+	ResetArena()
+	return sendRet.status, gotHeaders, gotBody
+}

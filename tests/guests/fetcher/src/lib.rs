@@ -2,11 +2,13 @@
 //! configuration lists, for the host's outbound HTTP tests. Steering only.
 //!
 //! ```json
-//! {"requests": [{"method"?: "GET", "url": "...", "headers"?: [["k", "v"]],
+//! {"spin"?: N, "requests": [{"method"?: "GET", "url": "...", "headers"?: [["k", "v"]],
 //!                "body"?: "...", "body_bytes"?: 1000}, ...]}
 //! ```
 //!
-//! `url` may hold `{call_id}`, replaced by the call's id. `body_bytes`
+//! `spin` runs a loop of N steps before the first request (a call long
+//! enough to have moved onto the host's long lane). `url` may hold
+//! `{call_id}`, replaced by the call's id. `body_bytes`
 //! sends that many `x`s instead of `body`. It skips (`is_error` false) with
 //! a JSON array, one entry per request: `{"status": N, "body": "<text>",
 //! "headers": {...}}`. A request the host refuses traps the call, so the
@@ -22,6 +24,10 @@ struct Fetcher;
 impl SteeringGuard for Fetcher {
     fn on_before_tool_call(event: BeforeToolCallEvent) -> Verdict {
         let config = toolgate_guest::config();
+        let mut spun = 0u64;
+        for i in 0..config["spin"].as_u64().unwrap_or(0) {
+            spun = std::hint::black_box(spun.wrapping_add(i));
+        }
         let mut answers = Vec::new();
         for r in config["requests"].as_array().into_iter().flatten() {
             let url = r["url"]
