@@ -56,6 +56,7 @@ mod hostile;
 mod http_limits;
 mod logged;
 mod manifest;
+mod new_guard;
 mod oci_registry;
 mod outbound;
 mod prepared;

@@ -1,6 +1,7 @@
 //! The `toolgate` command: check one event, replay a trace, list plugins,
 //! serve the seams over HTTP, build a guard, see and clear guards' state,
-//! push a guard to an OCI registry, run guards' unit tests.
+//! push a guard to an OCI registry, start a guard project and run guards'
+//! unit tests.
 //! Each subcommand lives in its own module; this one parses the command
 //! line and dispatches.
 
@@ -11,6 +12,7 @@ mod cases;
 mod check;
 mod junit;
 mod list;
+mod new;
 mod push;
 mod replay;
 mod serve;
@@ -75,6 +77,9 @@ enum Command {
     /// Show or clear guards' state: in a Redis store (`--state redis://...`) or a running
     /// `toolgate serve`'s (`--server http://...`).
     State(state::StateArgs),
+    /// Write a new guard project (source with stubbed hooks, build configuration,
+    /// README, a case file) that `toolgate build .` builds and `toolgate test` passes.
+    New(new::NewArgs),
     /// Run guards' unit tests: the cases of `*.test.toml` files, each through the real
     /// chain; prints each failing case with what differs and `N passed, N failed`.
     Test(test::TestArgs),
@@ -147,5 +152,6 @@ async fn run(cli: Cli) -> Result<()> {
         Command::State(args) => state::run(args).await,
         Command::Push(args) => push::run(args).await,
         Command::Test(args) => test::run(args).await,
+        Command::New(args) => new::run(args),
     }
 }
