@@ -256,3 +256,69 @@ expect = { action = "proceed" }
     );
     assert!(err.contains("config: run_limit must be 0 or more"), "{err}");
 }
+
+#[test]
+fn check_and_bench_read_the_cases_events() {
+    let dir = case_dir(&[("sql-guard.wasm", toolgate_tests::SQL_GUARD)], SQL_CASES);
+    let file = dir.path().join("guard.test.toml").display().to_string();
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .env("TOOLGATE_LOG", "error")
+            .output()
+            .expect("run toolgate")
+    };
+    // check: each selected case's decision, with its name.
+    let out = run(&["check", "--cases", &file, "--case", "no where"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(decision["case"], "no where");
+    assert_eq!(decision["result"]["action"], "skip");
+    assert_eq!(decision["trace"][0]["plugin"], "sql-guard");
+    // The same events through another directory's chain (here: no guard).
+    let empty = tempfile::tempdir().expect("tempdir");
+    let plugins = empty.path().display().to_string();
+    let out = run(&[
+        "check",
+        "--cases",
+        &file,
+        "--plugins",
+        &plugins,
+        "--case",
+        "no where",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let decision: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(decision["result"], serde_json::Value::Null);
+    // --cases and --event are one or the other.
+    let out = run(&["check", "--cases", &file, "--seam", "steering"]);
+    assert_eq!(out.status.code(), Some(2));
+    // bench: the cases' events, measured on the case file's guards.
+    let out = run(&[
+        "bench",
+        "--cases",
+        &file,
+        "--seconds",
+        "0.05",
+        "--concurrency",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["seams"][0]["seam"], "steering");
+    assert_eq!(report["seams"][0]["events"], 2);
+    assert_eq!(report["seams"][0]["guards"][0]["plugin"], "sql-guard");
+    let out = run(&[
+        "bench",
+        "--cases",
+        &file,
+        "--case",
+        "with",
+        "--seconds",
+        "0.05",
+        "--json",
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["seams"][0]["events"], 1);
+}
