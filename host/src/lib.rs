@@ -98,7 +98,9 @@ pub use serve::tokens::TenantTokens;
 
 /// `toolgate.toml`, the manifest of a plugin directory (`docs/plugins.md`).
 pub mod manifest {
-    pub use crate::load::manifest::{Entry, FILE_NAME, Manifest, Remote, Scope};
+    pub use crate::load::manifest::{
+        Entry, FILE_NAME, Manifest, Remote, Scope, key_path, line_of, toml_to_json,
+    };
 }
 
 /// Plugins fetched by digest from a URL or an OCI registry, and publishing

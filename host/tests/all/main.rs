@@ -38,10 +38,12 @@
 //! | state budgets fault by class (`state-budget`, `state-invalid`) and commit nothing | `state::{memory,redis}::budgets_fault_by_class_and_commit_nothing`, `state::{memory,redis}::expiries_of_zero_short_and_huge_do_what_the_contract_says` |
 //! | `validate-config` refuses a bad config at load with the guard's message | `state::a_bad_config_is_refused_at_load_with_the_guards_message` |
 //! | a guard built against `0.1.0` loads and decides as before | `state::a_guard_built_against_0_1_0_loads_and_decides_as_before`, every hand-written WAT guard (`contract::WIT` is `0.1.0`) |
+//! | `toolgate test`: cases through the real chain; one line per failing case with what differs, `N passed, N failed`, exit 1; a bad file is one line naming file, line and key, exit 2; JUnit XML with the counts; fault classes under the real limits | `case_files::*`; every example's `*.test.toml` in `scripts/test` |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
 mod cache;
+mod case_files;
 mod chains;
 mod cli;
 mod compiles;
@@ -54,6 +56,7 @@ mod hostile;
 mod http_limits;
 mod logged;
 mod manifest;
+mod new_guard;
 mod oci_registry;
 mod outbound;
 mod prepared;

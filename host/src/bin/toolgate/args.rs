@@ -345,16 +345,50 @@ pub(crate) async fn open_registry(
             dir.display()
         )));
     }
-    let (engine, policy) = policy.resolve()?;
-    let engine = Engine::new(engine)?;
-    let options = toolgate::RegistryOptions {
-        cache: cache.cache(),
-        policy,
-        load: load.limits()?,
-    };
+    let (engine, options) = engine_for(cache, load, policy)?;
     Ok(if global_only {
         toolgate::Registry::start_with(engine, dir, options).await?
     } else {
         toolgate::Registry::open_with(engine, dir, options).await?
+    })
+}
+
+/// The engine and the registry options a command's flags describe.
+pub(crate) fn engine_for(
+    cache: &CacheArgs,
+    load: &LoadArgs,
+    policy: &PolicyArgs,
+) -> Result<(Engine, toolgate::RegistryOptions)> {
+    let (engine, policy) = policy.resolve()?;
+    let engine = Engine::new(engine)?;
+    let options = toolgate::RegistryOptions {
+        policy,
+        ..registry_options(cache, load)?
+    };
+    Ok((engine, options))
+}
+
+/// An engine for `state` under the default policy, and a maker of the
+/// registry options `cache` and `load` describe, for commands that open
+/// several registries on one engine (`toolgate test`).
+pub(crate) fn engine_with_state(state: &StateArg) -> Result<Engine> {
+    let policy = PolicyArgs {
+        state: state.clone(),
+        ..PolicyArgs::default()
+    };
+    let (engine, _) = policy.resolve()?;
+    Ok(Engine::new(engine)?)
+}
+
+/// The registry options `cache` and `load` describe, under the default
+/// policy.
+pub(crate) fn registry_options(
+    cache: &CacheArgs,
+    load: &LoadArgs,
+) -> Result<toolgate::RegistryOptions> {
+    Ok(toolgate::RegistryOptions {
+        cache: cache.cache(),
+        policy: toolgate::Policy::default(),
+        load: load.limits()?,
     })
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 use anyhow::Result;
 use toolgate::bench::{Report, Settings};
 
-use crate::args::{CacheArgs, LoadArgs, StateArg, open};
+use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state, open};
 use crate::bad;
+use crate::cases::{CaseFile, Chains};
 use crate::replay::{parse_line, read_trace};
 
 /// The events measured when no trace is given: the bundled example trace.
@@ -16,16 +17,23 @@ const EXAMPLE_TRACE: &str = include_str!("../../../../examples/trace.jsonl");
 /// `toolgate bench`'s options.
 #[derive(clap::Args)]
 pub(crate) struct BenchArgs {
-    /// The plugin directory.
-    #[arg(long)]
-    plugins: PathBuf,
+    /// The plugin directory (with --cases: default, the case file's `[[plugin]]` entries).
+    #[arg(long, required_unless_present = "cases")]
+    plugins: Option<PathBuf>,
     /// Measure this tenant's chain (the global chain, then the tenant's own).
     #[arg(long)]
     tenant: Option<String>,
     /// The calls to make, as a JSON-lines trace like `replay`'s. Default: the bundled
     /// example events (one of each seam).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cases")]
     trace: Option<PathBuf>,
+    /// Measure the events of a case file's cases (`*.test.toml`, see `toolgate test`)
+    /// instead of a trace.
+    #[arg(long)]
+    cases: Option<PathBuf>,
+    /// With --cases: only the cases whose name contains this.
+    #[arg(long, requires = "cases")]
+    case: Option<String>,
     /// Seconds each measurement window lasts (per guard, and per seam under load).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
@@ -65,17 +73,38 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
         .map(toolgate::TenantName::try_from)
         .transpose()
         .map_err(|e| bad(e.to_string()))?;
-    let lines = match &args.trace {
-        Some(file) => read_trace(file)?,
-        None => EXAMPLE_TRACE
+    let case_file = args.cases.as_deref().map(CaseFile::read).transpose()?;
+    let lines = match (&args.trace, &case_file) {
+        (_, Some(file)) => file
+            .selected(args.case.as_deref())
+            .map(|c| (c.line, c.request.clone()))
+            .collect(),
+        (Some(file), None) => read_trace(file)?,
+        (None, None) => EXAMPLE_TRACE
             .lines()
             .enumerate()
             .map(|(i, line)| Ok((i + 1, parse_line(line)?)))
             .collect::<Result<_>>()?,
     };
+    if lines.is_empty() {
+        return Err(bad("no case matches"));
+    }
     let events: Vec<_> = lines.into_iter().map(|(_, r)| (r.event, r.state)).collect();
-    let registry = open(&args.plugins, &args.cache, &args.load, &args.state).await?;
-    let set = registry.plugin_set();
+    // Keeps the case file's plugin directory (and its registry) alive.
+    let mut chains = None;
+    let registry;
+    let set = match (&args.plugins, &case_file) {
+        (Some(dir), _) => {
+            registry = open(dir, &args.cache, &args.load, &args.state).await?;
+            registry.plugin_set()
+        }
+        (None, Some(file)) => {
+            let engine = engine_with_state(&args.state)?;
+            let c = chains.insert(Chains::new(file, engine, &args.cache, &args.load));
+            c.set(None).await?
+        }
+        (None, None) => return Err(bad("give --plugins, or --cases")),
+    };
     let settings = Settings {
         window: Duration::from_secs_f64(args.seconds),
         concurrency: args.concurrency,
@@ -84,10 +113,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let report =
         toolgate::bench::measure(chain, tenant.map(String::from), &events, &settings).await?;
     if report.seams.is_empty() {
-        return Err(bad(format!(
-            "nothing to measure: no guard in {} subscribes to a seam the trace has events for",
-            args.plugins.display()
-        )));
+        return Err(bad(
+            "nothing to measure: no guard subscribes to a seam the events are for",
+        ));
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -246,37 +246,38 @@ fn build_rust(dir: &Path, out: &Path) -> Result<()> {
 }
 
 /// The language's build script: `<sdk>/<lang>/build`, where `sdk` is
-/// `--sdk`, else `$TOOLGATE_SDK`, else the first `guest-sdk` directory above
-/// the guard or above this executable.
+/// [`sdk_root`]'s.
 fn sdk_script(lang: Lang, sdk: Option<PathBuf>, src: &Path) -> Result<PathBuf> {
-    let script = |root: &Path| root.join(lang.name()).join("build");
+    let probe = format!("{}/build", lang.name());
+    Ok(sdk_root(sdk, src, &probe)?.join(probe))
+}
+
+/// The `guest-sdk` directory holding `probe` (`go/build`, `rust/Cargo.toml`):
+/// `sdk` (`--sdk`), else `$TOOLGATE_SDK`, else the first `guest-sdk`
+/// directory above `near` or above this executable.
+pub(crate) fn sdk_root(sdk: Option<PathBuf>, near: &Path, probe: &str) -> Result<PathBuf> {
     if let Some(root) = sdk.or_else(|| std::env::var_os("TOOLGATE_SDK").map(PathBuf::from)) {
-        let s = script(&root);
-        return if s.is_file() {
-            Ok(s)
+        return if root.join(probe).is_file() {
+            Ok(root)
         } else {
             Err(bad(format!(
-                "the {} SDK's build command {} does not exist",
-                lang.name(),
-                s.display()
+                "the SDK's {} does not exist",
+                root.join(probe).display()
             )))
         };
     }
-    let starts = [src.canonicalize().ok(), std::env::current_exe().ok()];
+    let starts = [near.canonicalize().ok(), std::env::current_exe().ok()];
     starts
         .iter()
         .flatten()
         .flat_map(|start| start.ancestors())
         .map(|dir| dir.join("guest-sdk"))
-        .map(|root| script(&root))
-        .find(|s| s.is_file())
+        .find(|root| root.join(probe).is_file())
         .ok_or_else(|| {
             bad(format!(
-                "cannot find the {} SDK (guest-sdk/{}/build) above {} or this executable; \
+                "cannot find the SDK (guest-sdk/{probe}) above {} or this executable; \
                  pass --sdk <guest-sdk dir> or set TOOLGATE_SDK",
-                lang.name(),
-                lang.name(),
-                src.display()
+                near.display()
             ))
         })
 }

@@ -8,27 +8,35 @@ use serde_json::{Map, Value, json};
 use toolgate::NotDecided;
 use toolgate::{DecideRequest, Seam};
 
-use crate::args::{CacheArgs, LoadArgs, StateArg, open};
+use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state, open};
 use crate::bad;
+use crate::cases::{CaseFile, Chains};
 
 /// `toolgate check`'s options.
 #[derive(clap::Args)]
 pub(crate) struct CheckArgs {
-    /// The plugin directory.
-    #[arg(long)]
-    plugins: PathBuf,
+    /// The plugin directory (with --cases: default, the case file's `[[plugin]]` entries).
+    #[arg(long, required_unless_present = "cases")]
+    plugins: Option<PathBuf>,
     /// The seam: routing, rewrite, steering or result.
-    #[arg(long)]
-    seam: Seam,
+    #[arg(long, required_unless_present = "cases", conflicts_with = "cases")]
+    seam: Option<Seam>,
     /// The event as JSON (a file, or - for standard input).
-    #[arg(long)]
-    event: PathBuf,
+    #[arg(long, required_unless_present = "cases", conflicts_with = "cases")]
+    event: Option<PathBuf>,
     /// The hook's state as a JSON object (a file).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cases")]
     state: Option<PathBuf>,
     /// The tenant the call belongs to (runs the global chain, then the tenant's own).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cases")]
     tenant: Option<String>,
+    /// Check the events of a case file's cases (`*.test.toml`, see `toolgate test`)
+    /// instead of --seam/--event: prints each case's decision.
+    #[arg(long)]
+    cases: Option<PathBuf>,
+    /// With --cases: only the cases whose name contains this.
+    #[arg(long, requires = "cases")]
+    case: Option<String>,
     #[command(flatten)]
     cache: CacheArgs,
     #[command(flatten)]
@@ -41,14 +49,20 @@ pub(crate) struct CheckArgs {
 /// place, the `decide` span). Prints the decision; exits 3 when the host
 /// could not decide.
 pub(crate) async fn run(args: CheckArgs) -> Result<()> {
-    if !args.plugins.is_dir() {
+    if let Some(file) = &args.cases {
+        return check_cases(&args, file).await;
+    }
+    let (Some(plugins), Some(seam), Some(event)) = (&args.plugins, args.seam, &args.event) else {
+        return Err(bad("give --plugins, --seam and --event, or --cases"));
+    };
+    if !plugins.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",
-            args.plugins.display()
+            plugins.display()
         )));
     }
-    let request = read_request(&args)?;
-    let registry = open(&args.plugins, &args.cache, &args.load, &StateArg::default()).await?;
+    let request = read_request(&args, seam, event)?;
+    let registry = open(plugins, &args.cache, &args.load, &StateArg::default()).await?;
     let refused = match request.decide(&registry.plugin_set()).await {
         Ok(decision) => {
             println!("{}", serde_json::to_string_pretty(&decision)?);
@@ -56,8 +70,55 @@ pub(crate) async fn run(args: CheckArgs) -> Result<()> {
         }
         Err(refused) => refused,
     };
+    not_decided(&refused)
+}
+
+/// `--cases`: each selected case's event through the chain (`--plugins`,
+/// else the case file's entries with the case's `config`), its decision
+/// printed as JSON with the case's name. Nothing is checked against
+/// `expect`: that is `toolgate test`.
+async fn check_cases(args: &CheckArgs, file: &Path) -> Result<()> {
+    let cases = CaseFile::read(file)?;
+    let selected: Vec<_> = cases.selected(args.case.as_deref()).collect();
+    if selected.is_empty() {
+        return Err(bad(format!("{}: no case matches", file.display())));
+    }
+    let state = StateArg::default();
+    let registry = match &args.plugins {
+        Some(dir) => Some(open(dir, &args.cache, &args.load, &state).await?),
+        None => None,
+    };
+    let mut chains = Chains::new(&cases, engine_with_state(&state)?, &args.cache, &args.load);
+    for case in selected {
+        let set = match &registry {
+            Some(r) => r.plugin_set(),
+            None => chains.set(case.config.as_ref()).await?,
+        };
+        match case.request.decide(&set).await {
+            Ok(decision) => println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({
+                    "case": case.name,
+                    "result": decision.result,
+                    "trace": decision.trace,
+                }))?
+            ),
+            Err(refused) => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"case": case.name}))?
+                );
+                not_decided(&refused)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reports a request the host could not decide, and exits 3.
+fn not_decided(refused: &NotDecided) -> Result<()> {
     // The host's doing, not the guards': nothing was decided, so no result.
-    match &refused {
+    match refused {
         NotDecided::Unavailable { trace, .. } => {
             println!(
                 "{}",
@@ -75,7 +136,7 @@ pub(crate) async fn run(args: CheckArgs) -> Result<()> {
 /// The request `--event`, `--state` and `--tenant` describe, checked as a
 /// request body is (`"state": null` is `{}`); an error names the field
 /// (`event.args`) and the files it came from.
-fn read_request(args: &CheckArgs) -> Result<DecideRequest> {
+fn read_request(args: &CheckArgs, seam: Seam, event: &Path) -> Result<DecideRequest> {
     let tenant = args
         .tenant
         .as_deref()
@@ -83,19 +144,16 @@ fn read_request(args: &CheckArgs) -> Result<DecideRequest> {
         .transpose()
         .map_err(|e| bad(format!("--tenant: {e}")))?;
     let mut body = Map::new();
-    body.insert("event".into(), read_json(&args.event, "event")?);
+    body.insert("event".into(), read_json(event, "event")?);
     if let Some(path) = &args.state {
         body.insert("state".into(), read_json(path, "state")?);
     }
-    let mut request = DecideRequest::from_value(args.seam, Value::Object(body)).map_err(|e| {
+    let mut request = DecideRequest::from_value(seam, Value::Object(body)).map_err(|e| {
         let state = match &args.state {
             Some(path) => format!(", the state from {}", source(path)),
             None => String::new(),
         };
-        bad(format!(
-            "{e} (the event from {}{state})",
-            source(&args.event)
-        ))
+        bad(format!("{e} (the event from {}{state})", source(event)))
     })?;
     request.tenant = tenant;
     Ok(request)

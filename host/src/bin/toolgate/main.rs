@@ -1,19 +1,24 @@
 //! The `toolgate` command: check one event, replay a trace, list plugins,
 //! serve the seams over HTTP, build a guard, see and clear guards' state,
-//! push a guard to an OCI registry.
+//! push a guard to an OCI registry, start a guard project and run guards'
+//! unit tests.
 //! Each subcommand lives in its own module; this one parses the command
 //! line and dispatches.
 
 mod args;
 mod bench;
 mod build_guard;
+mod cases;
 mod check;
+mod junit;
 mod list;
+mod new;
 mod push;
 mod replay;
 mod serve;
 mod snapshot;
 mod state;
+mod test;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,6 +77,12 @@ enum Command {
     /// Show or clear guards' state: in a Redis store (`--state redis://...`) or a running
     /// `toolgate serve`'s (`--server http://...`).
     State(state::StateArgs),
+    /// Write a new guard project (source with stubbed hooks, build configuration,
+    /// README, a case file) that `toolgate build .` builds and `toolgate test` passes.
+    New(new::NewArgs),
+    /// Run guards' unit tests: the cases of `*.test.toml` files, each through the real
+    /// chain; prints each failing case with what differs and `N passed, N failed`.
+    Test(test::TestArgs),
     /// Push a component to an OCI registry as a wasm artifact and print its reference
     /// pinned by digest (`registry/repo:tag@sha256:...`), for a manifest's `oci` key.
     Push(push::PushArgs),
@@ -140,5 +151,7 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Snapshot(args) => snapshot::run(args).await,
         Command::State(args) => state::run(args).await,
         Command::Push(args) => push::run(args).await,
+        Command::Test(args) => test::run(args).await,
+        Command::New(args) => new::run(args),
     }
 }

@@ -4,7 +4,7 @@
 use std::ops::Range;
 
 /// The 1-based line holding byte `offset` of `text`.
-pub(super) fn line_of(text: &str, offset: usize) -> usize {
+pub fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
     text.as_bytes()[..end]
         .iter()
@@ -106,4 +106,16 @@ pub(super) fn find_key(text: &str, at: usize) -> Option<FoundKey> {
         path: (!path.is_empty()).then(|| path.trim_start_matches('.').to_string()),
         datetime,
     })
+}
+
+/// The full path of the key (`case[2].expect.action`) a toml error at
+/// `span` of `text` is about: by its place in the parsed document, else by
+/// the text around it. For files of TOML the host reads besides manifests
+/// (`toolgate test`'s case files), so their errors name keys as a
+/// manifest's do.
+pub fn key_path(text: &str, span: Range<usize>) -> Option<String> {
+    match find_key(text, span.start) {
+        Some(found) => found.path,
+        None => key_at(text, span),
+    }
 }

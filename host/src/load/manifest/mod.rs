@@ -55,7 +55,8 @@ mod source;
 mod tables;
 
 pub use crate::load::remote::Remote;
-use locate::{find_key, key_at, line_of};
+use locate::{find_key, key_at};
+pub use locate::{key_path, line_of};
 use tables::{
     LimitError, RawLimits, RawQuarantine, RawShares, apply_quarantine, apply_shares,
     with_limit_keys,

@@ -1,0 +1,301 @@
+//! Case files (`*.test.toml`): a guard's unit tests, the guards they run
+//! (`[[plugin]]`, as a manifest's entries) and the cases (`[[case]]`: an
+//! event, and what the chain must answer). `toolgate test` runs them;
+//! `toolgate check --cases` and `toolgate bench --cases` take their events.
+//! The format is documented in `docs/testing.md`.
+
+mod expect;
+mod plugins;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toml::Spanned;
+use toolgate::manifest::{key_path, line_of, toml_to_json};
+use toolgate::{DecideRequest, Seam, TenantName};
+
+use crate::bad;
+pub(crate) use expect::Expect;
+pub(crate) use plugins::Chains;
+
+/// The suffix that makes a file a case file.
+pub(crate) const SUFFIX: &str = ".test.toml";
+
+/// Largest case file read (1 MiB, as a manifest).
+const MAX_BYTES: u64 = 1 << 20;
+
+/// A parsed and checked case file.
+pub(crate) struct CaseFile {
+    /// Where it was read from.
+    pub(crate) path: PathBuf,
+    /// Its text (for the lines of its `[[plugin]]` keys).
+    text: String,
+    /// Its `[[plugin]]` tables as written, with the span of each.
+    plugins: Vec<Spanned<toml::Table>>,
+    /// Its cases, in order.
+    pub(crate) cases: Vec<Case>,
+}
+
+/// One `[[case]]`.
+pub(crate) struct Case {
+    /// Its `name`.
+    pub(crate) name: String,
+    /// The line its `name` is on.
+    pub(crate) line: usize,
+    /// The event, state and tenant, checked as a request body is.
+    pub(crate) request: DecideRequest,
+    /// The config that replaces the `[[plugin]]` entries' for this case.
+    pub(crate) config: Option<toml::Table>,
+    /// What the chain must answer.
+    pub(crate) expect: Expect,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    plugin: Vec<Spanned<toml::Table>>,
+    #[serde(default)]
+    case: Vec<Spanned<RawCase>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    name: Spanned<String>,
+    seam: Spanned<String>,
+    event: Spanned<toml::Value>,
+    state: Option<Spanned<toml::Value>>,
+    config: Option<Spanned<toml::Table>>,
+    tenant: Option<Spanned<String>>,
+    expect: Option<Spanned<expect::RawExpect>>,
+}
+
+/// A bad case file's error: `file:line: key `k`: message`.
+struct Here<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Here<'_> {
+    fn err(&self, span: Range<usize>, key: &str, message: impl std::fmt::Display) -> anyhow::Error {
+        bad(format!(
+            "{}:{}: key `{key}`: {message}",
+            self.path.display(),
+            line_of(self.text, span.start)
+        ))
+    }
+}
+
+impl CaseFile {
+    /// Reads and checks the case file at `path`: an error names the file,
+    /// the line and the key.
+    pub(crate) fn read(path: &Path) -> Result<CaseFile> {
+        use std::io::Read as _;
+        let file = std::fs::File::open(path)
+            .map_err(|e| bad(format!("case file {}: {e}", path.display())))?;
+        let mut text = String::new();
+        file.take(MAX_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| bad(format!("case file {}: {e}", path.display())))?;
+        if text.len() as u64 > MAX_BYTES {
+            return Err(bad(format!(
+                "case file {}: larger than {} KiB",
+                path.display(),
+                MAX_BYTES >> 10
+            )));
+        }
+        CaseFile::parse(path, text)
+    }
+
+    /// Parses and checks case-file `text` read from `path`.
+    pub(crate) fn parse(path: &Path, text: String) -> Result<CaseFile> {
+        let here = Here { path, text: &text };
+        let raw: RawFile = toml::from_str(&text).map_err(|e| {
+            let span = e.span().unwrap_or(0..0);
+            let key = key_path(&text, span.clone()).unwrap_or_else(|| "-".into());
+            here.err(span, &key, e.message().trim())
+        })?;
+        if raw.plugin.is_empty() {
+            return Err(bad(format!(
+                "{}:1: no [[plugin]]: a case file names the component(s) it tests",
+                path.display()
+            )));
+        }
+        if raw.case.is_empty() {
+            return Err(bad(format!("{}:1: no [[case]]", path.display())));
+        }
+        let mut names = BTreeMap::new();
+        let mut cases = Vec::new();
+        for (i, c) in raw.case.into_iter().enumerate() {
+            let key = format!("case[{}]", i + 1);
+            let (span, c) = (c.span(), c.into_inner());
+            let case = read_case(&here, &key, span, c, raw.plugin.len())?;
+            if let Some(first) = names.insert(case.name.clone(), case.line) {
+                return Err(bad(format!(
+                    "{}:{}: key `{key}.name`: {:?} is already the name of the case on line {first}",
+                    path.display(),
+                    case.line,
+                    case.name
+                )));
+            }
+            cases.push(case);
+        }
+        Ok(CaseFile {
+            path: path.to_path_buf(),
+            plugins: raw.plugin,
+            text,
+            cases,
+        })
+    }
+
+    /// The cases whose name contains `filter` (all of them for `None`).
+    pub(crate) fn selected<'a>(
+        &'a self,
+        filter: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a Case> {
+        self.cases
+            .iter()
+            .filter(move |c| filter.is_none_or(|f| c.name.contains(f)))
+    }
+}
+
+fn read_case(
+    here: &Here<'_>,
+    key: &str,
+    span: Range<usize>,
+    c: RawCase,
+    plugins: usize,
+) -> Result<Case> {
+    let seam: Seam = c.seam.get_ref().parse().map_err(|_| {
+        here.err(
+            c.seam.span(),
+            &format!("{key}.seam"),
+            format!(
+                "{:?} is not a seam: routing, rewrite, steering or result",
+                c.seam.get_ref()
+            ),
+        )
+    })?;
+    let mut body = serde_json::Map::new();
+    body.insert(
+        "event".into(),
+        json_of(here, &format!("{key}.event"), c.event)?,
+    );
+    if let Some(state) = c.state {
+        body.insert(
+            "state".into(),
+            json_of(here, &format!("{key}.state"), state)?,
+        );
+    }
+    let mut request = DecideRequest::from_value(seam, Value::Object(body))
+        .map_err(|e| here.err(span.clone(), key, e))?;
+    if let Some(t) = &c.tenant {
+        let tenant = TenantName::try_from(t.get_ref().as_str())
+            .map_err(|e| here.err(t.span(), &format!("{key}.tenant"), e))?;
+        request.tenant = Some(tenant);
+    }
+    if let (Some(config), true) = (&c.config, plugins > 1) {
+        // With several guards, `config` is keyed by the guard's name.
+        if let Some((k, _)) = config.get_ref().iter().find(|(_, v)| !v.is_table()) {
+            return Err(here.err(
+                config.span(),
+                &format!("{key}.config.{k}"),
+                "with several [[plugin]] entries, `config` holds one table per plugin name",
+            ));
+        }
+    }
+    let Some(expect) = c.expect else {
+        return Err(here.err(
+            span,
+            key,
+            "no `expect`: a case says what the chain must answer",
+        ));
+    };
+    let expect_key = format!("{key}.expect");
+    let expect = Expect::read(seam, expect.get_ref(), &expect_key)
+        .map_err(|(k, why)| here.err(expect.span(), &k, why))?;
+    Ok(Case {
+        name: c.name.get_ref().clone(),
+        line: line_of(here.text, c.name.span().start),
+        request,
+        config: c.config.map(Spanned::into_inner),
+        expect,
+    })
+}
+
+/// An `event` or `state` as JSON: a table, or a string of JSON text (as a
+/// trace line's, pasted).
+fn json_of(here: &Here<'_>, key: &str, v: Spanned<toml::Value>) -> Result<Value> {
+    let span = v.span();
+    match v.into_inner() {
+        toml::Value::String(s) => serde_json::from_str(&s)
+            .map_err(|e| here.err(span, key, format!("is not valid JSON: {e}"))),
+        t @ toml::Value::Table(_) => Ok(toml_to_json(t)),
+        other => Err(here.err(
+            span,
+            key,
+            format!(
+                "must be a table or a string of JSON, not {}",
+                other.type_str()
+            ),
+        )),
+    }
+}
+
+/// The case files `paths` name: files as given, directories searched
+/// (recursively, in name order, skipping hidden directories, `target`,
+/// `node_modules` and `build`) for `*.test.toml`.
+pub(crate) fn find(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut found = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let before = found.len();
+            walk(path, &mut found)
+                .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+            if found.len() == before {
+                return Err(bad(format!(
+                    "no *{SUFFIX} case files under {}",
+                    path.display()
+                )));
+            }
+        } else if path.is_file() {
+            found.push(path.clone());
+        } else {
+            return Err(bad(format!(
+                "{}: no such file or directory",
+                path.display()
+            )));
+        }
+    }
+    Ok(found)
+}
+
+fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            let skipped = name.starts_with('.')
+                || matches!(name.as_ref(), "target" | "node_modules" | "build");
+            if !skipped {
+                walk(&entry.path(), found)?;
+            }
+        } else if name.ends_with(SUFFIX) {
+            found.push(entry.path());
+        }
+    }
+    Ok(())
+}
+
+/// The JSON of a decision the expectations are checked against.
+pub(crate) fn actual(decision: &toolgate::Decision<toolgate::Verdict>) -> Value {
+    json!({"result": decision.result, "trace": decision.trace})
+}

@@ -1,0 +1,134 @@
+//! `toolgate test`: a guard's unit tests. Each case of each case file
+//! (`*.test.toml`, see [`crate::cases`]) runs through the chain of its
+//! file's plugins as every face decides ([`toolgate::DecideRequest::decide`]:
+//! a fresh instance per call, the real limits), and its expectations are
+//! checked against the decision.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state};
+use crate::cases::{self, CaseFile, Chains};
+use crate::junit;
+
+/// `toolgate test`'s options.
+#[derive(clap::Args)]
+pub(crate) struct TestArgs {
+    /// Case files (`*.test.toml`), or directories searched for them. Default: here.
+    paths: Vec<PathBuf>,
+    /// Run only the cases whose name contains this.
+    #[arg(long)]
+    case: Option<String>,
+    /// Also write the results as JUnit XML to this file.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    #[command(flatten)]
+    cache: CacheArgs,
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    state: StateArg,
+}
+
+/// One case's result.
+pub(crate) struct Ran {
+    /// The case's name.
+    pub(crate) name: String,
+    /// How long it took.
+    pub(crate) time: Duration,
+    /// Why it failed (`None`: it passed).
+    pub(crate) failure: Option<String>,
+}
+
+/// The results of one case file.
+pub(crate) struct FileResults {
+    /// The file, as named.
+    pub(crate) path: PathBuf,
+    /// Its cases' results, in order.
+    pub(crate) cases: Vec<Ran>,
+}
+
+/// Runs `toolgate test`: every case file is read and checked before any
+/// case runs (a bad file: exit 2, naming file, line and key); then each
+/// failing case gets one line, and the last line is `N passed, N failed`
+/// (exit 1 when N failed is not 0).
+pub(crate) async fn run(args: TestArgs) -> Result<()> {
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths.clone()
+    };
+    let files = cases::find(&paths)?
+        .iter()
+        .map(|p| CaseFile::read(p))
+        .collect::<Result<Vec<_>>>()?;
+    let filter = args.case.as_deref();
+    let mut results = Vec::new();
+    for file in &files {
+        // An engine per file: each file's guards start from an empty state.
+        let engine = engine_with_state(&args.state)?;
+        let mut chains = Chains::new(file, engine, &args.cache, &args.load);
+        // The entries as written must load: else the file is bad.
+        chains.set(None).await?;
+        let mut ran = Vec::new();
+        for case in file.selected(filter) {
+            let started = Instant::now();
+            let failure = run_case(&mut chains, case).await;
+            if let Some(why) = &failure {
+                println!(
+                    "FAIL {}:{} {:?}: {why}",
+                    file.path.display(),
+                    case.line,
+                    case.name
+                );
+            }
+            ran.push(Ran {
+                name: case.name.clone(),
+                time: started.elapsed(),
+                failure,
+            });
+        }
+        results.push(FileResults {
+            path: file.path.clone(),
+            cases: ran,
+        });
+    }
+    let all = results.iter().flat_map(|f| &f.cases);
+    let failed = all.clone().filter(|r| r.failure.is_some()).count();
+    let passed = all.count() - failed;
+    if let Some(out) = &args.junit {
+        std::fs::write(out, junit::xml(&results))
+            .with_context(|| format!("cannot write {}", out.display()))?;
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Runs one case; `Some(why)` when it fails.
+async fn run_case(chains: &mut Chains<'_>, case: &cases::Case) -> Option<String> {
+    let set = match chains.set(case.config.as_ref()).await {
+        Ok(set) => set,
+        Err(e) => return Some(format!("{e:#}")),
+    };
+    let decision = match case.request.decide(&set).await {
+        Ok(decision) => decision,
+        Err(refused) => return Some(format!("not decided: {refused}")),
+    };
+    let seam = case.request.event.seam();
+    let mismatches = case.expect.check(seam, &cases::actual(&decision));
+    if mismatches.is_empty() {
+        return None;
+    }
+    Some(
+        mismatches
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}

@@ -1,0 +1,183 @@
+//! `toolgate new`: the project each language gets, the refusals, and a
+//! Rust project built and tested as generated (the other languages are
+//! built by hand: their toolchains take minutes; see docs/first-guard.md).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn toolgate(dir: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .current_dir(dir)
+        .env("TOOLGATE_LOG", "error")
+        .output()
+        .expect("run toolgate")
+}
+
+fn text(dir: &Path, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+#[test]
+fn each_language_gets_its_files_with_the_hooks_of_the_seams_asked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // (lang, source, a hook of steering, a hook of result, other files)
+    let langs: [(&str, &str, &str, &str, &[&str]); 5] = [
+        (
+            "rust",
+            "src/lib.rs",
+            "fn on_before_tool_call",
+            "fn on_tool_result",
+            &["Cargo.toml"],
+        ),
+        ("ts", "guard.ts", "onBeforeToolCall(", "onToolResult(", &[]),
+        ("js", "guard.js", "onBeforeToolCall(", "onToolResult(", &[]),
+        ("go", "main.go", "steering.Handle(", "result.Handle(", &[]),
+        (
+            "python",
+            "guard.py",
+            "def on_before_tool_call",
+            "def on_tool_result",
+            &[],
+        ),
+    ];
+    for (lang, source, steering, result, extra) in langs {
+        let name = format!("{lang}-guard");
+        let out = toolgate(dir.path(), &["new", lang, &name, "--seam", "steering"]);
+        assert!(
+            out.status.success(),
+            "{lang}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let project = dir.path().join(&name);
+        let src = text(&project, source);
+        assert!(src.contains(steering), "{lang}: {src}");
+        assert!(!src.contains(result), "{lang}: only the seams asked: {src}");
+        assert!(!src.contains("@@") && !src.contains("{{"), "{lang}: {src}");
+        let cases = text(&project, &format!("{name}.test.toml"));
+        assert!(
+            cases.contains(&format!("path = \"{name}.wasm\"")),
+            "{cases}"
+        );
+        assert_eq!(cases.matches("[[case]]").count(), 2, "{cases}");
+        assert!(text(&project, "README.md").contains("toolgate build ."));
+        for file in extra {
+            assert!(project.join(file).is_file(), "{lang}: {file}");
+        }
+        // Two seams: both hooks, one case each.
+        let two = format!("{lang}-two");
+        let out = toolgate(
+            dir.path(),
+            &["new", lang, &two, "--seam", "steering,result"],
+        );
+        assert!(
+            out.status.success(),
+            "{lang}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let src = text(&dir.path().join(&two), source);
+        assert!(
+            src.contains(steering) && src.contains(result),
+            "{lang}: {src}"
+        );
+    }
+    let cargo = text(&dir.path().join("rust-guard"), "Cargo.toml");
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../guest-sdk")
+        .canonicalize()
+        .expect("the SDK");
+    assert!(
+        cargo.contains(&format!(
+            "toolgate-guest = {{ path = \"{}/rust\" }}",
+            sdk.display()
+        )),
+        "{cargo}"
+    );
+}
+
+#[test]
+fn refusals_are_one_line_and_exit_2_and_write_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("taken")).expect("mkdir");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["new", "rust", "taken", "--seam", "steering"],
+            "toolgate: error: taken already exists: choose another name or place",
+        ),
+        (
+            &["new", "cobol", "g", "--seam", "steering"],
+            "toolgate: error: unknown language \"cobol\": rust, ts, js, go or python",
+        ),
+        (
+            &["new", "go", "g", "--seam", "steering,audit"],
+            "toolgate: error: unknown seam \"audit\": routing, rewrite, steering or result",
+        ),
+        (
+            &["new", "go", "../g", "--seam", "steering"],
+            "toolgate: error: invalid guard name \"../g\": 1-64 letters, digits, '-' and '_', starting with a letter",
+        ),
+        (
+            &["new", "ts", "9g", "--seam", "result"],
+            "toolgate: error: invalid guard name \"9g\": 1-64 letters, digits, '-' and '_', starting with a letter",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = toolgate(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), format!("{want}\n"));
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, ["taken"], "nothing else written");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("taken"))
+            .expect("ls")
+            .count(),
+        0,
+        "the existing directory untouched"
+    );
+}
+
+#[test]
+fn a_new_rust_guard_builds_and_passes_its_tests_as_generated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = toolgate(
+        dir.path(),
+        &["new", "rust", "fresh", "--seam", "routing,rewrite"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let project = dir.path().join("fresh");
+    // The examples' target directory: the SDK and its dependencies are
+    // compiled there already (same profile), so only the guard compiles.
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasm-guests");
+    let build = Command::new(BIN)
+        .args(["build", "."])
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .expect("toolgate build");
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    assert!(project.join("fresh.wasm").is_file());
+    let test = toolgate(&project, &["test"]);
+    assert!(
+        test.status.success(),
+        "{}",
+        String::from_utf8_lossy(&test.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&test.stdout),
+        "2 passed, 0 failed\n"
+    );
+}
