@@ -61,6 +61,7 @@ mod redis_server;
 mod reload;
 mod remote;
 mod server;
+mod shadow;
 mod snapshot;
 mod state;
 mod state_redis;
@@ -115,6 +116,7 @@ pub async fn plugin_with(
         limits,
         config,
         on_error,
+        mode: Default::default(),
         prepared: toolgate::Depth::Fixed(0),
         snapshot: Default::default(),
         config_at: None,

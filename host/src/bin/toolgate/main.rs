@@ -8,6 +8,7 @@ mod args;
 mod bench;
 mod build_guard;
 mod check;
+mod compare;
 mod list;
 mod push;
 mod replay;
