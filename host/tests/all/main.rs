@@ -38,6 +38,8 @@
 //! | state budgets fault by class (`state-budget`, `state-invalid`) and commit nothing | `state::{memory,redis}::budgets_fault_by_class_and_commit_nothing`, `state::{memory,redis}::expiries_of_zero_short_and_huge_do_what_the_contract_says` |
 //! | `validate-config` refuses a bad config at load with the guard's message | `state::a_bad_config_is_refused_at_load_with_the_guards_message` |
 //! | a guard built against `0.1.0` loads and decides as before | `state::a_guard_built_against_0_1_0_loads_and_decides_as_before`, every hand-written WAT guard (`contract::WIT` is `0.1.0`) |
+//! | a shadow guard (`mode = "shadow"`) is never enforced: it steers, rewrites and hides nothing, every verdict of it is counted (or its run dropped and counted), and its faults never quarantine it nor fail closed | `shadow::a_shadow_guard_never_steers_and_every_verdict_is_counted`, `shadow::decide_puts_the_shadow_chains_answer_beside_the_enforced_one`, `shadow::shadow_runs_past_the_backlog_are_dropped_and_counted` |
+//! | `replay --compare` groups two policy sets' differences by seam and change, exit 1 when they differ, and reads a decision log | `examples::replay_compare_groups_what_a_changed_policy_set_changes` |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;

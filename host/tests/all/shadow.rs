@@ -238,3 +238,62 @@ path = "sql-guard.wasm"
     assert_eq!(listed["global"][1]["health"]["quarantines"], 0, "{listed}");
     s.stop().await;
 }
+
+/// Shadow runs after the answer are bounded: with a shadow guard that
+/// spins to its deadline, the calls without a tenant hold at most a
+/// quarter of the engine's room (8 of the tests' 32); the runs past it are
+/// dropped, never queued, and every run is either counted or dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_runs_past_the_backlog_are_dropped_and_counted() {
+    const N: usize = 16;
+    let manifest = r#"
+[[plugin]]
+name = "spins"
+path = "hostile.wasm"
+mode = "shadow"
+timeout_ms = 500
+fuel = 100_000_000_000
+config = { attack = "loop" }
+"#;
+    let s = Running::start_with(
+        &[("hostile.wasm", toolgate_tests::HOSTILE)],
+        &[("toolgate.toml", manifest)],
+        toolgate::ServerConfig::default(),
+    )
+    .await;
+    for _ in 0..N {
+        let (status, body) = s
+            .post("/v1/steering", http_steering("search", json!({})))
+            .await;
+        assert_eq!((status, body), (StatusCode::OK, Value::Null));
+    }
+    let tally = |text: &str| {
+        let ran: f64 = ["fault", "unavailable"]
+            .iter()
+            .filter_map(|o| {
+                series(
+                    text,
+                    &format!("toolgate_shadow_verdicts_total{{plugin=\"spins\",outcome=\"{o}\"}}"),
+                )
+            })
+            .sum();
+        let dropped = series(text, "toolgate_shadow_dropped_total").unwrap_or(0.0);
+        (ran, dropped)
+    };
+    let started = std::time::Instant::now();
+    let (ran, dropped) = loop {
+        let (_, text) = s.get("/metrics").await;
+        let (ran, dropped) = tally(&text);
+        if ran + dropped >= N as f64 || started.elapsed() > Duration::from_secs(120) {
+            break (ran, dropped);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(ran + dropped, N as f64, "every run counted or dropped");
+    assert!(ran >= 1.0, "the first run had room");
+    assert!(
+        dropped >= 1.0,
+        "{N} answers came back while 8 spinners held the room: {dropped} dropped"
+    );
+    s.stop().await;
+}
