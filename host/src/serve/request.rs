@@ -76,7 +76,10 @@ impl DecideRequest {
     /// (still loading, or not admitted) as [`NotDecided::NotReady`], and one
     /// whose chain met a guard the host could not run in time as
     /// [`NotDecided::Unavailable`] — never decided as if that guard had said
-    /// nothing.
+    /// nothing. Then its shadow guards run, if any subscribe to the seam,
+    /// and the decision returned holds their run (`shadow`): what the CLI
+    /// and a library caller get; the faces that answer agents do not wait
+    /// for them ([`DecideRequest::decide_answer_first`]).
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see `crate::serve::logging`).
