@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::call::guard_call::{
     Called, GuestEvent, ResultHook, RewriteHook, RoutingHook, SteeringHook,
 };
-use crate::call::plugin::{OnError, Plugin};
+use crate::call::plugin::{Mode, OnError, Plugin};
 use crate::event::{
     BeforeToolCallEvent, Event, Rewrite, Seam, Skip, ToolCallDispatchEvent,
     ToolResultCallbackEvent, ToolRoutingDecisionEvent,
@@ -66,6 +66,8 @@ impl Outcome {
 pub struct GuardTrace {
     /// The plugin's name.
     pub plugin: String,
+    /// `enforce`: its verdict counted; `shadow`: recorded, never applied.
+    pub mode: Mode,
     /// What it did.
     pub outcome: Outcome,
     /// Why it faulted, when `outcome` is `fault`.
@@ -87,9 +89,36 @@ pub struct Decision<T> {
     pub result: T,
     /// One entry per guard consulted, in order.
     pub trace: Vec<GuardTrace>,
+    /// What the shadow guards (`mode = "shadow"`) would have answered;
+    /// `None` when none subscribes to the seam, or they have not run yet
+    /// (a face that answers first runs them after the answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<Shadow>,
+}
+
+/// The shadow chain's run for one event: its guards alone, in their order,
+/// under the same chain rules, on the same event — recorded, never applied.
+#[derive(Clone, Debug, Serialize)]
+pub struct Shadow {
+    /// What the shadow chain would have answered: a hook's return value.
+    pub result: Verdict,
+    /// One entry per shadow guard consulted, in order (each `shadow`).
+    pub trace: Vec<GuardTrace>,
+    /// Whether `result` is the enforced answer; `None` when the shadow
+    /// chain met a guard the host could not run in time (not decided).
+    pub agrees: Option<bool>,
 }
 
 impl<T> Decision<T> {
+    /// A decision with `result` and `trace`, no shadow run.
+    fn new(result: T, trace: Vec<GuardTrace>) -> Self {
+        Decision {
+            result,
+            trace,
+            shadow: None,
+        }
+    }
+
     /// The guard the host could not run in time, if any: then the chain
     /// stopped there and its `result` decides nothing — it must not be
     /// acted on as the guards' answer (the faces answer "not decided":
@@ -105,6 +134,7 @@ impl<T> Decision<T> {
         Decision {
             result: f(self.result),
             trace: self.trace,
+            shadow: self.shadow,
         }
     }
 }
@@ -157,29 +187,88 @@ pub fn fail_closed_message(plugin: &str, fault: Fault) -> String {
     )
 }
 
-/// An ordered list of guards, consulted by the rules of each seam.
+/// An ordered list of guards, consulted by the rules of each seam: the
+/// enforced ones decide; the shadow ones (`mode = "shadow"`) form a chain
+/// of their own beside them, run by [`Chain::decide`] or [`Chain::shadow`].
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
     plugins: Vec<Arc<Plugin>>,
+    /// The guards the seam methods consult: the enforced ones, or, in the
+    /// shadow chain, the shadow ones.
+    runs: Mode,
 }
 
 impl Chain {
     /// A chain consulting `plugins` in this order.
     pub fn new(plugins: Vec<Arc<Plugin>>) -> Self {
-        Chain { plugins }
+        Chain {
+            plugins,
+            runs: Mode::Enforce,
+        }
     }
 
-    /// The guards, in order.
+    /// The guards, in order, enforced and shadow.
     pub fn plugins(&self) -> &[Arc<Plugin>] {
         &self.plugins
     }
 
     fn subscribed(&self, seam: Seam) -> impl Iterator<Item = &Arc<Plugin>> {
-        self.plugins.iter().filter(move |p| p.subscribes(seam))
+        self.plugins
+            .iter()
+            .filter(move |p| p.mode() == self.runs && p.subscribes(seam))
     }
 
-    /// Runs `event` through the chain of its seam.
+    /// Whether a shadow guard subscribes to `seam`.
+    pub fn shadows(&self, seam: Seam) -> bool {
+        self.plugins
+            .iter()
+            .any(|p| p.mode() == Mode::Shadow && p.subscribes(seam))
+    }
+
+    /// Runs `event` through the chain of its seam, then its shadow guards
+    /// (if any subscribe) into the decision's `shadow`: their cost is
+    /// added to this call's. A face that must not wait for them calls
+    /// [`Chain::enforce`], answers, then [`Chain::shadow`].
     pub async fn decide(&self, event: &Event, state: &Value) -> Decision<Verdict> {
+        let mut decision = self.enforce(event, state).await;
+        decision.shadow = self.shadow(event, state, &decision.result).await;
+        decision
+    }
+
+    /// What the shadow guards would have answered for `event`, beside the
+    /// `enforced` answer; `None` when none subscribes to its seam. Their
+    /// faults are recorded, never quarantine them (a shadow plugin has
+    /// quarantine off) and never reach the enforced answer.
+    pub async fn shadow(&self, event: &Event, state: &Value, enforced: &Verdict) -> Option<Shadow> {
+        if !self.shadows(event.seam()) {
+            return None;
+        }
+        let shadows = Chain {
+            plugins: self.plugins.clone(),
+            runs: Mode::Shadow,
+        };
+        let decision = shadows.enforce(event, state).await;
+        let agrees = decision
+            .unavailable()
+            .is_none()
+            .then(|| decision.result == *enforced);
+        Some(Shadow {
+            result: decision.result,
+            trace: decision.trace,
+            agrees,
+        })
+    }
+
+    /// A place in the engine's backlog for a shadow run of `account`'s
+    /// call after the answer, or `None` (dropped, counted) when it is
+    /// full; `None` too for a chain without shadow guards.
+    pub(crate) fn shadow_backlog(&self, account: &str) -> Option<crate::runtime::backlog::Place> {
+        let plugin = self.plugins.iter().find(|p| p.mode() == Mode::Shadow)?;
+        plugin.engine.shadow_backlog().take(account)
+    }
+
+    /// Runs `event` through the enforced guards of its seam only.
+    pub async fn enforce(&self, event: &Event, state: &Value) -> Decision<Verdict> {
         match event {
             Event::Routing(e) => self.routing(e, state).await.map(Verdict::Routing),
             Event::Rewrite(e) => self.rewrite(e, state).await.map(Verdict::Rewrite),
@@ -198,10 +287,7 @@ impl Chain {
     ) -> Decision<Option<Skip>> {
         let mut trace = Vec::new();
         if self.subscribed(Seam::Steering).next().is_none() {
-            return Decision {
-                result: None,
-                trace,
-            };
+            return Decision::new(None, trace);
         }
         let guest_event = GuestEvent::<SteeringHook>::new(event, &state.to_string());
         for plugin in self.subscribed(Seam::Steering) {
@@ -211,10 +297,7 @@ impl Chain {
             let (entry, reply) = record(plugin, Seam::Steering, called);
             if entry.outcome == Outcome::Unavailable {
                 trace.push(entry);
-                return Decision {
-                    result: None,
-                    trace,
-                };
+                return Decision::new(None, trace);
             }
             let skip = match reply {
                 Err(fault) if plugin.on_error() == OnError::Deny => Some(Skip {
@@ -236,16 +319,10 @@ impl Chain {
             };
             trace.push(entry.with(skip.is_some(), Outcome::Skip, Outcome::Proceed));
             if skip.is_some() {
-                return Decision {
-                    result: skip,
-                    trace,
-                };
+                return Decision::new(skip, trace);
             }
         }
-        Decision {
-            result: None,
-            trace,
-        }
+        Decision::new(None, trace)
     }
 
     /// `on_tool_call_dispatch`: registration order; each guard sees the
@@ -265,10 +342,7 @@ impl Chain {
         let mut trace = Vec::new();
         let mut current: Option<Rewrite> = None;
         if self.subscribed(Seam::Rewrite).next().is_none() {
-            return Decision {
-                result: None,
-                trace,
-            };
+            return Decision::new(None, trace);
         }
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Rewrite) {
@@ -283,10 +357,7 @@ impl Chain {
             let (entry, reply) = record(plugin, Seam::Rewrite, called);
             if entry.outcome == Outcome::Unavailable {
                 trace.push(entry);
-                return Decision {
-                    result: None,
-                    trace,
-                };
+                return Decision::new(None, trace);
             }
             match reply {
                 Ok(Some(Ok(r))) => {
@@ -305,7 +376,7 @@ impl Chain {
             }
             current => current,
         };
-        Decision { result, trace }
+        Decision::new(result, trace)
     }
 
     /// `on_tool_routing_decision`: each guard sees the previous narrowing;
@@ -327,10 +398,7 @@ impl Chain {
             let (entry, reply) = record(plugin, Seam::Routing, called);
             if entry.outcome == Outcome::Unavailable {
                 trace.push(entry);
-                return Decision {
-                    result: event.narrowed_tool_names.clone(),
-                    trace,
-                };
+                return Decision::new(event.narrowed_tool_names.clone(), trace);
             }
             match reply {
                 Ok(Some(keep)) => {
@@ -346,17 +414,14 @@ impl Chain {
                 }
             }
         }
-        Decision {
-            result: visible,
-            trace,
-        }
+        Decision::new(visible, trace)
     }
 
     /// `on_tool_result`: every subscribed guard observes; nothing returned.
     pub async fn result(&self, event: &ToolResultCallbackEvent, state: &Value) -> Decision<()> {
         let mut trace = Vec::new();
         if self.subscribed(Seam::Result).next().is_none() {
-            return Decision { result: (), trace };
+            return Decision::new((), trace);
         }
         let guest_event = GuestEvent::<ResultHook>::new(event, &state.to_string());
         for plugin in self.subscribed(Seam::Result) {
@@ -369,7 +434,7 @@ impl Chain {
                 trace.push(entry.with(reply.is_ok(), Outcome::Observed, Outcome::Fault));
             }
         }
-        Decision { result: (), trace }
+        Decision::new((), trace)
     }
 }
 
@@ -379,6 +444,7 @@ impl Chain {
 fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Result<R, Fault>) {
     let mut entry = GuardTrace {
         plugin: plugin.name().to_string(),
+        mode: plugin.mode(),
         outcome: Outcome::Fault,
         fault: None,
         detail: None,
@@ -401,6 +467,7 @@ fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Res
                 %fault,
                 %detail,
                 on_error = ?plugin.on_error(),
+                mode = plugin.mode().as_str(),
                 "guard faulted; skipped as if it returned nothing"
             );
         }

@@ -41,6 +41,30 @@ pub enum OnError {
     Deny,
 }
 
+/// Whether a plugin's verdicts are applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Its verdicts decide (default).
+    #[default]
+    Enforce,
+    /// It runs on every call it subscribes to, in a chain of its own
+    /// beside the enforced one; its would-be verdict is recorded, never
+    /// applied, and its faults never quarantine it nor fail anything
+    /// closed (docs/design.md, "Shadow guards").
+    Shadow,
+}
+
+impl Mode {
+    /// `enforce` or `shadow`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Shadow => "shadow",
+        }
+    }
+}
+
 /// How to load one plugin.
 #[derive(Clone, Debug)]
 pub struct PluginSpec {
@@ -54,6 +78,8 @@ pub struct PluginSpec {
     pub config: Value,
     /// What a fault means.
     pub on_error: OnError,
+    /// Whether its verdicts are applied. Default: [`Mode::Enforce`].
+    pub mode: Mode,
     /// Instances kept made ahead of need (see `crate::runtime::prepared`).
     /// Default: [`Depth::Auto`].
     pub prepared: Depth,
@@ -85,6 +111,7 @@ impl PluginSpec {
             config: Value::Object(Default::default()),
             config_at: None,
             on_error: OnError::Skip,
+            mode: Mode::Enforce,
             prepared: Depth::Auto,
             snapshot: SnapshotMode::Auto,
             http: HttpGrant::default(),
@@ -106,6 +133,7 @@ pub struct Plugin {
     /// The configuration handed to the guard, JSON text.
     pub(crate) config: Arc<str>,
     on_error: OnError,
+    mode: Mode,
     pub(crate) engine: Engine,
     pub(crate) pre: InstancePre<Sandbox>,
     pub(crate) exports: Exports,
@@ -207,6 +235,7 @@ impl Plugin {
             limits: spec.limits,
             config: spec.config.to_string().into(),
             on_error: spec.on_error,
+            mode: spec.mode,
             engine: engine.clone(),
             pre,
             exports,
@@ -385,6 +414,11 @@ impl Plugin {
         self.on_error
     }
 
+    /// Whether its verdicts are applied.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
     /// Whether the host may write a line of about `bytes` about this
     /// plugin's call now: within its account's log budget (a tenant's
     /// `[shares] tenant_log_kib_per_s` covers the host's lines about its
@@ -409,8 +443,12 @@ impl Plugin {
     }
 
     /// Sets when this plugin (and every copy of it) is quarantined, for
-    /// every account. A plugin loaded on its own has quarantine off.
+    /// every account. A plugin loaded on its own has quarantine off, and
+    /// so has a shadow plugin always: its faults never quarantine it.
     pub fn set_quarantine(&self, policy: QuarantinePolicy) {
+        if self.mode == Mode::Shadow {
+            return;
+        }
         self.quarantines.set_policy(policy);
     }
 

@@ -893,11 +893,12 @@ impl Loader {
 fn fingerprint(entry: &manifest::Entry, digest: &str) -> String {
     let s = &entry.spec;
     format!(
-        "{digest}\0{}\0{}\0{:?}\0{:?}\0{}\0{:?}",
+        "{digest}\0{}\0{}\0{:?}\0{:?}\0{:?}\0{}\0{:?}",
         s.name,
         s.path.display(),
         s.limits,
         s.on_error,
+        s.mode,
         s.config,
         entry.tenants
     ) + &format!("\0{}\0{:?}\0{:?}", s.prepared, s.snapshot, s.http)

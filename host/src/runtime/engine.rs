@@ -7,6 +7,7 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::runtime::backlog::Backlog;
 use crate::runtime::bindings::{Guard, v0_1};
 use crate::runtime::prepared::PreparedSlots;
 use crate::runtime::sandbox::Sandbox;
@@ -150,6 +151,7 @@ struct EngineInner {
     lane: Arc<LongLane>,
     prepared: Arc<PreparedSlots>,
     state: Arc<StateStore>,
+    shadow: Arc<Backlog>,
 }
 
 impl Engine {
@@ -177,6 +179,8 @@ impl Engine {
                 // Until a registry says which slots its shares reserve.
                 prepared: PreparedSlots::new(config.max_instances / 4),
                 state,
+                // As many shadow runs in flight as instances in the pool.
+                shadow: Backlog::new(usize::try_from(config.max_instances).unwrap_or(usize::MAX)),
                 config,
             }),
         })
@@ -204,6 +208,17 @@ impl Engine {
     /// The store guards' state lives in.
     pub fn state(&self) -> &Arc<StateStore> {
         &self.inner.state
+    }
+
+    /// Room for shadow guards' runs after the answer.
+    pub(crate) fn shadow_backlog(&self) -> &Arc<Backlog> {
+        &self.inner.shadow
+    }
+
+    /// Shadow runs dropped for want of room since the engine started
+    /// (`toolgate_shadow_dropped_total`).
+    pub fn shadow_dropped(&self) -> u64 {
+        self.inner.shadow.dropped()
     }
 
     /// The settings this engine was built with.

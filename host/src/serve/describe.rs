@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::call::chain::Chain;
-use crate::call::plugin::{OnError, Plugin};
+use crate::call::plugin::{Mode, OnError, Plugin};
 use crate::call::quarantine::Health;
 use crate::call::snapshot::SnapshotStatus;
 use crate::event::Seam;
@@ -35,6 +35,8 @@ pub struct PluginInfo<'a> {
     pub limits: &'a Limits,
     /// What a fault of it does.
     pub on_error: OnError,
+    /// `enforce`, or `shadow`: its verdicts recorded, never applied.
+    pub mode: Mode,
     /// Its quarantine state now.
     pub health: Health,
     /// Instances it keeps made ahead of need (its manifest's `prepared`,
@@ -90,6 +92,7 @@ impl<'a> PluginInfo<'a> {
             seams: plugin.seams(),
             limits: plugin.limits(),
             on_error: plugin.on_error(),
+            mode: plugin.mode(),
             health: plugin.health(),
             prepared: plugin.prepared_depth(),
             snapshot: plugin.snapshot_status(),

@@ -9,6 +9,9 @@
 //! | `guard_outcomes_total` | counter | plugin, seam, outcome, cause | what each call did; `cause` is the fault (`out-of-fuel`, `deadline`, ...) or `none` |
 //! | `guard_fuel` | histogram | plugin, seam | fuel burnt per call, start-up included |
 //! | `guard_latency_seconds` | histogram | plugin, seam | wall-clock time per call, fresh instance included |
+//! | `shadow_verdicts_total` | counter | plugin, outcome | what each shadow guard's call (`mode = "shadow"`) would have done: `proceed`, `skip`, `rewrite`, `narrow`, `observed`, `malformed`, `fault`, `unavailable` — recorded, never applied; its calls are counted here only, never in `guard_*` |
+//! | `shadow_decisions_total` | counter | seam, agrees | shadow chains run, and whether each one's would-be answer was the enforced one (`true`, `false`; `undecided`: it met a guard the host could not run in time) |
+//! | `shadow_dropped_total` | counter | | shadow runs dropped, never started, because the backlog of runs after the answer was full (the host's, or the account's quarter of it), since start |
 //! | `decisions_total` | counter | seam, verdict | chain answers: `proceed`, `skip`, `rewrite`, `narrow`, `observed`, and `timeout` for a call cut by the request timeout |
 //! | `http_requests_total` | counter | endpoint, status | requests answered, by route and status code |
 //! | `http_request_duration_seconds` | histogram | endpoint | time to answer, by route |
@@ -140,6 +143,18 @@ struct OutboundBytesLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    plugin: Label,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AgreementLabels {
+    seam: &'static str,
+    agrees: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
     seam: &'static str,
     verdict: &'static str,
@@ -239,6 +254,15 @@ series! {
         "guard_latency_seconds", "Wall-clock time per guard call, fresh instance included";
     decisions: Family<DecisionLabels, Counter> = Family::default(),
         "decisions", "Chain answers per seam and verdict";
+    shadow_verdicts: Family<ShadowLabels, Counter> = Family::default(),
+        "shadow_verdicts",
+        "What each shadow guard's call would have done (recorded, never applied), per plugin and outcome";
+    shadow_decisions: Family<AgreementLabels, Counter> = Family::default(),
+        "shadow_decisions",
+        "Shadow chains run, per seam and whether their would-be answer was the enforced one (true, false, undecided)";
+    shadow_dropped: Counter = Counter::default(),
+        "shadow_dropped",
+        "Shadow runs dropped because the backlog of runs after the answer was full";
     requests: Family<RequestLabels, Counter> = Family::default(),
         "http_requests", "HTTP requests answered, per endpoint and status code";
     request_duration: HistogramFamily<EndpointLabels> = Family::new_with_constructor(latency_histogram),
@@ -412,6 +436,33 @@ impl Metrics {
             .inc();
     }
 
+    /// Records a decision's shadow run, if it has one: each shadow guard's
+    /// outcome, and whether the shadow chain agreed.
+    pub fn record_shadow(&self, decision: &Decision<Verdict>) {
+        let Some(shadow) = &decision.shadow else {
+            return;
+        };
+        for entry in &shadow.trace {
+            self.shadow_verdicts
+                .get_or_create(&ShadowLabels {
+                    plugin: entry.plugin.as_str().into(),
+                    outcome: entry.outcome.as_str(),
+                })
+                .inc();
+        }
+        let agrees = match shadow.agrees {
+            Some(true) => "true",
+            Some(false) => "false",
+            None => "undecided",
+        };
+        self.shadow_decisions
+            .get_or_create(&AgreementLabels {
+                seam: decision.result.seam().as_str(),
+                agrees,
+            })
+            .inc();
+    }
+
     /// Records the guard calls of a request at `seam` that was not decided
     /// (its chain met a guard the host could not run in time): each guard's
     /// outcome, the last one `unavailable`; no decision.
@@ -516,7 +567,10 @@ impl Metrics {
             gauge.set((r.read)(&lane));
         }
         self.observe_plugin_set(&registry.plugin_set());
-        // The registry counts; the counters catch up with it.
+        // The engine and the registry count; the counters catch up.
+        let dropped = registry.engine().shadow_dropped();
+        self.shadow_dropped
+            .inc_by(dropped.saturating_sub(self.shadow_dropped.get()));
         for (plugin, failed) in registry.fetch_failures() {
             let counter = self.fetch_failures.get_or_create(&PluginLabels {
                 plugin: plugin.into(),

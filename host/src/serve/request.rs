@@ -23,7 +23,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::de::SliceRead;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::call::chain::{Decision, GuardTrace, Verdict};
 use crate::event::{Event, Seam};
@@ -76,7 +76,10 @@ impl DecideRequest {
     /// (still loading, or not admitted) as [`NotDecided::NotReady`], and one
     /// whose chain met a guard the host could not run in time as
     /// [`NotDecided::Unavailable`] — never decided as if that guard had said
-    /// nothing.
+    /// nothing. Then its shadow guards run, if any subscribe to the seam,
+    /// and the decision returned holds their run (`shadow`): what the CLI
+    /// and a library caller get; the faces that answer agents do not wait
+    /// for them ([`DecideRequest::decide_answer_first`]).
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see `crate::serve::logging`).
@@ -90,7 +93,63 @@ impl DecideRequest {
         self.decide_unspanned(set).instrument(span).await
     }
 
+    /// [`DecideRequest::decide`] without waiting for the shadow guards:
+    /// the enforced decision is returned at once, and the shadow guards
+    /// run after it in a task of their own, if the engine's backlog has
+    /// room for it (else the run is dropped and counted,
+    /// [`Engine::shadow_dropped`](crate::Engine::shadow_dropped)). Their
+    /// calls are charged to the request's account as any call is (its
+    /// instance and memory share, its turns on the long lane). `done` gets
+    /// the decision with its `shadow` once they have run; it is not called
+    /// when no shadow guard subscribes to the seam or the run was dropped.
+    /// What the HTTP service and the Python `Host` do.
+    pub async fn decide_answer_first<F>(
+        &self,
+        set: &PluginSet,
+        done: F,
+    ) -> Result<Decision<Verdict>, NotDecided>
+    where
+        F: FnOnce(Decision<Verdict>) + Send + 'static,
+    {
+        use tracing::Instrument;
+        let span = tracing::debug_span!(
+            "decide",
+            seam = %self.event.seam(),
+            tenant = self.tenant.as_deref().unwrap_or("-"),
+        );
+        let decision = self.enforce(set).instrument(span.clone()).await?;
+        let chain = set.chain(self.tenant.as_deref());
+        if chain.shadows(self.event.seam())
+            && let Some(place) = chain.shadow_backlog(self.tenant.as_deref().unwrap_or(""))
+        {
+            let (chain, request, mut full) = (chain.clone(), self.clone(), decision.clone());
+            let shadow = tracing::debug_span!(parent: &span, "shadow");
+            tokio::spawn(
+                async move {
+                    full.shadow = chain
+                        .shadow(&request.event, &request.state, &full.result)
+                        .await;
+                    drop(place);
+                    done(full);
+                }
+                .instrument(shadow),
+            );
+        }
+        Ok(decision)
+    }
+
     async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
+        let mut decision = self.enforce(set).await?;
+        let chain = set.chain(self.tenant.as_deref());
+        decision.shadow = chain
+            .shadow(&self.event, &self.state, &decision.result)
+            .await;
+        Ok(decision)
+    }
+
+    /// The request's admission and place in its account, and its enforced
+    /// decision.
+    async fn enforce(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         let tenant = self.tenant.as_deref();
         set.ready(tenant)?;
         let _place = match set.account(tenant) {
@@ -103,7 +162,7 @@ impl DecideRequest {
                 Some(account.enter(key).await?)
             }
         };
-        let decision = set.chain(tenant).decide(&self.event, &self.state).await;
+        let decision = set.chain(tenant).enforce(&self.event, &self.state).await;
         match decision.unavailable() {
             None => Ok(decision),
             Some(entry) => Err(NotDecided::Unavailable {
@@ -148,15 +207,15 @@ pub enum NotDecided {
 
 impl Decision<Verdict> {
     /// The answer's body every face sends: exactly the hook's return
-    /// value, or, with `trace`, `{"result": ..., "trace": [...]}`.
+    /// value, or, with `trace`, `{"result": ..., "trace": [...]}` (and
+    /// `"shadow"` when the shadow guards ran before the answer).
     pub fn answer(self, trace: bool) -> Value {
-        // A verdict holds strings and JSON objects only: it always serialises.
-        let result = serde_json::to_value(self.result).unwrap_or(Value::Null);
         if trace {
-            json!({"result": result, "trace": self.trace})
-        } else {
-            result
+            // A decision holds strings, numbers and JSON objects only: it
+            // always serialises.
+            return serde_json::to_value(self).unwrap_or(Value::Null);
         }
+        serde_json::to_value(self.result).unwrap_or(Value::Null)
     }
 }
 
@@ -645,6 +704,7 @@ fn kind(value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn steering(event: Value) -> Result<DecideRequest, String> {
         DecideRequest::from_value(Seam::Steering, json!({ "event": event }))

@@ -594,8 +594,11 @@ async fn decide(
             _ => request.tenant = Some(own),
         }
     }
+    let metrics = Arc::clone(&app.metrics);
     let decision = request
-        .decide(&app.registry.plugin_set())
+        .decide_answer_first(&app.registry.plugin_set(), move |full| {
+            metrics.record_shadow(&full);
+        })
         .await
         .map_err(|refused| {
             // Counted (per account: `share_busy`; per guard: its

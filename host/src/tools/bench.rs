@@ -202,9 +202,11 @@ pub async fn measure(
     })
 }
 
+/// The faults of a decision's guards, its shadow guards' included.
 fn faults<T>(d: &crate::call::chain::Decision<T>) -> u64 {
     d.trace
         .iter()
+        .chain(d.shadow.iter().flat_map(|s| &s.trace))
         .filter(|t| t.outcome == Outcome::Fault)
         .count() as u64
 }

@@ -530,7 +530,7 @@ fn list_and_http_describe_the_same_plugins() {
     assert_eq!(
         fields(&global[1]),
         [
-            "name", "path", "digest", "seams", "limits", "on_error", "health", "prepared",
+            "name", "path", "digest", "seams", "limits", "on_error", "mode", "health", "prepared",
             "snapshot", "tenants"
         ],
         "{listed}"

@@ -121,10 +121,15 @@ async fn result_audit_observes() {
     assert!(d.trace[0].fuel_used > 0);
 }
 
-#[test]
-fn the_bundled_trace_through_the_bundled_manifest_is_what_the_demo_prints() {
+/// The repository's root.
+fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The example guards and their bundled manifest in a directory, as
+/// `scripts/build-plugins` installs them.
+fn bundled() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for (file, component) in [
         ("hide-admin-tools.wasm", HIDE_ADMIN_TOOLS),
         ("no-email.wasm", NO_EMAIL),
@@ -136,10 +141,17 @@ fn the_bundled_trace_through_the_bundled_manifest_is_what_the_demo_prints() {
         std::fs::copy(component, dir.path().join(file)).expect("copy");
     }
     std::fs::copy(
-        repo.join("plugins/rust/toolgate.toml"),
+        repo().join("plugins/rust/toolgate.toml"),
         dir.path().join("toolgate.toml"),
     )
     .expect("manifest");
+    dir
+}
+
+#[test]
+fn the_bundled_trace_through_the_bundled_manifest_is_what_the_demo_prints() {
+    let dir = bundled();
+    let repo = repo();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["replay", "--json", "--no-cache", "--plugins"])
         .arg(dir.path())
@@ -172,4 +184,107 @@ fn the_bundled_trace_through_the_bundled_manifest_is_what_the_demo_prints() {
         [&Value::Null, &Value::Null, &search_limit, &Value::Null],
         "two searches a run: the run's third is cancelled, a new run starts afresh"
     );
+}
+
+/// `replay --compare`: the bundled trace through the bundled manifest and
+/// through a changed one (no admin tools hidden; one search a run, not
+/// two; a shadow guard that skips everything, which changes nothing):
+/// the differences grouped by seam and change, exit 1; the same set twice
+/// is exit 0; a decision log's lines replay as the trace's do.
+#[test]
+fn replay_compare_groups_what_a_changed_policy_set_changes() {
+    let (a, b) = (bundled(), bundled());
+    let manifest = std::fs::read_to_string(a.path().join("toolgate.toml")).expect("manifest");
+    let changed = manifest
+        .replace("[[plugin]]\npath = \"hide-admin-tools.wasm\"\n", "")
+        .replace("run_limit = 2", "run_limit = 1")
+        + "\n[[plugin]]\nname = \"says-no\"\npath = \"scripted.wasm\"\nmode = \"shadow\"\n\
+           config = { steering = { action = \"skip\", content = \"no\" } }\n";
+    assert_ne!(changed.len(), manifest.len());
+    std::fs::write(b.path().join("toolgate.toml"), changed).expect("write");
+    std::fs::copy(toolgate_tests::SCRIPTED, b.path().join("scripted.wasm")).expect("copy");
+    let trace = repo().join("examples/trace.jsonl");
+    let compare =
+        |x: &tempfile::TempDir, y: &tempfile::TempDir, file: &std::path::Path, more: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+                .args(["replay", "--no-cache", "--plugins"])
+                .arg(x.path())
+                .arg("--compare")
+                .arg(y.path())
+                .arg(file)
+                .args(more)
+                .output()
+                .expect("replay --compare")
+        };
+    let expected = json!([
+        {"seam": "routing", "change": "narrowing changed", "count": 1, "first": [{
+            "line": 1, "event": "routing 4 tools (run-1)",
+            "a": ["run_query", "send_email", "search"],
+            "b": ["run_query", "send_email", "admin_drop_table", "search"]}]},
+        {"seam": "steering", "change": "proceed → skip", "count": 1, "first": [{
+            "line": 10, "event": "steering search (run-1/call-5)", "a": null,
+            "b": {"action": "skip", "is_error": false,
+                  "content": "Tool call limit exceeded. Do not call 'search' again."}}]},
+    ]);
+    // They differ (exit 1): the report, as JSON.
+    let differing = |file: &std::path::Path| {
+        let out = compare(&a, &b, file, &["--json"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        serde_json::from_slice::<Value>(&out.stdout).expect("JSON")
+    };
+    let report = differing(&trace);
+    assert_eq!(
+        (&report["events"], &report["differ"]),
+        (&json!(12), &json!(2))
+    );
+    assert_eq!(report["groups"], expected, "{report:#}");
+
+    let out = compare(&a, &b, &trace, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("12 events, 2 differ"), "{text}");
+    assert!(
+        text.contains("\nsteering proceed → skip: 1\n  #10 steering search"),
+        "{text}"
+    );
+
+    let out = compare(&a, &a, &trace, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("12 events, 0 differ"));
+
+    // A decision log: each line's seam and event (and state, tenant) with
+    // fields of its own; a line without an event is passed over.
+    let log_dir = tempfile::tempdir().expect("tempdir");
+    let log = log_dir.path().join("decisions.jsonl");
+    let mut lines = vec![json!({"time": "2026-01-01T00:00:00Z", "dropped": 3}).to_string()];
+    for line in std::fs::read_to_string(&trace).expect("trace").lines() {
+        let mut entry: Value = serde_json::from_str(line).expect("trace line");
+        entry["time"] = json!("2026-01-01T00:00:00Z");
+        entry["decision"] = json!(null);
+        entry["guards"] = json!([{"plugin": "x", "outcome": "proceed"}]);
+        lines.push(entry.to_string());
+    }
+    std::fs::write(&log, lines.join("\n")).expect("write");
+    let report = differing(&log);
+    assert_eq!(
+        (&report["events"], &report["passed_over"]),
+        (&json!(12), &json!(1))
+    );
+    let mut shifted = expected.clone();
+    for group in shifted.as_array_mut().expect("groups") {
+        let line = group["first"][0]["line"].as_u64().expect("line");
+        group["first"][0]["line"] = json!(line + 1);
+    }
+    assert_eq!(report["groups"], shifted, "{report:#}");
+
+    // A shared state would let one set's calls count against the other's.
+    let out = compare(&a, &b, &trace, &["--state", "redis://127.0.0.1:1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--compare keeps"));
 }

@@ -39,6 +39,8 @@
 //! | `validate-config` refuses a bad config at load with the guard's message | `state::a_bad_config_is_refused_at_load_with_the_guards_message` |
 //! | a guard built against `0.1.0` loads and decides as before | `state::a_guard_built_against_0_1_0_loads_and_decides_as_before`, every hand-written WAT guard (`contract::WIT` is `0.1.0`) |
 //! | `toolgate test`: cases through the real chain; one line per failing case with what differs, `N passed, N failed`, exit 1; a bad file is one line naming file, line and key, exit 2; JUnit XML with the counts; fault classes under the real limits | `case_files::*`; every example's `*.test.toml` in `scripts/test` |
+//! | a shadow guard (`mode = "shadow"`) is never enforced: it steers, rewrites and hides nothing, every verdict of it is counted (or its run dropped and counted), and its faults never quarantine it nor fail closed | `shadow::a_shadow_guard_never_steers_and_every_verdict_is_counted`, `shadow::decide_puts_the_shadow_chains_answer_beside_the_enforced_one`, `shadow::shadow_runs_past_the_backlog_are_dropped_and_counted` |
+//! | `replay --compare` groups two policy sets' differences by seam and change, exit 1 when they differ, and reads a decision log | `examples::replay_compare_groups_what_a_changed_policy_set_changes` |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
@@ -64,6 +66,7 @@ mod redis_server;
 mod reload;
 mod remote;
 mod server;
+mod shadow;
 mod snapshot;
 mod state;
 mod state_redis;
@@ -118,6 +121,7 @@ pub async fn plugin_with(
         limits,
         config,
         on_error,
+        mode: Default::default(),
         prepared: toolgate::Depth::Fixed(0),
         snapshot: Default::default(),
         config_at: None,

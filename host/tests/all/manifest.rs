@@ -215,6 +215,43 @@ fn bad_on_error_is_rejected() {
     );
 }
 
+/// `mode`: `enforce` unless `shadow` is written, in the global manifest and
+/// a tenant's alike; anything else is refused with its file, line and key.
+#[test]
+fn mode_is_enforce_unless_shadow_and_nothing_else() {
+    use toolgate::Mode;
+    let text = "[[plugin]]\nname = \"one\"\npath = \"a.wasm\"\n\
+                [[plugin]]\nname = \"two\"\npath = \"a.wasm\"\nmode = \"shadow\"\n\
+                [[plugin]]\nname = \"three\"\npath = \"b.wasm\"\nmode = \"enforce\"\n";
+    for scope in [Scope::Global, Scope::Tenant] {
+        let m = parse(text, scope).expect("parses");
+        let modes: Vec<Mode> = m.plugins.iter().map(|p| p.spec.mode).collect();
+        assert_eq!(modes, [Mode::Enforce, Mode::Shadow, Mode::Enforce]);
+    }
+    for (scope, value) in [
+        (Scope::Global, "\"monitor\""),
+        (Scope::Tenant, "\"Shadow\""),
+        (Scope::Global, "true"),
+    ] {
+        rejects(
+            &format!("[[plugin]]\npath = \"a.wasm\"\n\nmode = {value}\n"),
+            scope,
+            4,
+            "plugin[1].mode",
+            "",
+        );
+    }
+    let err = parse(
+        "[[plugin]]\npath = \"a.wasm\"\nmode = \"monitor\"\n",
+        Scope::Global,
+    )
+    .expect_err("refused");
+    assert!(
+        err.message.contains("expected `enforce` or `shadow`"),
+        "{err}"
+    );
+}
+
 #[test]
 fn prepared_is_auto_unless_a_count_is_given() {
     use toolgate::Depth;

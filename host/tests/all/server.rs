@@ -18,10 +18,10 @@ use toolgate::{Policy, Registry, RegistryOptions};
 use toolgate_tests::{HIDE_ADMIN_TOOLS, HOSTILE, NO_EMAIL, QUERY_LIMIT, RESULT_AUDIT, SQL_GUARD};
 
 /// A server running in this process on a free loopback port.
-struct Running {
+pub(crate) struct Running {
     base: String,
     dir: tempfile::TempDir,
-    registry: Arc<Registry>,
+    pub(crate) registry: Arc<Registry>,
     client: reqwest::Client,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -34,7 +34,7 @@ impl Running {
 
     /// Serves a directory of `files` (name, component to copy) and
     /// `texts` (name, contents: manifests).
-    async fn start_with(
+    pub(crate) async fn start_with(
         files: &[(&str, &str)],
         texts: &[(&str, &str)],
         config: ServerConfig,
@@ -101,7 +101,7 @@ impl Running {
         format!("{}{path}", self.base)
     }
 
-    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
         let response = self
             .client
             .post(self.url(path))
@@ -126,7 +126,7 @@ impl Running {
         (status, response.json().await.expect("JSON body"))
     }
 
-    async fn get(&self, path: &str) -> (StatusCode, String) {
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, String) {
         let response = self
             .client
             .get(self.url(path))
@@ -137,7 +137,7 @@ impl Running {
         (status, response.text().await.expect("body"))
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -151,7 +151,7 @@ impl Running {
     }
 }
 
-fn steering(tool: &str, args: Value) -> Value {
+pub(crate) fn steering(tool: &str, args: Value) -> Value {
     json!({"event": {"run_id": "r", "tool_name": tool, "call_id": "c", "args": args}})
 }
 
@@ -526,7 +526,7 @@ async fn the_request_timeout_never_cuts_a_reload() {
 }
 
 /// The value of the series line `name{labels}` in `text`.
-fn series(text: &str, name_and_labels: &str) -> Option<f64> {
+pub(crate) fn series(text: &str, name_and_labels: &str) -> Option<f64> {
     text.lines().find_map(|line| {
         let rest = line.strip_prefix(name_and_labels)?;
         rest.strip_prefix(' ')?.trim().parse().ok()

@@ -323,8 +323,11 @@ impl Host {
         let mut call: Call = Box::pin(async move {
             let request =
                 DecideRequest::parse(seam, request.as_bytes()).map_err(Refused::Invalid)?;
+            let shadow_metrics = Arc::clone(&metrics);
             let decision = request
-                .decide(&registry.plugin_set())
+                .decide_answer_first(&registry.plugin_set(), move |full| {
+                    shadow_metrics.record_shadow(&full);
+                })
                 .await
                 .map_err(|refused| {
                     if let NotDecided::Unavailable { trace, .. } = &refused {

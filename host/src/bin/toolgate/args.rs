@@ -112,6 +112,13 @@ pub(crate) struct StateArg {
     state: toolgate::StateBackend,
 }
 
+impl StateArg {
+    /// Where guards' state lives.
+    pub(crate) fn backend(&self) -> &toolgate::StateBackend {
+        &self.state
+    }
+}
+
 /// The operator's policy for tenants, for when the global manifest does not
 /// set it (its `[ceilings]`, `[shares]` and `[quarantine]` override these
 /// key by key; see docs/plugins.md).

@@ -10,6 +10,7 @@ mod bench;
 mod build_guard;
 mod cases;
 mod check;
+mod compare;
 mod junit;
 mod list;
 mod new;

@@ -1,5 +1,6 @@
-//! `toolgate replay`: a JSON-lines trace through a directory's chains, and
-//! the trace format `bench` and `snapshot` read too.
+//! `toolgate replay`: a JSON-lines trace through a directory's chains (or
+//! through two, `--compare`), and the trace format `bench` and `snapshot`
+//! read too.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -18,9 +19,17 @@ pub(crate) struct ReplayArgs {
     /// The plugin directory.
     #[arg(long)]
     plugins: PathBuf,
-    /// The trace file (JSON lines), or - for standard input.
+    /// The trace file (JSON lines), or - for standard input. With
+    /// `--compare`, a decision log too: its lines holding `seam` and
+    /// `event` are replayed.
     file: PathBuf,
-    /// Print each decision as a JSON line instead of a readable line.
+    /// A second plugin directory: decide every event with both and print
+    /// where their answers differ, grouped by seam and change (exit 1 when
+    /// they do, 0 when they are the same).
+    #[arg(long, value_name = "DIR")]
+    compare: Option<PathBuf>,
+    /// Print each decision as a JSON line instead of a readable line (with
+    /// `--compare`: the comparison as one JSON document).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -33,8 +42,20 @@ pub(crate) struct ReplayArgs {
 
 /// Runs `toolgate replay`.
 pub(crate) async fn run(args: ReplayArgs) -> Result<()> {
-    let registry = open(&args.plugins, &args.cache, &args.load, &args.state).await?;
-    replay(&registry, &args.file, args.json).await
+    let Some(b_dir) = &args.compare else {
+        let registry = open(&args.plugins, &args.cache, &args.load, &args.state).await?;
+        return replay(&registry, &args.file, args.json).await;
+    };
+    if !matches!(args.state.backend(), toolgate::StateBackend::Memory { .. }) {
+        return Err(bad(
+            "--compare keeps each policy set's guard state apart, in memory; \
+             a shared --state would let one set's calls count against the other's",
+        ));
+    }
+    let events = crate::compare::read_events(&args.file, &read_text(&args.file)?)?;
+    let a = open(&args.plugins, &args.cache, &args.load, &args.state).await?;
+    let b = open(b_dir, &args.cache, &args.load, &args.state).await?;
+    crate::compare::compare((&a, &args.plugins), (&b, b_dir), events, args.json).await
 }
 
 /// One line of a JSON-lines trace: its number and the request.
@@ -43,15 +64,8 @@ pub(crate) type TraceLine = (usize, DecideRequest);
 /// Reads and parses a whole trace (`-`: standard input); the first bad line
 /// is an error naming the file and the line.
 pub(crate) fn read_trace(file: &Path) -> Result<Vec<TraceLine>> {
-    let text = if file == Path::new("-") {
-        let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s)?;
-        s
-    } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| bad(format!("trace file {}: {e}", file.display())))?
-    };
-    text.lines()
+    read_text(file)?
+        .lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(i, line)| {
@@ -60,6 +74,16 @@ pub(crate) fn read_trace(file: &Path) -> Result<Vec<TraceLine>> {
             Ok((i + 1, request))
         })
         .collect()
+}
+
+/// A trace's text (`-`: standard input).
+fn read_text(file: &Path) -> Result<String> {
+    if file == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s)?;
+        return Ok(s);
+    }
+    std::fs::read_to_string(file).map_err(|e| bad(format!("trace file {}: {e}", file.display())))
 }
 
 /// Decides each line as every face decides a request
@@ -75,11 +99,15 @@ async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Re
             Ok(decision) => {
                 summary.decisions += 1;
                 summary.add(&decision.trace);
+                if let Some(shadow) = &decision.shadow {
+                    summary.add(&shadow.trace);
+                }
                 if as_json {
-                    println!(
-                        "{}",
-                        json!({"line": n, "seam": event.seam(), "result": decision.result, "trace": decision.trace})
-                    );
+                    let mut line = json!({"line": n, "seam": event.seam(), "result": decision.result, "trace": decision.trace});
+                    if let Some(shadow) = &decision.shadow {
+                        line["shadow"] = json!(shadow);
+                    }
+                    println!("{line}");
                 } else {
                     println!("{}", describe(n, event, &decision));
                 }
@@ -117,7 +145,8 @@ pub(crate) fn parse_line(line: &str) -> Result<DecideRequest> {
     DecideRequest::parse_line(line).map_err(|e| anyhow!(e))
 }
 
-fn what(event: &Event) -> String {
+/// An event in a few words: its seam and tool.
+pub(crate) fn what(event: &Event) -> String {
     match event {
         Event::Routing(e) => format!("routing {} tools", e.narrowed_tool_names.len()),
         Event::Rewrite(e) => format!("rewrite {}", e.tool_name),
@@ -128,17 +157,35 @@ fn what(event: &Event) -> String {
 
 fn describe(n: usize, event: &Event, d: &Decision<Verdict>) -> String {
     let what = what(event);
-    let guards = d
-        .trace
+    let result = serde_json::to_value(&d.result).unwrap_or(Value::Null);
+    let line = format!("#{n} {what} -> {result} [{}]", guards(&d.trace));
+    match &d.shadow {
+        None => line,
+        Some(shadow) => {
+            let would = serde_json::to_value(&shadow.result).unwrap_or(Value::Null);
+            let agrees = match shadow.agrees {
+                Some(true) => "agrees",
+                Some(false) => "differs",
+                None => "not decided",
+            };
+            format!(
+                "{line} shadow: {would} ({agrees}) [{}]",
+                guards(&shadow.trace)
+            )
+        }
+    }
+}
+
+/// Each guard's outcome and time, in order.
+fn guards(trace: &[GuardTrace]) -> String {
+    trace
         .iter()
         .map(|t| match t.fault {
             Some(f) => format!("{}: fault {f} {}µs", t.plugin, t.micros),
             None => format!("{}: {} {}µs", t.plugin, t.outcome.as_str(), t.micros),
         })
         .collect::<Vec<_>>()
-        .join(", ");
-    let result = serde_json::to_value(&d.result).unwrap_or(Value::Null);
-    format!("#{n} {what} -> {result} [{guards}]")
+        .join(", ")
 }
 
 #[derive(Default)]
@@ -158,8 +205,16 @@ impl Summary {
                 Some(f) => format!("fault:{f}"),
                 None => t.outcome.as_str().to_string(),
             };
+            let outcome = match t.mode {
+                toolgate::Mode::Enforce => outcome,
+                toolgate::Mode::Shadow => format!("shadow {outcome}"),
+            };
             *self.outcomes.entry(outcome.clone()).or_default() += 1;
-            let (outcomes, micros) = self.per_plugin.entry(t.plugin.clone()).or_default();
+            let name = match t.mode {
+                toolgate::Mode::Enforce => t.plugin.clone(),
+                toolgate::Mode::Shadow => format!("{} (shadow)", t.plugin),
+            };
+            let (outcomes, micros) = self.per_plugin.entry(name).or_default();
             *outcomes.entry(outcome).or_default() += 1;
             micros.push(t.micros);
         }

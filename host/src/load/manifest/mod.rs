@@ -20,6 +20,7 @@
 //! host_calls = 100
 //! log_kib = 16
 //! on_error = "deny"          # "skip" (default) | "deny"
+//! mode = "shadow"            # "enforce" (default) | "shadow": run, record, never apply
 //! prepared = 1               # instances made ahead of need: "auto" (default) or 0..=8
 //! snapshot = "auto"          # pre-initialise at load: "auto" (default) | true | false
 //! tenants = ["acme"]         # global manifest only; default: every call
@@ -40,7 +41,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Spanned;
 
-use crate::call::plugin::{OnError, PluginSpec};
+use crate::call::plugin::{Mode, OnError, PluginSpec};
 use crate::call::snapshot::SnapshotMode;
 pub use crate::error::ManifestError;
 use crate::load::files::{self, Opened, PluginDir, Symlinks};
@@ -160,6 +161,7 @@ with_limit_keys! {
         plain_http: Option<Spanned<bool>>,
     } {
         on_error: Option<OnError>,
+        mode: Option<Mode>,
         prepared: Option<Spanned<RawDepth>>,
         snapshot: Option<Spanned<toml::Value>>,
         tenants: Option<Spanned<Vec<String>>>,
@@ -540,6 +542,7 @@ impl Plugin<'_> {
                 limits,
                 config,
                 on_error: p.on_error.unwrap_or(base.on_error),
+                mode: p.mode.unwrap_or_default(),
                 prepared,
                 snapshot,
                 config_at,

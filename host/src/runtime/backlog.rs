@@ -1,0 +1,121 @@
+//! Work run after the answer (shadow guards, docs/design.md "Shadow
+//! guards"), bounded: at most `cap` runs in flight host-wide, no account
+//! more than a quarter of them, and a run that finds no room is dropped
+//! and counted, never queued — so a process under load cannot pile it up.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Room for runs after the answer.
+#[derive(Debug)]
+pub struct Backlog {
+    cap: usize,
+    taken: Mutex<Taken>,
+    dropped: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Taken {
+    all: usize,
+    by_account: HashMap<Arc<str>, usize>,
+}
+
+/// One run's place; given back when dropped.
+#[derive(Debug)]
+pub struct Place {
+    backlog: Arc<Backlog>,
+    account: Arc<str>,
+}
+
+impl Backlog {
+    /// Room for `cap` runs (at least 1), an account's at most a quarter
+    /// of them (at least 1).
+    pub fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Backlog {
+            cap: cap.max(1),
+            taken: Mutex::default(),
+            dropped: AtomicU64::new(0),
+        })
+    }
+
+    /// The most runs one account may have in flight.
+    pub fn account_cap(&self) -> usize {
+        (self.cap / 4).max(1)
+    }
+
+    /// A place for a run of `account` (`""`: calls without a tenant), or
+    /// `None` — the run is dropped and counted — when the backlog or the
+    /// account's part of it is full.
+    pub fn take(self: &Arc<Self>, account: &str) -> Option<Place> {
+        let taken = self.taken.lock().ok().and_then(|mut t| {
+            let mine = t.by_account.get(account).copied().unwrap_or(0);
+            if t.all >= self.cap || mine >= self.account_cap() {
+                return None;
+            }
+            t.all += 1;
+            let key: Arc<str> = account.into();
+            *t.by_account.entry(Arc::clone(&key)).or_default() += 1;
+            Some(key)
+        });
+        match taken {
+            Some(account) => Some(Place {
+                backlog: Arc::clone(self),
+                account,
+            }),
+            None => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Runs dropped for want of room since the host started.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Runs in flight now.
+    #[cfg(test)]
+    fn in_flight(&self) -> usize {
+        self.taken.lock().map_or(0, |t| t.all)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.backlog.taken.lock() {
+            t.all = t.all.saturating_sub(1);
+            if let Some(n) = t.by_account.get_mut(&self.account) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    t.by_account.remove(&self.account);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cap and an account's quarter hold; a place given back is room
+    /// again; every refusal is counted.
+    #[test]
+    fn room_is_bounded_per_host_and_per_account() {
+        let backlog = Backlog::new(8);
+        let a: Vec<_> = (0..3).filter_map(|_| backlog.take("a")).collect();
+        assert_eq!(a.len(), 2, "a quarter of 8");
+        assert_eq!(backlog.dropped(), 1);
+        let others: Vec<_> = ["b", "b", "c", "c", "", "", "d", "d"]
+            .iter()
+            .filter_map(|t| backlog.take(t))
+            .collect();
+        assert_eq!(others.len(), 6, "the host's 8 in all");
+        assert_eq!((backlog.in_flight(), backlog.dropped()), (8, 3));
+        drop(a);
+        assert_eq!(backlog.in_flight(), 6);
+        assert!(backlog.take("a").is_some());
+    }
+}
