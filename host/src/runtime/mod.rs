@@ -7,6 +7,7 @@
 //! root's vocabulary (`error`, `event`, `fault`, `tenant`).
 
 pub(crate) mod bindings;
+pub(crate) mod decision_log;
 pub(crate) mod engine;
 pub(crate) mod http;
 pub(crate) mod limits;

@@ -79,7 +79,9 @@ impl DecideRequest {
     /// nothing.
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
-    /// call a span inside it (see `crate::serve::logging`).
+    /// call a span inside it (see `crate::serve::logging`). A decision is
+    /// written to the set's decision log, if it has one (queued: never
+    /// waited on; `docs/plugins.md`, "The decision log").
     pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
@@ -103,9 +105,15 @@ impl DecideRequest {
                 Some(account.enter(key).await?)
             }
         };
-        let decision = set.chain(tenant).decide(&self.event, &self.state).await;
+        let chain = set.chain(tenant);
+        let decision = chain.decide(&self.event, &self.state).await;
         match decision.unavailable() {
-            None => Ok(decision),
+            None => {
+                if let Some(log) = &set.decision_log {
+                    crate::serve::decision_log::record(log, set.generation, chain, self, &decision);
+                }
+                Ok(decision)
+            }
             Some(entry) => Err(NotDecided::Unavailable {
                 plugin: entry.plugin.clone(),
                 fault: entry.fault.unwrap_or(Fault::Overloaded),

@@ -46,6 +46,7 @@ mod chains;
 mod cli;
 mod compiles;
 mod contract;
+mod decision_log;
 mod examples;
 mod file_server;
 mod fresh;
