@@ -403,10 +403,8 @@ async fn by_default_no_input_is_logged() {
     .await;
     assert_eq!(answer["action"], "skip");
     log_of(&reg).flush().await;
-    let lines = lines(&std::fs::read_to_string(&out).expect("log"));
-    let [line] = &lines[..] else {
-        panic!("{lines:?}")
-    };
+    let one = lines(&std::fs::read_to_string(&out).expect("log"));
+    let [line] = &one[..] else { panic!("{one:?}") };
     for part in ["args", "state", "content", "shadow", "agrees"] {
         assert!(line.get(part).is_none(), "`{part}` logged: {line}");
     }
@@ -417,6 +415,42 @@ async fn by_default_no_input_is_logged() {
     );
     assert_eq!(line["guards"][0]["mode"], "enforce");
     assert_eq!(line["generation"], reg.plugin_set().generation);
+
+    // `toolgate check` writes the same line before it exits.
+    let event = tmp.path().join("event.json");
+    std::fs::write(
+        &event,
+        r#"{"run_id": "r", "call_id": "c", "tool_name": "run_query", "args": {"sql": "DELETE FROM users"}}"#,
+    )
+    .expect("event");
+    let checked = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args([
+            "check",
+            "--plugins",
+            &dir.display().to_string(),
+            "--seam",
+            "steering",
+        ])
+        .args(["--event", &event.display().to_string(), "--no-cache"])
+        .output()
+        .expect("toolgate check");
+    assert!(checked.status.success(), "{checked:?}");
+    let both = lines(&std::fs::read_to_string(&out).expect("log"));
+    let [first, second] = &both[..] else {
+        panic!("{both:?}")
+    };
+    for key in [
+        "seam",
+        "tenant",
+        "run_id",
+        "call_id",
+        "tool_name",
+        "verdict",
+        "decision",
+    ] {
+        assert_eq!(first[key], second[key], "{key}");
+    }
+    assert_eq!(first["guards"][0]["digest"], second["guards"][0]["digest"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

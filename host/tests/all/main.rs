@@ -38,6 +38,11 @@
 //! | state budgets fault by class (`state-budget`, `state-invalid`) and commit nothing | `state::{memory,redis}::budgets_fault_by_class_and_commit_nothing`, `state::{memory,redis}::expiries_of_zero_short_and_huge_do_what_the_contract_says` |
 //! | `validate-config` refuses a bad config at load with the guard's message | `state::a_bad_config_is_refused_at_load_with_the_guards_message` |
 //! | a guard built against `0.1.0` loads and decides as before | `state::a_guard_built_against_0_1_0_loads_and_decides_as_before`, every hand-written WAT guard (`contract::WIT` is `0.1.0`) |
+//! | every decision log line (every seam, global and tenant, file, HTTP and stdout; library, `serve` and the Python `Host`) matches `docs/decision-log.schema.json` | `decision_log::a_masked_field_appears_in_no_sink_and_every_line_matches_the_schema`, `decision_log::by_default_no_input_is_logged`, `decision_log::the_file_sink_rotates_keeping_n`, `test_host.py::test_every_decision_is_logged_masked_as_serve_logs_it` (fields, digest) |
+//! | a masked field appears in no sink, a fault's detail and a skip's message included; by default no input is logged | `decision_log::a_masked_field_appears_in_no_sink_and_every_line_matches_the_schema`, `decision_log::by_default_no_input_is_logged` |
+//! | a dead HTTP sink never holds a decision; its drops are counted (`toolgate_decision_log_dropped_total`) | `decision_log::a_dead_http_sink_never_holds_a_decision_and_its_drops_are_counted` |
+//! | the file sink rotates by size, keeping N, losing no line between the files kept | `decision_log::the_file_sink_rotates_keeping_n` |
+//! | `[decision_log]` is the operator's: refused in a tenant's manifest; bad keys named with file and line | `decision_log::a_tenant_manifest_cannot_set_the_decision_log_and_bad_keys_are_named` |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;

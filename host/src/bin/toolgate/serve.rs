@@ -203,7 +203,7 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     loading.abort();
     // What the decision log still queues is written out, within bounds.
     if let Some(log) = registry.plugin_set().decision_log.clone() {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), log.flush()).await;
+        log.flush_within(std::time::Duration::from_secs(10)).await;
     }
     say!("toolgate: shut down");
     Ok(())

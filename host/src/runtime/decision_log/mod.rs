@@ -170,6 +170,12 @@ impl DecisionLog {
         self.drops.count.load(Ordering::Relaxed)
     }
 
+    /// [`flush`](DecisionLog::flush), waiting at most `bound` (a process
+    /// about to exit: `serve` at shutdown, `check`); `false` if it gave up.
+    pub async fn flush_within(&self, bound: Duration) -> bool {
+        tokio::time::timeout(bound, self.flush()).await.is_ok()
+    }
+
     /// Waits until every line queued before this call has been written
     /// (or, for the HTTP sink, delivered or given up on). For shutdown and
     /// tests; decisions never wait on it.
