@@ -28,6 +28,12 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use config::{DecisionLogConfig, Include, Sink};
 
+/// How long the stdout and file writers rest after writing out what was
+/// queued: lines gather meanwhile, so a decision's line costs a push on
+/// the queue rather than a wake-up of the writer's thread, and the writer
+/// makes one write for many lines.
+const WRITE_EVERY: Duration = Duration::from_millis(5);
+
 /// How often, at most, the log says lines were dropped.
 const DROP_REPORT_EVERY: Duration = Duration::from_secs(10);
 
@@ -224,8 +230,8 @@ impl Writer {
         });
     }
 
-    /// The stdout and file sinks: each line written as it comes, flushed
-    /// whenever the queue is empty.
+    /// The stdout and file sinks: what is queued written out and flushed,
+    /// then a rest of [`WRITE_EVERY`].
     async fn lines(mut self, mut out: Lines) {
         while let Some(msg) = self.rx.recv().await {
             let mut next = Some(msg);
@@ -244,6 +250,7 @@ impl Writer {
                 next = self.rx.try_recv().ok();
             }
             out.flush();
+            tokio::time::sleep(WRITE_EVERY).await;
         }
         out.flush();
     }
