@@ -160,6 +160,16 @@ pub mod server {
     };
 }
 
+/// The decision log: one JSON line per decision, from every face, to a
+/// file, stdout or an HTTP endpoint (`docs/plugins.md`, "The decision
+/// log"; each line's shape: `docs/decision-log.schema.json`).
+pub mod decision_log {
+    pub use crate::load::manifest::decision_log::from_json;
+    pub use crate::runtime::decision_log::{
+        DecisionLog, DecisionLogConfig, Include, Sink, dropped_total, redact::MASKED,
+    };
+}
+
 /// The log every face writes (`$TOOLGATE_LOG`).
 pub mod logging {
     pub use crate::serve::logging::{filter, init};

@@ -425,3 +425,40 @@ def test_a_tenant_over_its_rate_raises_busy_error_and_another_is_answered(tmp_pa
     assert [a["content"] for a in answers] == [WHERE_MESSAGE] * 3
     assert "toolgate_share_over_rate{account=\"a\"} 1" in host.metrics()
     assert "toolgate_share_over_rate{account=\"b\"} 0" in host.metrics()
+
+
+def test_every_decision_is_logged_masked_as_serve_logs_it(tmp_path: Path) -> None:
+    import hashlib
+    import json
+
+    log = tmp_path / "decisions.jsonl"
+    guard = rust_plugin("sql-guard")
+    host = host_over(
+        tmp_path,
+        {"sql-guard.wasm": guard},
+        decision_log={"path": str(log), "include": ["args"], "mask": ["args.sql"]},
+    )
+    skip = asyncio.run(host.steering(steering_event("DELETE FROM users"), tenant=None))
+    assert skip == {"action": "skip", "content": WHERE_MESSAGE, "is_error": True}
+    # The writer flushes whenever its queue is empty: wait for the line.
+    deadline = time.monotonic() + 30
+    while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    text = log.read_text()
+    assert "DELETE FROM users" not in text
+    (line,) = [json.loads(t) for t in text.splitlines()]
+    assert (line["seam"], line["verdict"], line["tenant"]) == ("steering", "skip", None)
+    assert line["decision"] == skip
+    assert line["args"] == {"sql": "[masked]"}
+    (guard_line,) = line["guards"]
+    assert guard_line["plugin"] == "sql-guard" and guard_line["mode"] == "enforce"
+    assert guard_line["digest"] == hashlib.sha256(guard.read_bytes()).hexdigest()
+    host.close()
+
+
+def test_a_bad_decision_log_setting_is_a_value_error_naming_its_key(tmp_path: Path) -> None:
+    guard = {"sql-guard.wasm": rust_plugin("sql-guard")}
+    with pytest.raises(ValueError, match=r"decision_log\.include"):
+        host_over(tmp_path, guard, decision_log={"include": ["secrets"]})
+    with pytest.raises(ValueError, match=r"decision_log: unknown field `sinks`"):
+        host_over(tmp_path, guard, decision_log={"sinks": "stdout"})

@@ -4,12 +4,13 @@
 //!
 //! It comes from [`RegistryOptions::policy`](crate::RegistryOptions)
 //! (the `serve` flags), overridden key by key by the global manifest's
-//! `[ceilings]`, `[shares]` and `[quarantine]` tables. A tenant's manifest
-//! may set none of them.
+//! `[ceilings]`, `[shares]`, `[quarantine]` and `[decision_log]` tables.
+//! A tenant's manifest may set none of them.
 
 use serde::Serialize;
 
 use crate::call::quarantine::QuarantinePolicy;
+use crate::runtime::decision_log::DecisionLogConfig;
 use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::limits::Limits;
 use crate::runtime::shares::Shares;
@@ -40,6 +41,9 @@ pub struct Policy {
     /// URLs on that host and port) or an `http(s)://host[:port][/path]`
     /// prefix. Default: none (a tenant's plugins are its own files).
     pub plugin_sources: Vec<String>,
+    /// Where every decision is logged, and what of its input (`[decision_log]`,
+    /// `serve --decision-log`). Default: off.
+    pub decision_log: DecisionLogConfig,
 }
 
 impl Policy {
@@ -55,6 +59,8 @@ impl Policy {
                 "must be at least 1 while quarantine is on".into(),
             ));
         }
-        Ok(())
+        self.decision_log
+            .check()
+            .map_err(|(k, why)| (format!("decision_log.{k}"), why))
     }
 }

@@ -68,6 +68,7 @@ use crate::load::cache::{CacheStats, CompiledCache};
 pub use crate::load::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
 use crate::load::loader::{Loader, ScopeKey, ScopeReport, ScopeState};
 use crate::load::policy::Policy;
+use crate::runtime::decision_log::DecisionLog;
 use crate::runtime::engine::Engine;
 use crate::runtime::shares::Account;
 
@@ -109,6 +110,9 @@ pub struct PluginSet {
     /// Admitted tenants in the order they were admitted: who keeps its
     /// share when the budget shrinks.
     admitted: Vec<String>,
+    /// Where every decision on this set is logged (`policy.decision_log`);
+    /// `None`: off.
+    pub decision_log: Option<Arc<DecisionLog>>,
 }
 
 /// Why a call for a tenant cannot be decided now: its guards are not

@@ -9,6 +9,7 @@
 
 pub(crate) mod backlog;
 pub(crate) mod bindings;
+pub(crate) mod decision_log;
 pub(crate) mod engine;
 pub(crate) mod http;
 pub(crate) mod limits;

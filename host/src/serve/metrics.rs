@@ -24,6 +24,7 @@
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
 //! | `plugin_fetch_failures_total` | counter | plugin | fetches of the plugin's remote source (`url`, `oci`) that failed — not fetched after their tries, or refused for their digest — since start (its last good version, if any, kept serving) |
 //! | `plugins_generation` | gauge | | the plugin set generation serving |
+//! | `decision_log_dropped_total` | counter | | decision log lines dropped since start: the queue was full (the sink slow or down) or the HTTP sink gave a batch up after its retries; decisions never wait on the log |
 //! | `tenants_pending` | gauge | | tenants whose directory has not loaded yet (their calls answered 503) |
 //! | `tenants_refused` | gauge | | tenants not admitted: their share did not fit (their calls answered 503) |
 //! | `reloads_unsettled` | gauge | | directory reloads made because a directory kept changing without settling (see `watch::MAX_DELAY`) |
@@ -288,6 +289,9 @@ series! {
     fetch_failures: Family<PluginLabels, Counter> = Family::default(),
         "plugin_fetch_failures",
         "Fetches of the plugin's remote source (url, oci) that failed: not fetched, or refused for their digest";
+    decision_log_dropped: Counter = Counter::default(),
+        "decision_log_dropped",
+        "Decision log lines dropped: the queue was full (the sink slow or down) or the HTTP sink gave a batch up; decisions never wait";
     tenants_pending: Gauge = Gauge::default(),
         "tenants_pending",
         "Tenants whose directory has not loaded yet (their calls are answered 503)";
@@ -567,10 +571,13 @@ impl Metrics {
             gauge.set((r.read)(&lane));
         }
         self.observe_plugin_set(&registry.plugin_set());
-        // The engine and the registry count; the counters catch up.
+        // The engine, the log and the registry count; the counters catch up.
         let dropped = registry.engine().shadow_dropped();
         self.shadow_dropped
             .inc_by(dropped.saturating_sub(self.shadow_dropped.get()));
+        let dropped = crate::runtime::decision_log::dropped_total();
+        self.decision_log_dropped
+            .inc_by(dropped.saturating_sub(self.decision_log_dropped.get()));
         for (plugin, failed) in registry.fetch_failures() {
             let counter = self.fetch_failures.get_or_create(&PluginLabels {
                 plugin: plugin.into(),

@@ -7,6 +7,7 @@
 //! package).
 
 pub(crate) mod connections;
+pub(crate) mod decision_log;
 pub(crate) mod describe;
 pub(crate) mod logging;
 pub(crate) mod metrics;

@@ -82,7 +82,9 @@ impl DecideRequest {
     /// for them ([`DecideRequest::decide_answer_first`]).
     ///
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
-    /// call a span inside it (see `crate::serve::logging`).
+    /// call a span inside it (see `crate::serve::logging`). A decision is
+    /// written to the set's decision log, if it has one (queued: never
+    /// waited on; `docs/plugins.md`, "The decision log").
     pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
@@ -123,6 +125,7 @@ impl DecideRequest {
             && let Some(place) = chain.shadow_backlog(self.tenant.as_deref().unwrap_or(""))
         {
             let (chain, request, mut full) = (chain.clone(), self.clone(), decision.clone());
+            let (log, generation) = (set.decision_log.clone(), set.generation);
             let shadow = tracing::debug_span!(parent: &span, "shadow");
             tokio::spawn(
                 async move {
@@ -130,10 +133,19 @@ impl DecideRequest {
                         .shadow(&request.event, &request.state, &full.result)
                         .await;
                     drop(place);
+                    if let Some(log) = &log {
+                        crate::serve::decision_log::record(
+                            log, generation, &chain, &request, &full,
+                        );
+                    }
                     done(full);
                 }
                 .instrument(shadow),
             );
+        } else {
+            // No shadow run (none subscribes, or no room for it): the
+            // line is the enforced decision's alone.
+            self.record(set, &decision);
         }
         Ok(decision)
     }
@@ -144,7 +156,17 @@ impl DecideRequest {
         decision.shadow = chain
             .shadow(&self.event, &self.state, &decision.result)
             .await;
+        self.record(set, &decision);
         Ok(decision)
+    }
+
+    /// Writes `decision` to `set`'s decision log, if it has one (queued:
+    /// never waited on).
+    fn record(&self, set: &PluginSet, decision: &Decision<Verdict>) {
+        if let Some(log) = &set.decision_log {
+            let chain = set.chain(self.tenant.as_deref());
+            crate::serve::decision_log::record(log, set.generation, chain, self, decision);
+        }
     }
 
     /// The request's admission and place in its account, and its enforced

@@ -41,6 +41,11 @@
 //! | `toolgate test`: cases through the real chain; one line per failing case with what differs, `N passed, N failed`, exit 1; a bad file is one line naming file, line and key, exit 2; JUnit XML with the counts; fault classes under the real limits | `case_files::*`; every example's `*.test.toml` in `scripts/test` |
 //! | a shadow guard (`mode = "shadow"`) is never enforced: it steers, rewrites and hides nothing, every verdict of it is counted (or its run dropped and counted), and its faults never quarantine it nor fail closed | `shadow::a_shadow_guard_never_steers_and_every_verdict_is_counted`, `shadow::decide_puts_the_shadow_chains_answer_beside_the_enforced_one`, `shadow::shadow_runs_past_the_backlog_are_dropped_and_counted` |
 //! | `replay --compare` groups two policy sets' differences by seam and change, exit 1 when they differ, and reads a decision log | `examples::replay_compare_groups_what_a_changed_policy_set_changes` |
+//! | every decision log line (every seam, global and tenant, file, HTTP and stdout; library, `serve` and the Python `Host`) matches `docs/decision-log.schema.json` | `decision_log::a_masked_field_appears_in_no_sink_and_every_line_matches_the_schema`, `decision_log::by_default_no_input_is_logged`, `decision_log::the_file_sink_rotates_keeping_n`, `test_host.py::test_every_decision_is_logged_masked_as_serve_logs_it` (fields, digest) |
+//! | a masked field appears in no sink, a fault's detail and a skip's message included; by default no input is logged | `decision_log::a_masked_field_appears_in_no_sink_and_every_line_matches_the_schema`, `decision_log::by_default_no_input_is_logged` |
+//! | a dead HTTP sink never holds a decision; its drops are counted (`toolgate_decision_log_dropped_total`) | `decision_log::a_dead_http_sink_never_holds_a_decision_and_its_drops_are_counted` |
+//! | the file sink rotates by size, keeping N, losing no line between the files kept | `decision_log::the_file_sink_rotates_keeping_n` |
+//! | `[decision_log]` is the operator's: refused in a tenant's manifest; bad keys named with file and line | `decision_log::a_tenant_manifest_cannot_set_the_decision_log_and_bad_keys_are_named` |
 //! | with no guards, each seam answers its neutral value | `fuzz::fuzz_request_bodies_get_200_or_a_named_400`, `fuzz::fuzz_valid_requests_are_answered` |
 
 mod autosnap;
@@ -50,6 +55,7 @@ mod chains;
 mod cli;
 mod compiles;
 mod contract;
+mod decision_log;
 mod examples;
 mod file_server;
 mod fresh;

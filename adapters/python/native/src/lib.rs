@@ -166,6 +166,9 @@ fn parse_seam(seam: &str) -> PyResult<Seam> {
 ///   `compile_timeout_ms` and limited to `compile_memory_mib` of data
 ///   (`RLIMIT_DATA`, the child's whole process). `None`: compile in this
 ///   process, with no memory bound (the time bound only stops the wait).
+/// - `decision_log`: JSON text of an object with `[decision_log]`'s keys
+///   (`toolgate::decision_log::from_json`): the decision log's settings
+///   under the global manifest's table. `None`: the defaults (off).
 ///
 /// Loading compiles every new component (the cache makes later loads fast);
 /// the GIL is released meanwhile. A directory that does not exist, or a
@@ -186,7 +189,7 @@ type Call = Pin<Box<dyn Future<Output = Result<String, Refused>> + Send>>;
 #[pymethods]
 impl Host {
     #[new]
-    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true, compile_command=None, compile_timeout_ms=120_000, compile_memory_mib=2048, state=None))]
+    #[pyo3(signature = (plugins, *, cache_dir=None, no_cache=false, watch=true, settle_ms=250, max_instances=256, pooling=true, inline=true, compile_command=None, compile_timeout_ms=120_000, compile_memory_mib=2048, state=None, decision_log=None))]
     #[allow(
         clippy::too_many_arguments,
         reason = "keyword arguments of the Python constructor"
@@ -205,6 +208,7 @@ impl Host {
         compile_timeout_ms: u64,
         compile_memory_mib: u64,
         state: Option<String>,
+        decision_log: Option<String>,
     ) -> PyResult<Self> {
         let state: StateBackend = match state {
             None => StateBackend::default(),
@@ -238,6 +242,13 @@ impl Host {
                 }
             }
         };
+        let mut policy = toolgate::Policy::default();
+        if let Some(text) = decision_log {
+            let settings: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text)
+                .map_err(|e| PyValueError::new_err(format!("decision_log: {e}")))?;
+            policy.decision_log =
+                toolgate::decision_log::from_json(&settings).map_err(PyValueError::new_err)?;
+        }
         let rt = runtime()?;
         let cache = match (cache_dir, no_cache) {
             (_, true) => CompiledCache::disabled(),
@@ -254,7 +265,7 @@ impl Host {
                 },
                 ..LoadLimits::default()
             },
-            ..RegistryOptions::default()
+            policy,
         };
         let config = EngineConfig {
             max_instances,

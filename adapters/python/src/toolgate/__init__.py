@@ -103,6 +103,14 @@ class Host:
             (``"redis://[:password@]host[:port][/db]"``), shared by every
             process naming it — several agent processes, or ``toolgate
             serve`` replicas, then count together.
+        decision_log: Write every decision as a JSON line: a mapping with
+            the keys of the global manifest's ``[decision_log]`` (docs/plugins.md,
+            "The decision log"), e.g. ``{"path": "decisions.jsonl",
+            "include": ["args"], "mask": ["args.password"]}``; the
+            manifest's table, if any, overrides it key by key. ``None``
+            (the default): off unless the manifest sets it. A relative
+            ``path`` is taken from the working directory. Writing never
+            delays a decision: a full queue drops lines and counts them.
 
     Each new component (one not in the compiled cache) is compiled in a
     child process: this interpreter (``sys.executable``) running
@@ -121,7 +129,8 @@ class Host:
             :meth:`plugins` (``"errors"``) and on standard error.
         ValueError: A compile bound is out of range (``compile_timeout_s``
             not positive, ``compile_memory_mib`` under 32), or ``state`` is
-            not one of the forms above.
+            not one of the forms above, or ``decision_log`` names an
+            unknown key or a bad value (the message names the key).
 
     The library logs (guard faults, reloads, load errors) go to standard
     error, filtered by ``$TOOLGATE_LOG`` (default ``warn``).
@@ -142,6 +151,7 @@ class Host:
         compile_memory_mib: int = 2048,
         compile_in_process: bool = False,
         state: str = "memory",
+        decision_log: Mapping[str, Any] | None = None,
     ) -> None:
         timeout_ms = round(compile_timeout_s * 1000)
         if not timeout_ms > 0:
@@ -159,6 +169,7 @@ class Host:
             compile_timeout_ms=timeout_ms,
             compile_memory_mib=compile_memory_mib,
             state=state,
+            decision_log=None if decision_log is None else json.dumps(dict(decision_log)),
         )
 
     def __repr__(self) -> str:

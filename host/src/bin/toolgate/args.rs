@@ -169,6 +169,53 @@ pub(crate) struct PolicyArgs {
     /// How long a quarantined guard is not run before a probe, ms (default 30000).
     #[arg(long)]
     quarantine_cooldown_ms: Option<u64>,
+    #[command(flatten)]
+    decision_log: DecisionLogArgs,
+}
+
+/// The decision log's flags (the global manifest's `[decision_log]`
+/// overrides them key by key; its other keys are the manifest's only).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub(crate) struct DecisionLogArgs {
+    /// Log every decision as a JSON line: `off` (default), `stdout`, a file
+    /// path (rotated by size), or an `http(s)://` URL (batched, gzipped).
+    #[arg(long, value_name = "SINK")]
+    decision_log: Option<String>,
+    /// What of the input the decision log carries: any of `args`,
+    /// `content`, `state` (default: none).
+    #[arg(long, value_name = "PARTS", value_delimiter = ',')]
+    decision_log_include: Vec<String>,
+    /// A path masked in the decision log (`args.password`,
+    /// `state.user.email`); repeat or separate with commas.
+    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    decision_log_mask: Vec<String>,
+    /// Strings in the decision log longer than this are cut, bytes
+    /// (default 1024).
+    #[arg(long, value_name = "BYTES")]
+    decision_log_max_string_bytes: Option<usize>,
+}
+
+impl DecisionLogArgs {
+    /// Sets `config` from the flags given.
+    fn apply(&self, config: &mut toolgate::decision_log::DecisionLogConfig) -> Result<()> {
+        use toolgate::decision_log::{DecisionLogConfig, Include};
+        if let Some(sink) = &self.decision_log {
+            config.sink = DecisionLogConfig::sink_from_flag(sink);
+        }
+        for part in &self.decision_log_include {
+            if !config.include.set(part) {
+                return Err(bad(format!(
+                    "--decision-log-include: `{part}` is not one of {}",
+                    Include::NAMES.join(", ")
+                )));
+            }
+        }
+        config.mask.extend(self.decision_log_mask.iter().cloned());
+        if let Some(v) = self.decision_log_max_string_bytes {
+            config.max_string_bytes = v;
+        }
+        Ok(())
+    }
 }
 
 /// Generates [`ShareArgs`] from `toolgate::share_keys!`: a flag for every
@@ -232,6 +279,7 @@ impl PolicyArgs {
         if let Some(v) = self.quarantine_cooldown_ms {
             q.cooldown = Duration::from_millis(v);
         }
+        self.decision_log.apply(&mut policy.decision_log)?;
         if let Err((key, why)) = policy.check() {
             return Err(bad(format!("policy: `{key}`: {why}")));
         }

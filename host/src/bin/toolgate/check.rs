@@ -66,6 +66,11 @@ pub(crate) async fn run(args: CheckArgs) -> Result<()> {
     let refused = match request.decide(&registry.plugin_set()).await {
         Ok(decision) => {
             println!("{}", serde_json::to_string_pretty(&decision)?);
+            // The global manifest's decision log, if any, gets its line
+            // before the process ends.
+            if let Some(log) = registry.plugin_set().decision_log.clone() {
+                log.flush_within(std::time::Duration::from_secs(10)).await;
+            }
             return Ok(());
         }
         Err(refused) => refused,

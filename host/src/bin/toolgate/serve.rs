@@ -201,6 +201,10 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     #[cfg(unix)]
     hup.abort();
     loading.abort();
+    // What the decision log still queues is written out, within bounds.
+    if let Some(log) = registry.plugin_set().decision_log.clone() {
+        log.flush_within(std::time::Duration::from_secs(10)).await;
+    }
     say!("toolgate: shut down");
     Ok(())
 }

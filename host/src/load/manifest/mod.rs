@@ -51,6 +51,7 @@ use crate::runtime::limits::Limits;
 use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
 
+pub(crate) mod decision_log;
 mod locate;
 mod source;
 mod tables;
@@ -121,6 +122,8 @@ struct RawManifest {
     shares: Option<Spanned<RawShares>>,
     #[serde(default)]
     quarantine: Option<Spanned<RawQuarantine>>,
+    #[serde(default)]
+    decision_log: Option<Spanned<decision_log::RawDecisionLog>>,
 }
 
 with_limit_keys! {
@@ -416,6 +419,7 @@ fn apply_tables(
         ("ceilings", raw.ceilings.as_ref().map(Spanned::span)),
         ("shares", raw.shares.as_ref().map(Spanned::span)),
         ("quarantine", raw.quarantine.as_ref().map(Spanned::span)),
+        ("decision_log", raw.decision_log.as_ref().map(Spanned::span)),
     ];
     if scope == Scope::Tenant {
         if let Some((key, Some(span))) = tables.into_iter().find(|(_, s)| s.is_some()) {
@@ -448,6 +452,11 @@ fn apply_tables(
     }
     if let Some(q) = &raw.quarantine {
         apply_quarantine(policy, q.get_ref()).map_err(|e| here.err(e))?;
+    }
+    if let Some(d) = &raw.decision_log {
+        let dir = here.path.parent().unwrap_or(Path::new("."));
+        decision_log::apply(&mut policy.decision_log, d.get_ref(), dir, d.span())
+            .map_err(|e| here.err(e))?;
     }
     // A cross-key error names the last table given.
     let whole = tables.into_iter().rev().find_map(|(_, s)| s);

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::call::chain::Chain;
 use crate::call::plugin::Plugin;
 use crate::call::snapshot::SnapshotStatus;
+use crate::runtime::decision_log::DecisionLog;
 
 use super::*;
 
@@ -64,6 +65,8 @@ impl PluginSet {
             scopes: &scopes,
             old,
         };
+        let decision_log =
+            DecisionLog::reuse_or_start(&policy.decision_log, old.decision_log.as_ref());
         let global = chains.global();
         let tenants = chains.tenants(&tenant_plugins);
         let combined = chains.combined(&tenant_plugins, &tenants);
@@ -81,6 +84,7 @@ impl PluginSet {
             pending,
             refused,
             admitted,
+            decision_log,
         }
     }
 }

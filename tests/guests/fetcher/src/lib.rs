@@ -8,7 +8,8 @@
 //!
 //! `spin` runs a loop of N steps before the first request (a call long
 //! enough to have moved onto the host's long lane). `url` may hold
-//! `{call_id}`, replaced by the call's id. `body_bytes`
+//! `{call_id}`, replaced by the call's id, and `{args.NAME}`, replaced by
+//! the call's string argument `NAME`. `body_bytes`
 //! sends that many `x`s instead of `body`. It skips (`is_error` false) with
 //! a JSON array, one entry per request: `{"status": N, "body": "<text>",
 //! "headers": {...}}`. A request the host refuses traps the call, so the
@@ -34,6 +35,15 @@ impl SteeringGuard for Fetcher {
                 .as_str()
                 .unwrap_or_default()
                 .replace("{call_id}", &event.call_id);
+            let url = event
+                .args
+                .as_object()
+                .into_iter()
+                .flatten()
+                .fold(url, |url, (k, v)| match v.as_str() {
+                    Some(v) => url.replace(&format!("{{args.{k}}}"), v),
+                    None => url,
+                });
             let mut request = Request::new(r["method"].as_str().unwrap_or("GET"), &url);
             for h in r["headers"].as_array().into_iter().flatten() {
                 request = request.header(

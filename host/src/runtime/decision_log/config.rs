@@ -1,0 +1,178 @@
+//! `[decision_log]`: where decisions are written, what of the input goes
+//! with them, and the bounds of the queue and the sinks. Every key and its
+//! default is in `docs/plugins.md` ("The decision log").
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// Where the lines go.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sink {
+    /// Nothing is logged (the default): a decision pays nothing.
+    #[default]
+    Off,
+    /// One line per decision on the process's standard output.
+    Stdout,
+    /// A file, rotated by size (`max_file_kib`), `keep_files` kept.
+    File(PathBuf),
+    /// An HTTP(S) endpoint: batches of lines POSTed gzipped, retried.
+    Http(String),
+}
+
+/// What of the input a line carries besides the decision (privacy by
+/// default: none of it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Include {
+    /// The call's `args` (steering, rewrite) and a rewrite's new args.
+    pub args: bool,
+    /// The tool's result (result seam).
+    pub content: bool,
+    /// The hook's `state`.
+    pub state: bool,
+}
+
+impl Include {
+    /// The names `include` accepts.
+    pub const NAMES: [&'static str; 3] = ["args", "content", "state"];
+
+    /// Sets the part named `name`; `false` when there is no such part.
+    pub fn set(&mut self, name: &str) -> bool {
+        match name {
+            "args" => self.args = true,
+            "content" => self.content = true,
+            "state" => self.state = true,
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The decision log's settings: `[decision_log]` of the global manifest
+/// over the `serve` flags (or the Python `Host`'s `decision_log`
+/// argument), key by key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DecisionLogConfig {
+    /// Where lines go. Default: [`Sink::Off`].
+    pub sink: Sink,
+    /// What of the input is written. Default: nothing.
+    pub include: Include,
+    /// Paths masked wherever they would be written (`args.password`,
+    /// `state.user.email`, `content.token`): the value is replaced by
+    /// `"[masked]"`, and its text is cut out of every other string of the
+    /// line (a fault's detail, a skip's message). Default: none.
+    pub mask: Vec<String>,
+    /// Strings longer than this many bytes are cut (and say so). Default
+    /// 1024.
+    pub max_string_bytes: usize,
+    /// Lines waiting for the sink; when full, new lines are dropped and
+    /// counted. Default 10,000.
+    pub queue_lines: usize,
+    /// File sink: the file is rotated past this size, KiB. Default 65,536
+    /// (64 MiB).
+    pub max_file_kib: u64,
+    /// File sink: rotated files kept (`FILE.1` newest .. `FILE.N`).
+    /// Default 5.
+    pub keep_files: u32,
+    /// HTTP sink: the most lines in one POST. Default 500.
+    pub batch_lines: usize,
+    /// HTTP sink: a batch is sent after this long even if not full, ms.
+    /// Default 1,000.
+    pub flush_ms: u64,
+    /// HTTP sink: tries after the first failed one before a batch is
+    /// dropped (and counted), with backoff doubling from 100 ms. Default 3.
+    pub retries: u32,
+    /// HTTP sink: one POST's deadline, ms. Default 5,000.
+    pub timeout_ms: u64,
+}
+
+impl Default for DecisionLogConfig {
+    fn default() -> Self {
+        DecisionLogConfig {
+            sink: Sink::Off,
+            include: Include::default(),
+            mask: Vec::new(),
+            max_string_bytes: 1024,
+            queue_lines: 10_000,
+            max_file_kib: 64 << 10,
+            keep_files: 5,
+            batch_lines: 500,
+            flush_ms: 1_000,
+            retries: 3,
+            timeout_ms: 5_000,
+        }
+    }
+}
+
+/// The roots a mask path may start with.
+const MASK_ROOTS: [&str; 3] = ["args", "content", "state"];
+
+impl DecisionLogConfig {
+    /// Checks the settings as a whole; the error names the key (as the
+    /// manifest spells it, without `decision_log.`) and why.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        let bad = |key: &str, why: String| Err((key.to_string(), why));
+        match &self.sink {
+            Sink::File(path) if path.as_os_str().is_empty() => {
+                return bad("path", "the file sink needs a file path".into());
+            }
+            Sink::Http(url) => match url::Url::parse(url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                Ok(_) => return bad("url", format!("`{url}` is not an http(s) URL with a host")),
+                Err(e) => return bad("url", format!("`{url}` is not a URL: {e}")),
+            },
+            _ => {}
+        }
+        for path in &self.mask {
+            let mut parts = path.split('.');
+            let root = parts.next().unwrap_or_default();
+            if !MASK_ROOTS.contains(&root) || path.split('.').any(str::is_empty) {
+                return bad(
+                    "mask",
+                    format!(
+                        "`{path}` is not a path under args, content or state \
+                         (e.g. \"args.password\", \"state.user.email\")"
+                    ),
+                );
+            }
+        }
+        let ranges: [(&str, u64, u64, u64); 7] = [
+            (
+                "max_string_bytes",
+                self.max_string_bytes as u64,
+                16,
+                1 << 20,
+            ),
+            ("queue_lines", self.queue_lines as u64, 1, 1_000_000),
+            ("max_file_kib", self.max_file_kib, 1, 1 << 30),
+            ("keep_files", u64::from(self.keep_files), 0, 1_000),
+            ("batch_lines", self.batch_lines as u64, 1, 100_000),
+            ("flush_ms", self.flush_ms, 1, 600_000),
+            ("timeout_ms", self.timeout_ms, 1, 600_000),
+        ];
+        for (key, v, lo, hi) in ranges {
+            if !(lo..=hi).contains(&v) {
+                return bad(key, format!("{v} is out of range {lo}..={hi}"));
+            }
+        }
+        if self.retries > 100 {
+            return bad(
+                "retries",
+                format!("{} is out of range 0..=100", self.retries),
+            );
+        }
+        Ok(())
+    }
+
+    /// The sink a `serve --decision-log` value names: `off`, `stdout`, an
+    /// `http://` or `https://` URL, else a file path.
+    pub fn sink_from_flag(value: &str) -> Sink {
+        match value {
+            "off" | "" => Sink::Off,
+            "stdout" | "-" => Sink::Stdout,
+            v if v.starts_with("http://") || v.starts_with("https://") => Sink::Http(v.into()),
+            v => Sink::File(PathBuf::from(v)),
+        }
+    }
+}

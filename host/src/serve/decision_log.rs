@@ -1,0 +1,157 @@
+//! The decision log's line for one decision, the same from every face
+//! (they all decide through [`DecideRequest::decide`]): what was asked,
+//! what was answered, and each guard's part in it, with the input left
+//! out unless the operator opted in, masked and cut (`runtime/decision_log`
+//! queues and writes it). The line's shape is `docs/decision-log.schema.json`.
+
+use serde_json::{Map, Value, json};
+
+use crate::call::chain::{Chain, Decision, GuardTrace, Verdict};
+use crate::event::Event;
+use crate::runtime::decision_log::{DecisionLog, now_rfc3339, redact};
+use crate::serve::request::DecideRequest;
+
+/// The input parts a line may carry, by the name `include` and `mask` use.
+struct Parts {
+    args: Option<Value>,
+    content: Option<Value>,
+    state: Option<Value>,
+}
+
+/// Writes `decision` of `request`, decided by `chain` of plugin set
+/// `generation`, to `log` (queued; never waits).
+pub(crate) fn record(
+    log: &DecisionLog,
+    generation: u64,
+    chain: &Chain,
+    request: &DecideRequest,
+    decision: &Decision<Verdict>,
+) {
+    let config = log.config();
+    let include = config.include;
+    let (run_id, call_id, tool_name, args, content) = match &request.event {
+        Event::Routing(e) => (&e.run_id, None, None, None, None),
+        Event::Rewrite(e) => (
+            &e.run_id,
+            Some(&e.call_id),
+            Some(&e.tool_name),
+            Some(&e.args),
+            None,
+        ),
+        Event::Steering(e) => (
+            &e.run_id,
+            Some(&e.call_id),
+            Some(&e.tool_name),
+            Some(&e.args),
+            None,
+        ),
+        Event::Result(e) => (
+            &e.run_id,
+            Some(&e.call_id),
+            Some(&e.tool_name),
+            None,
+            Some(&e.result),
+        ),
+    };
+    let masked = |root: &str| {
+        config
+            .mask
+            .iter()
+            .any(|m| m.split('.').next() == Some(root))
+    };
+    let wanted = |on: bool, root: &str| on || masked(root);
+    let mut parts = Parts {
+        args: args
+            .filter(|_| wanted(include.args, "args"))
+            .map(|a| Value::Object(a.clone())),
+        content: content
+            .filter(|_| wanted(include.content, "content"))
+            .cloned(),
+        state: Some(&request.state)
+            .filter(|_| wanted(include.state, "state"))
+            .cloned(),
+    };
+    let mut verdict = serde_json::to_value(&decision.result).unwrap_or(Value::Null);
+    // A rewrite's new args are args: written only when args are.
+    let mut new_args = match &mut verdict {
+        Value::Object(rewrite) if decision.result.seam() == crate::event::Seam::Rewrite => {
+            rewrite.remove("args")
+        }
+        _ => None,
+    };
+    let mut secrets = Vec::new();
+    for path in &config.mask {
+        let keys: Vec<&str> = path.split('.').collect();
+        let (root, rest) = keys.split_first().unwrap_or((&"", &[]));
+        let (part, on) = match *root {
+            "args" => (&mut parts.args, include.args),
+            "content" => (&mut parts.content, include.content),
+            _ => (&mut parts.state, include.state),
+        };
+        if let Some(v) = part {
+            redact::mask(v, rest, &mut secrets, on);
+        }
+        if *root == "args"
+            && let Some(v) = &mut new_args
+        {
+            redact::mask(v, rest, &mut secrets, true);
+        }
+    }
+    if include.args
+        && let (Value::Object(rewrite), Some(a)) = (&mut verdict, new_args)
+    {
+        rewrite.insert("args".into(), a);
+    }
+    let guard = |entry: &GuardTrace| {
+        let digest = chain
+            .plugins()
+            .iter()
+            .find(|p| p.name() == entry.plugin)
+            .map(|p| p.digest());
+        let mut g = json!({
+            "plugin": entry.plugin,
+            "digest": digest,
+            "outcome": entry.outcome,
+            "fault": entry.fault,
+            "fuel": entry.fuel_used,
+            "micros": entry.micros,
+            "mode": entry.mode,
+        });
+        if let (Some(detail), Value::Object(g)) = (&entry.detail, &mut g) {
+            g.insert("detail".into(), detail.as_str().into());
+        }
+        g
+    };
+    let guards: Vec<Value> = decision.trace.iter().map(guard).collect();
+    let mut line = Map::new();
+    line.insert("time".into(), now_rfc3339().into());
+    line.insert("seam".into(), request.event.seam().as_str().into());
+    line.insert("tenant".into(), request.tenant.as_deref().into());
+    line.insert("run_id".into(), run_id.as_str().into());
+    line.insert("call_id".into(), call_id.map(String::as_str).into());
+    line.insert("tool_name".into(), tool_name.map(String::as_str).into());
+    line.insert("generation".into(), generation.into());
+    line.insert("verdict".into(), decision.result.as_str().into());
+    line.insert("decision".into(), verdict);
+    line.insert("guards".into(), guards.into());
+    if let Some(shadow) = &decision.shadow {
+        let guards: Vec<Value> = shadow.trace.iter().map(guard).collect();
+        line.insert("shadow".into(), guards.into());
+        line.insert("shadow_verdict".into(), shadow.result.as_str().into());
+        if let Some(agrees) = shadow.agrees {
+            line.insert("agrees".into(), agrees.into());
+        }
+    }
+    for (name, part, on) in [
+        ("args", parts.args, include.args),
+        ("content", parts.content, include.content),
+        ("state", parts.state, include.state),
+    ] {
+        if let (true, Some(v)) = (on, part) {
+            line.insert(name.into(), v);
+        }
+    }
+    let mut line = Value::Object(line);
+    redact::scrub_and_cut(&mut line, &mut secrets, config.max_string_bytes);
+    log.submit(line);
+}
