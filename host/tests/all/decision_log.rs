@@ -1,5 +1,4 @@
-//! The decision log: every line any face writes matches
-//! `docs/decision-log.schema.json`; a masked field appears in no sink
+//! The decision log: a masked field appears in no sink
 //! (file, HTTP, stdout), a fault's detail and a skip's message included;
 //! a dead HTTP sink costs the decisions nothing and its drops are counted;
 //! the file sink rotates, keeping N; a tenant's manifest cannot set it.
@@ -20,29 +19,13 @@ use toolgate_tests::{ECHO, FETCHER, HIDE_ADMIN_TOOLS, RESULT_AUDIT, SQL_GUARD};
 
 use crate::engine;
 
-/// The schema every line is checked against.
-fn schema() -> jsonschema::Validator {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/decision-log.schema.json"),
-    )
-    .expect("docs/decision-log.schema.json");
-    let schema: Value = serde_json::from_str(&text).expect("the schema is JSON");
-    jsonschema::validator_for(&schema).expect("the schema is a valid JSON Schema")
-}
-
-/// Parses `text`'s lines, each checked against the schema.
+/// Parses `text`'s lines. (Each line's shape is checked against
+/// `docs/decision-log.schema.json` by `tests/langs/test_decision_log.py`,
+/// with Python's `jsonschema`: the Rust validators' dependencies would
+/// change `serde_json`'s features in test builds only.)
 fn lines(text: &str) -> Vec<Value> {
-    let schema = schema();
     text.lines()
-        .map(|line| {
-            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
-            let errors: Vec<String> = schema.iter_errors(&v).map(|e| e.to_string()).collect();
-            assert!(
-                errors.is_empty(),
-                "{line}\ndoes not match the schema: {errors:?}"
-            );
-            v
-        })
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
         .collect()
 }
 
@@ -171,7 +154,7 @@ async fn decide_every_seam(reg: &Registry, tenant: Option<&str>) {
     .await;
 }
 
-/// The four lines `decide_every_seam` wrote: schema-valid, no secret
+/// The four lines `decide_every_seam` wrote: no secret
 /// anywhere, each masked field `[masked]`, the fault's detail scrubbed.
 fn check_masked(text: &str, tenant: Option<&str>) {
     for secret in [PASSWORD, EMAIL, TOKEN] {
@@ -260,7 +243,7 @@ async fn collector() -> (SocketAddr, Arc<Mutex<String>>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_masked_field_appears_in_no_sink_and_every_line_matches_the_schema() {
+async fn a_masked_field_appears_in_no_sink() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (dir, out) = (
         tmp.path().join("plugins"),

@@ -66,16 +66,21 @@ pub(crate) async fn run(args: CheckArgs) -> Result<()> {
     let refused = match request.decide(&registry.plugin_set()).await {
         Ok(decision) => {
             println!("{}", serde_json::to_string_pretty(&decision)?);
-            // The global manifest's decision log, if any, gets its line
-            // before the process ends.
-            if let Some(log) = registry.plugin_set().decision_log.clone() {
-                log.flush_within(std::time::Duration::from_secs(10)).await;
-            }
+            flush_decision_log(&registry).await;
             return Ok(());
         }
         Err(refused) => refused,
     };
     not_decided(&refused)
+}
+
+/// Waits (up to 10 s) until the global manifest's decision log, if any,
+/// has written every line queued so far: a command's decisions are logged
+/// before its process ends.
+pub(crate) async fn flush_decision_log(registry: &toolgate::Registry) {
+    if let Some(log) = registry.plugin_set().decision_log.clone() {
+        log.flush_within(std::time::Duration::from_secs(10)).await;
+    }
 }
 
 /// `--cases`: each selected case's event through the chain (`--plugins`,

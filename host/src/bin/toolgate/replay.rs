@@ -131,6 +131,7 @@ async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Re
         }
     }
     summary.print();
+    crate::check::flush_decision_log(registry).await;
     if summary.not_decided > 0 {
         std::process::exit(3);
     }
