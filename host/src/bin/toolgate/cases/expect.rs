@@ -194,44 +194,32 @@ impl Expect {
             );
         }
         let field = |name: &str| result.get(name).cloned().unwrap_or(Value::Null);
-        if let Some(c) = &self.content {
-            let got = field("content");
-            want(
-                "content",
-                Value::from(c.as_str()),
-                got.clone(),
-                got == c.as_str(),
-            );
-        }
-        if let Some(c) = &self.content_contains {
-            let got = field("content");
-            let ok = got.as_str().is_some_and(|s| s.contains(c.as_str()));
-            want("content_contains", Value::from(c.as_str()), got, ok);
-        }
-        if let Some(e) = self.is_error {
-            let got = field("is_error");
-            want("is_error", Value::from(e), got.clone(), got == e);
-        }
-        if let Some(t) = &self.tools {
-            want(
-                "tools",
-                Value::from(t.clone()),
-                result.clone(),
-                result == &Value::from(t.clone()),
-            );
-        }
-        if let Some(n) = &self.tool_name {
-            let got = field("tool_name");
-            want(
-                "tool_name",
-                Value::from(n.as_str()),
-                got.clone(),
-                got == n.as_str(),
-            );
-        }
-        if let Some(a) = &self.args {
-            let got = field("args");
-            want("args", a.clone(), got.clone(), &got == a);
+        // A key that expects one field of the result to be exactly a value.
+        let same = |key: &'static str, expected: Option<Value>| {
+            expected.map(|expected| {
+                let got = field(key);
+                let ok = got == expected;
+                (key, expected, got, ok)
+            })
+        };
+        let checks = [
+            same("content", self.content.as_deref().map(Value::from)),
+            self.content_contains.as_ref().map(|c| {
+                let got = field("content");
+                let ok = got.as_str().is_some_and(|s| s.contains(c.as_str()));
+                ("content_contains", Value::from(c.as_str()), got, ok)
+            }),
+            same("is_error", self.is_error.map(Value::from)),
+            self.tools.as_ref().map(|t| {
+                let expected = Value::from(t.clone());
+                let ok = result == &expected;
+                ("tools", expected, result.clone(), ok)
+            }),
+            same("tool_name", self.tool_name.as_deref().map(Value::from)),
+            same("args", self.args.clone()),
+        ];
+        for (key, expected, got, ok) in checks.into_iter().flatten() {
+            want(key, expected, got, ok);
         }
         let traced = |name: &str, what: &str| {
             actual["trace"]
