@@ -139,6 +139,59 @@ fn a_bad_file_is_refused_naming_file_line_and_key_exit_2() {
 }
 
 #[test]
+fn every_file_loads_before_any_case_runs_and_each_bad_one_is_named() {
+    // `a.test.toml` is good; `b/` and `c/` name components that are not
+    // there. No case of `a` runs, and both bad files get a line.
+    let dir = case_dir(&[("sql-guard.wasm", toolgate_tests::SQL_GUARD)], "");
+    std::fs::write(dir.path().join("a.test.toml"), SQL_CASES).expect("write");
+    for sub in ["b", "c"] {
+        std::fs::create_dir(dir.path().join(sub)).expect("mkdir");
+        std::fs::write(
+            dir.path().join(sub).join("guard.test.toml"),
+            SQL_CASES.replace("sql-guard.wasm", "missing.wasm"),
+        )
+        .expect("write");
+    }
+    std::fs::remove_file(dir.path().join("guard.test.toml")).expect("rm");
+    let out = test(dir.path(), &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(stdout(&out), "", "no case ran");
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    for sub in ["b", "c"] {
+        let file = dir.path().join(sub).join("guard.test.toml");
+        assert!(
+            err.contains(&format!("{}:3: key `plugin[1].path`", file.display())),
+            "{sub}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_case_filter_that_matches_nothing_is_refused() {
+    let dir = case_dir(&[("sql-guard.wasm", toolgate_tests::SQL_GUARD)], SQL_CASES);
+    let out = test(dir.path(), &["--case", "nomatch"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        "toolgate: error: --case \"nomatch\" matches no case in 1 case file(s)\n"
+    );
+    let out = test(dir.path(), &["--case", "with"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).ends_with("1 passed, 0 failed\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
 fn junit_output_is_well_formed_xml_with_the_counts() {
     let text = SQL_CASES.replace("sql-guard = \"proceed\"", "sql-guard = \"skip\"");
     let dir = case_dir(&[("sql-guard.wasm", toolgate_tests::SQL_GUARD)], &text);

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 
 use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state};
 use crate::cases::{self, CaseFile, Chains};
-use crate::junit;
+use crate::{bad, junit};
 
 /// `toolgate test`'s options.
 #[derive(clap::Args)]
@@ -50,28 +50,56 @@ pub(crate) struct FileResults {
     pub(crate) cases: Vec<Ran>,
 }
 
-/// Runs `toolgate test`: every case file is read and checked before any
-/// case runs (a bad file: exit 2, naming file, line and key); then each
-/// failing case gets one line, and the last line is `N passed, N failed`
-/// (exit 1 when N failed is not 0).
+/// Runs `toolgate test`: every case file is read, and its entries loaded,
+/// before any case runs (every bad file: a line naming file, line and key,
+/// then exit 2 with no case run); a `--case` filter that matches no
+/// case anywhere is exit 2 too. Then each failing case gets one line, and
+/// the last line is `N passed, N failed` (exit 1 when N failed is not 0).
 pub(crate) async fn run(args: TestArgs) -> Result<()> {
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
         args.paths.clone()
     };
-    let files = cases::find(&paths)?
-        .iter()
-        .map(|p| CaseFile::read(p))
-        .collect::<Result<Vec<_>>>()?;
     let filter = args.case.as_deref();
-    let mut results = Vec::new();
+    let mut bad_files = Vec::new();
+    let mut files = Vec::new();
+    for path in cases::find(&paths)? {
+        match CaseFile::read(&path) {
+            Ok(file) => files.push(file),
+            Err(e) => bad_files.push(e),
+        }
+    }
+    let mut loaded = Vec::new();
     for file in &files {
         // An engine per file: each file's guards start from an empty state.
         let engine = engine_with_state(&args.state)?;
         let mut chains = Chains::new(file, engine, &args.cache, &args.load);
         // The entries as written must load: else the file is bad.
-        chains.set(None).await?;
+        match chains.set(None).await {
+            Ok(_) => loaded.push((file, chains)),
+            Err(e) => bad_files.push(e),
+        }
+    }
+    // Every bad file on a line of its own (the last one as the error).
+    if let Some(last) = bad_files.pop() {
+        for e in &bad_files {
+            eprintln!("toolgate: error: {e:#}");
+        }
+        return Err(bad(format!("{last:#}")));
+    }
+    if let Some(f) = filter
+        && !files
+            .iter()
+            .any(|file| file.selected(Some(f)).next().is_some())
+    {
+        return Err(bad(format!(
+            "--case {f:?} matches no case in {} case file(s)",
+            files.len()
+        )));
+    }
+    let mut results = Vec::new();
+    for (file, mut chains) in loaded {
         let mut ran = Vec::new();
         for case in file.selected(filter) {
             let started = Instant::now();

@@ -48,6 +48,8 @@ pub(crate) struct Mismatch {
     pub(crate) expected: Value,
     /// What the chain answered there (`null`: nothing).
     pub(crate) actual: Value,
+    /// Why, when the trace says (a guard's fault class and detail).
+    pub(crate) why: Option<String>,
 }
 
 impl std::fmt::Display for Mismatch {
@@ -56,7 +58,11 @@ impl std::fmt::Display for Mismatch {
             f,
             "{}: expected {}, got {}",
             self.key, self.expected, self.actual
-        )
+        )?;
+        match &self.why {
+            Some(why) => write!(f, " ({why})"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -178,6 +184,7 @@ impl Expect {
                     key: key.to_string(),
                     expected,
                     actual: got,
+                    why: None,
                 });
             }
         };
@@ -247,6 +254,18 @@ impl Expect {
                 got == fault.as_str(),
             );
         }
+        // A guard that faulted: its mismatch names the class and detail.
+        for m in &mut out {
+            let Some(name) = m.key.strip_prefix("guards.") else {
+                continue;
+            };
+            if let Some(fault) = traced(name, "fault").as_str() {
+                m.why = Some(match traced(name, "detail").as_str() {
+                    Some(detail) => format!("{fault}: {detail}"),
+                    None => fault.to_string(),
+                });
+            }
+        }
         out
     }
 }
@@ -299,6 +318,14 @@ mod tests {
                 "is_error: expected true, got null",
                 "guards.sql: expected \"skip\", got \"proceed\"",
             ]
+        );
+        let fault = json!({"result": null, "trace": [
+            {"plugin": "sql", "outcome": "fault", "fault": "out-of-fuel", "detail": "all fuel consumed"},
+        ]});
+        let diff = e.check(Seam::Steering, &fault);
+        assert_eq!(
+            diff.last().map(ToString::to_string).as_deref(),
+            Some("guards.sql: expected \"skip\", got \"fault\" (out-of-fuel: all fuel consumed)")
         );
     }
 
