@@ -311,6 +311,82 @@ expect = { action = "proceed" }
 }
 
 #[test]
+fn a_config_refusal_case_passes_when_refused_and_fails_when_loaded() {
+    let text = r#"
+[[plugin]]
+path = "tool-call-limit.wasm"
+config = { run_limit = 1 }
+
+[[case]]
+name = "a negative limit is refused"
+config = { run_limit = -1 }
+expect = { config_refused = "run_limit must be 0 or more" }
+
+[[case]]
+name = "a good limit loads"
+config = { run_limit = 3 }
+expect = { config_refused = "run_limit" }
+
+[[case]]
+name = "another message"
+config = { run_limit = -2 }
+expect = { config_refused = "no such text" }
+"#;
+    let dir = case_dir(
+        &[("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT)],
+        text,
+    );
+    let out = test(dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = stdout(&out);
+    let lines: Vec<_> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0].ends_with(
+            ":12 \"a good limit loads\": config_refused: expected a refusal containing \"run_limit\", the config loaded"
+        ),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains(":17 \"another message\": config_refused: expected a refusal containing \"no such text\", got ")
+            && lines[1].contains("run_limit must be 0 or more"),
+        "{out}"
+    );
+    assert_eq!(lines[2], "1 passed, 2 failed");
+    // A refusal case runs no event, and has a config to refuse.
+    for (from, to, want) in [
+        (
+            "name = \"a negative limit is refused\"\n",
+            "name = \"a negative limit is refused\"\nseam = \"steering\"\n",
+            ":8: key `case[1].seam`: a case that expects `config_refused` runs no event",
+        ),
+        (
+            "config = { run_limit = -1 }\n",
+            "",
+            ":8: key `case[1].expect.config_refused`: needs the case's `config`",
+        ),
+        (
+            "config_refused = \"run_limit must be 0 or more\"",
+            "config_refused = \"run_limit must be 0 or more\", action = \"proceed\"",
+            ":9: key `case[1].expect`: `config_refused` is the only expectation",
+        ),
+    ] {
+        let dir = case_dir(
+            &[("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT)],
+            &text.replacen(from, to, 1),
+        );
+        let out = test(dir.path(), &[]);
+        assert_eq!(out.status.code(), Some(2), "{want}: {}", stdout(&out));
+        let file = dir.path().join("guard.test.toml");
+        let err = stderr(&out);
+        assert!(
+            err.starts_with(&format!("toolgate: error: {}{want}", file.display())),
+            "want {want:?}, got {err:?}"
+        );
+    }
+}
+
+#[test]
 fn check_and_bench_read_the_cases_events() {
     let dir = case_dir(&[("sql-guard.wasm", toolgate_tests::SQL_GUARD)], SQL_CASES);
     let file = dir.path().join("guard.test.toml").display().to_string();

@@ -77,7 +77,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let lines = match (&args.trace, &case_file) {
         (_, Some(file)) => file
             .selected(args.case.as_deref())
-            .map(|c| (c.line, c.request.clone()))
+            .filter_map(|c| Some((c.line, c.request()?.clone())))
             .collect(),
         (Some(file), None) => read_trace(file)?,
         (None, None) => EXAMPLE_TRACE

@@ -100,11 +100,25 @@ async fn check_cases(args: &CheckArgs, file: &Path) -> Result<()> {
     };
     let mut chains = Chains::new(&cases, engine_with_state(&state)?, &args.cache, &args.load);
     for case in selected {
+        let Some(request) = case.request() else {
+            // A case whose config must be refused: print the refusal.
+            let refused = match chains.set(case.config.as_ref()).await {
+                Ok(_) => Value::Null,
+                Err(e) => Value::from(format!("{e:#}")),
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &json!({"case": case.name, "config_refused": refused})
+                )?
+            );
+            continue;
+        };
         let set = match &registry {
             Some(r) => r.plugin_set(),
             None => chains.set(case.config.as_ref()).await?,
         };
-        match case.request.decide(&set).await {
+        match request.decide(&set).await {
             Ok(decision) => println!(
                 "{}",
                 serde_json::to_string_pretty(&json!({

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state};
-use crate::cases::{self, CaseFile, Chains};
+use crate::cases::{self, CaseFile, Chains, Check};
 use crate::{bad, junit};
 
 /// `toolgate test`'s options.
@@ -139,16 +139,28 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
 
 /// Runs one case; `Some(why)` when it fails.
 async fn run_case(chains: &mut Chains<'_>, case: &cases::Case) -> Option<String> {
-    let set = match chains.set(case.config.as_ref()).await {
-        Ok(set) => set,
-        Err(e) => return Some(format!("{e:#}")),
+    let loaded = chains.set(case.config.as_ref()).await;
+    let (request, expect, set) = match (&case.check, loaded) {
+        (Check::Decide { request, expect }, Ok(set)) => (request, expect, set),
+        (Check::Decide { .. }, Err(e)) => return Some(format!("{e:#}")),
+        (Check::ConfigRefused(want), Ok(_)) => {
+            return Some(format!(
+                "config_refused: expected a refusal containing {want:?}, the config loaded"
+            ));
+        }
+        (Check::ConfigRefused(want), Err(e)) => {
+            let got = format!("{e:#}");
+            return (!got.contains(want.as_str())).then(|| {
+                format!("config_refused: expected a refusal containing {want:?}, got {got:?}")
+            });
+        }
     };
-    let decision = match case.request.decide(&set).await {
+    let decision = match request.decide(&set).await {
         Ok(decision) => decision,
         Err(refused) => return Some(format!("not decided: {refused}")),
     };
-    let seam = case.request.event.seam();
-    let mismatches = case.expect.check(seam, &cases::actual(&decision));
+    let seam = request.event.seam();
+    let mismatches = expect.check(seam, &cases::actual(&decision));
     if mismatches.is_empty() {
         return None;
     }

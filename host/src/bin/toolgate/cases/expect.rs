@@ -22,6 +22,43 @@ pub(super) struct RawExpect {
     args: Option<toml::Table>,
     guards: Option<BTreeMap<String, String>>,
     faults: Option<BTreeMap<String, String>>,
+    config_refused: Option<String>,
+}
+
+impl RawExpect {
+    /// The text a refused config's message must contain, if the case
+    /// expects its config refused.
+    pub(super) fn config_refused(&self) -> Option<&str> {
+        self.config_refused.as_deref()
+    }
+
+    /// Whether `config_refused` is the only key given.
+    pub(super) fn only_config_refused(&self) -> bool {
+        let RawExpect {
+            result,
+            action,
+            content,
+            content_contains,
+            is_error,
+            tools,
+            tool_name,
+            args,
+            guards,
+            faults,
+            config_refused,
+        } = self;
+        config_refused.is_some()
+            && result.is_none()
+            && action.is_none()
+            && content.is_none()
+            && content_contains.is_none()
+            && is_error.is_none()
+            && tools.is_none()
+            && tool_name.is_none()
+            && args.is_none()
+            && guards.is_none()
+            && faults.is_none()
+    }
 }
 
 /// A case's expectations, checked: each key applies to the case's seam.

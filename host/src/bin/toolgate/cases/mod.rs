@@ -20,6 +20,7 @@ use toolgate::{DecideRequest, Seam, TenantName};
 
 use crate::bad;
 pub(crate) use expect::Expect;
+
 pub(crate) use plugins::Chains;
 
 /// The suffix that makes a file a case file.
@@ -46,12 +47,34 @@ pub(crate) struct Case {
     pub(crate) name: String,
     /// The line its `name` is on.
     pub(crate) line: usize,
-    /// The event, state and tenant, checked as a request body is.
-    pub(crate) request: DecideRequest,
     /// The config that replaces the `[[plugin]]` entries' for this case.
     pub(crate) config: Option<toml::Table>,
-    /// What the chain must answer.
-    pub(crate) expect: Expect,
+    /// What the case runs and checks.
+    pub(crate) check: Check,
+}
+
+/// What a case runs and what it checks.
+pub(crate) enum Check {
+    /// An event through the chain, and what the chain must answer.
+    Decide {
+        /// The event, state and tenant, checked as a request body is.
+        request: Box<DecideRequest>,
+        /// What the chain must answer.
+        expect: Box<Expect>,
+    },
+    /// The case's `config` must be refused at load, with a message
+    /// containing this text (`expect = { config_refused = "..." }`).
+    ConfigRefused(String),
+}
+
+impl Case {
+    /// The case's request, unless it is a config refusal (which runs none).
+    pub(crate) fn request(&self) -> Option<&DecideRequest> {
+        match &self.check {
+            Check::Decide { request, .. } => Some(request.as_ref()),
+            Check::ConfigRefused(_) => None,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -67,8 +90,8 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawCase {
     name: Spanned<String>,
-    seam: Spanned<String>,
-    event: Spanned<toml::Value>,
+    seam: Option<Spanned<String>>,
+    event: Option<Spanned<toml::Value>>,
     state: Option<Spanned<toml::Value>>,
     config: Option<Spanned<toml::Table>>,
     tenant: Option<Spanned<String>>,
@@ -171,34 +194,6 @@ fn read_case(
     c: RawCase,
     plugins: usize,
 ) -> Result<Case> {
-    let seam: Seam = c.seam.get_ref().parse().map_err(|_| {
-        here.err(
-            c.seam.span(),
-            &format!("{key}.seam"),
-            format!(
-                "{:?} is not a seam: routing, rewrite, steering or result",
-                c.seam.get_ref()
-            ),
-        )
-    })?;
-    let mut body = serde_json::Map::new();
-    body.insert(
-        "event".into(),
-        json_of(here, &format!("{key}.event"), c.event)?,
-    );
-    if let Some(state) = c.state {
-        body.insert(
-            "state".into(),
-            json_of(here, &format!("{key}.state"), state)?,
-        );
-    }
-    let mut request = DecideRequest::from_value(seam, Value::Object(body))
-        .map_err(|e| here.err(span.clone(), key, e))?;
-    if let Some(t) = &c.tenant {
-        let tenant = TenantName::try_from(t.get_ref().as_str())
-            .map_err(|e| here.err(t.span(), &format!("{key}.tenant"), e))?;
-        request.tenant = Some(tenant);
-    }
     if let (Some(config), true) = (&c.config, plugins > 1) {
         // With several guards, `config` is keyed by the guard's name.
         if let Some((k, _)) = config.get_ref().iter().find(|(_, v)| !v.is_table()) {
@@ -209,7 +204,7 @@ fn read_case(
             ));
         }
     }
-    let Some(expect) = c.expect else {
+    let Some(expect) = c.expect.as_ref() else {
         return Err(here.err(
             span,
             key,
@@ -217,15 +212,101 @@ fn read_case(
         ));
     };
     let expect_key = format!("{key}.expect");
-    let expect = Expect::read(seam, expect.get_ref(), &expect_key)
-        .map_err(|(k, why)| here.err(expect.span(), &k, why))?;
+    let check = match expect.get_ref().config_refused() {
+        Some(text) => config_refused(here, key, &c, text)?,
+        None => {
+            let (Some(seam), Some(event)) = (c.seam, c.event) else {
+                return Err(here.err(
+                    span,
+                    key,
+                    "no `seam` and `event`: a case runs an event (or expects `config_refused`)",
+                ));
+            };
+            let seam: Seam = seam.get_ref().parse().map_err(|_| {
+                here.err(
+                    seam.span(),
+                    &format!("{key}.seam"),
+                    format!(
+                        "{:?} is not a seam: routing, rewrite, steering or result",
+                        seam.get_ref()
+                    ),
+                )
+            })?;
+            let mut body = serde_json::Map::new();
+            body.insert(
+                "event".into(),
+                json_of(here, &format!("{key}.event"), event)?,
+            );
+            if let Some(state) = c.state {
+                body.insert(
+                    "state".into(),
+                    json_of(here, &format!("{key}.state"), state)?,
+                );
+            }
+            let mut request = DecideRequest::from_value(seam, Value::Object(body))
+                .map_err(|e| here.err(span.clone(), key, e))?;
+            if let Some(t) = &c.tenant {
+                let tenant = TenantName::try_from(t.get_ref().as_str())
+                    .map_err(|e| here.err(t.span(), &format!("{key}.tenant"), e))?;
+                request.tenant = Some(tenant);
+            }
+            let expect = Expect::read(seam, expect.get_ref(), &expect_key)
+                .map_err(|(k, why)| here.err(expect.span(), &k, why))?;
+            Check::Decide {
+                request: Box::new(request),
+                expect: Box::new(expect),
+            }
+        }
+    };
     Ok(Case {
         name: c.name.get_ref().clone(),
         line: line_of(here.text, c.name.span().start),
-        request,
         config: c.config.map(Spanned::into_inner),
-        expect,
+        check,
     })
+}
+
+/// A case that expects its `config` refused: it has a `config`, no event,
+/// and `config_refused` is its only expectation.
+fn config_refused(here: &Here<'_>, key: &str, c: &RawCase, text: &str) -> Result<Check> {
+    let Some(expect) = &c.expect else {
+        return Err(here.err(0..0, key, "no `expect`"));
+    };
+    if c.config.is_none() {
+        return Err(here.err(
+            expect.span(),
+            &format!("{key}.expect.config_refused"),
+            "needs the case's `config`: the config that must be refused",
+        ));
+    }
+    let extra = [
+        ("seam", c.seam.as_ref().map(Spanned::span)),
+        ("event", c.event.as_ref().map(Spanned::span)),
+        ("state", c.state.as_ref().map(Spanned::span)),
+        ("tenant", c.tenant.as_ref().map(Spanned::span)),
+    ];
+    if let Some((k, Some(span))) = extra.into_iter().find(|(_, s)| s.is_some()) {
+        return Err(here.err(
+            span,
+            &format!("{key}.{k}"),
+            "a case that expects `config_refused` runs no event",
+        ));
+    }
+    if !expect.get_ref().only_config_refused() {
+        return Err(here.err(
+            expect.span(),
+            &format!("{key}.expect"),
+            "`config_refused` is the only expectation of a case whose config is refused",
+        ));
+    }
+    if text.is_empty() {
+        return Err(here.err(
+            expect.span(),
+            &format!("{key}.expect.config_refused"),
+            "is empty: give (part of) the message the guard refuses the config with",
+        ));
+    }
+    Ok(Check::ConfigRefused(text.to_string()))
 }
 
 /// An `event` or `state` as JSON: a table, or a string of JSON text (as a
