@@ -105,7 +105,10 @@ impl Sandbox {
     }
 
     /// Gives the guest's `http` import the call's grant and budget.
-    pub(crate) fn attach_http(&mut self, http: CallHttp) {
+    /// What it logs about them is masked as the guest's lines are (see
+    /// [`Sandbox::mask_log_with`], called first).
+    pub(crate) fn attach_http(&mut self, mut http: CallHttp) {
+        http.mask_log_with(self.secrets.clone());
         self.http = Some(http);
     }
 

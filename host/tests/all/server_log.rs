@@ -19,7 +19,7 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
 use toolgate::event::Seam;
 use toolgate::{DecideRequest, Registry, RegistryOptions};
-use toolgate_tests::{ECHO, HOSTILE};
+use toolgate_tests::{ECHO, FETCHER, HOSTILE};
 
 use crate::{KillOnDrop, capture, engine};
 
@@ -53,20 +53,25 @@ fn leaks(text: &str, value: &str) -> Vec<String> {
         .collect()
 }
 
-/// A plugin directory: the hostile guard (its attack taken from the tool
-/// name: `leak`, `leak-panic`, `forge`), then `echo` (steers with the
-/// args as JSON); the decision log to `log` (`[decision_log]` lines
-/// `extra`), `args.password` masked.
+/// A plugin directory: `fetcher` (a request to a URL holding the
+/// password, refused: the host logs the URL), the hostile guard (its
+/// attack taken from the tool name: `leak`, `leak-panic`, `forge`), then
+/// `echo` (steers with the args as JSON); the decision log to `log`
+/// (`[decision_log]` lines `extra`), `args.password` masked; quarantine
+/// off, so every call runs every guard.
 fn plugin_dir(dir: &Path, log: &Path, extra: &str) {
     std::fs::create_dir_all(dir.join("tenants")).expect("mkdir");
-    for c in [HOSTILE, ECHO] {
+    for c in [FETCHER, HOSTILE, ECHO] {
         let name = Path::new(c).file_name().expect("a file name");
         std::fs::copy(c, dir.join(name)).expect("copy");
     }
     std::fs::write(
         dir.join("toolgate.toml"),
         format!(
-            "[decision_log]\npath = {:?}\nmask = [\"args.password\"]\n{extra}\n\n\
+            "[quarantine]\nfaults = 0\n\n\
+             [decision_log]\npath = {:?}\nmask = [\"args.password\"]\n{extra}\n\n\
+             [[plugin]]\npath = \"fetcher.wasm\"\nallowed_hosts = [\"https://example.com\"]\n\
+             config = {{ requests = [{{ url = \"http://{{args.password}}.invalid/\" }}] }}\n\n\
              [[plugin]]\npath = \"hostile.wasm\"\n\n[[plugin]]\npath = \"echo.wasm\"\n",
             log.display().to_string()
         ),
@@ -156,7 +161,12 @@ fn a_masked_value_appears_in_no_form_in_the_decision_log_nor_the_server_log() {
             );
         }
         assert!(decisions.contains("leak: "), "{decisions}");
-        for needle in ["stderr", "panicked", "guard faulted"] {
+        for needle in [
+            "stderr",
+            "panicked",
+            "guard faulted",
+            "outbound request refused",
+        ] {
             assert!(server.contains(needle), "no {needle:?} in:\n{server}");
         }
         assert!(
