@@ -947,7 +947,10 @@ def unsanitize(text: str) -> str:
     """Undoes the log formatter's escaping of DEL and C1 control characters
     (``\\x7f``, ``\\u{85}``) in a logged JSON text. In JSON a backslash
     always starts a two-character escape (``\\\\``, ``\\n``, ``\\u0001``),
-    never ``\\x`` nor ``\\u{``, so the two cannot be confused."""
+    never ``\\x`` nor ``\\u{``, so the two cannot be confused. The log
+    also writes the line separators U+2028 and U+2029 as ``\\u2028`` and
+    ``\\u2029`` (one event, one line): JSON's own escape of the same
+    characters, so taking them back changes no JSON value."""
     out = []
     i = 0
     while i < len(text):
@@ -959,6 +962,10 @@ def unsanitize(text: str) -> str:
         if text.startswith("\\x7f", i):
             out.append("\x7f")
             i += 4
+            continue
+        if text.startswith(("\\u2028", "\\u2029"), i):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
             continue
         m = re.match(r"\\u\{([0-9a-f]+)\}", text[i:])
         if m:

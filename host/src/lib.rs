@@ -172,5 +172,6 @@ pub mod decision_log {
 
 /// The log every face writes (`$TOOLGATE_LOG`).
 pub mod logging {
-    pub use crate::serve::logging::{filter, init};
+    pub use crate::runtime::decision_log::now_rfc3339;
+    pub use crate::serve::logging::{LogFormat, OneLine, filter, init, init_as, one_line};
 }

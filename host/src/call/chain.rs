@@ -3,6 +3,7 @@
 //! fault treated like handlers that raised. Everything here is in host
 //! types: each guard's reply arrives lifted by `guard_call` (private).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -17,6 +18,7 @@ use crate::event::{
     ToolResultCallbackEvent, ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
+use crate::runtime::decision_log::redact::Secrets;
 
 /// What one guard did with one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -196,6 +198,9 @@ pub struct Chain {
     /// The guards the seam methods consult: the enforced ones, or, in the
     /// shadow chain, the shadow ones.
     runs: Mode,
+    /// One call's masked values ([`Chain::masking`]), cut out of what the
+    /// server log says about its guards.
+    secrets: Option<Arc<Secrets>>,
 }
 
 impl Chain {
@@ -204,6 +209,18 @@ impl Chain {
         Chain {
             plugins,
             runs: Mode::Enforce,
+            secrets: None,
+        }
+    }
+
+    /// This chain for one call whose masked values are `secrets`: the
+    /// guards' log lines, stdout and stderr, and what the host logs about
+    /// their faults, are masked with them (`docs/plugins.md`, "The
+    /// decision log").
+    pub(crate) fn masking(&self, secrets: Arc<Secrets>) -> Chain {
+        Chain {
+            secrets: Some(secrets),
+            ..self.clone()
         }
     }
 
@@ -244,8 +261,8 @@ impl Chain {
             return None;
         }
         let shadows = Chain {
-            plugins: self.plugins.clone(),
             runs: Mode::Shadow,
+            ..self.clone()
         };
         let decision = shadows.enforce(event, state).await;
         let agrees = decision
@@ -289,12 +306,13 @@ impl Chain {
         if self.subscribed(Seam::Steering).next().is_none() {
             return Decision::new(None, trace);
         }
-        let guest_event = GuestEvent::<SteeringHook>::new(event, &state.to_string());
+        let guest_event =
+            GuestEvent::<SteeringHook>::new(event, &state.to_string(), self.secrets.clone());
         for plugin in self.subscribed(Seam::Steering) {
             let Some(called) = plugin.call(&guest_event).await else {
                 continue;
             };
-            let (entry, reply) = record(plugin, Seam::Steering, called);
+            let (entry, reply) = self.record(plugin, Seam::Steering, called);
             if entry.outcome == Outcome::Unavailable {
                 trace.push(entry);
                 return Decision::new(None, trace);
@@ -350,11 +368,15 @@ impl Chain {
                 Some(r) => (&r.tool_name, &r.args),
                 None => (&event.tool_name, &event.args),
             };
-            let guest_event = GuestEvent::<RewriteHook>::new((event, tool_name, args), &state);
+            let guest_event = GuestEvent::<RewriteHook>::new(
+                (event, tool_name, args),
+                &state,
+                self.secrets.clone(),
+            );
             let Some(called) = plugin.call(&guest_event).await else {
                 continue;
             };
-            let (entry, reply) = record(plugin, Seam::Rewrite, called);
+            let (entry, reply) = self.record(plugin, Seam::Rewrite, called);
             if entry.outcome == Outcome::Unavailable {
                 trace.push(entry);
                 return Decision::new(None, trace);
@@ -391,11 +413,12 @@ impl Chain {
         let mut visible = event.narrowed_tool_names.clone();
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Routing) {
-            let guest_event = GuestEvent::<RoutingHook>::new((event, &visible), &state);
+            let guest_event =
+                GuestEvent::<RoutingHook>::new((event, &visible), &state, self.secrets.clone());
             let Some(called) = plugin.call(&guest_event).await else {
                 continue;
             };
-            let (entry, reply) = record(plugin, Seam::Routing, called);
+            let (entry, reply) = self.record(plugin, Seam::Routing, called);
             if entry.outcome == Outcome::Unavailable {
                 trace.push(entry);
                 return Decision::new(event.narrowed_tool_names.clone(), trace);
@@ -423,10 +446,11 @@ impl Chain {
         if self.subscribed(Seam::Result).next().is_none() {
             return Decision::new((), trace);
         }
-        let guest_event = GuestEvent::<ResultHook>::new(event, &state.to_string());
+        let guest_event =
+            GuestEvent::<ResultHook>::new(event, &state.to_string(), self.secrets.clone());
         for plugin in self.subscribed(Seam::Result) {
             if let Some(called) = plugin.call(&guest_event).await {
-                let (entry, reply) = record(plugin, Seam::Result, called);
+                let (entry, reply) = self.record(plugin, Seam::Result, called);
                 if entry.outcome == Outcome::Unavailable {
                     trace.push(entry);
                     break;
@@ -438,10 +462,28 @@ impl Chain {
     }
 }
 
-/// Turns one call into a trace entry, logging a fault; the entry's outcome
-/// is `fault` for the guard's own fault, `unavailable` for the host's, and
-/// is set by the caller otherwise.
-fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Result<R, Fault>) {
+impl Chain {
+    /// Turns one call into a trace entry (see [`record`]), the fault's
+    /// detail masked in the server log with the call's masked values.
+    fn record<R>(
+        &self,
+        plugin: &Plugin,
+        seam: Seam,
+        called: Called<R>,
+    ) -> (GuardTrace, Result<R, Fault>) {
+        record(plugin, seam, called, self.secrets.as_deref())
+    }
+}
+
+/// Turns one call into a trace entry, logging a fault (its detail masked
+/// with `secrets`); the entry's outcome is `fault` for the guard's own
+/// fault, `unavailable` for the host's, and is set by the caller otherwise.
+fn record<R>(
+    plugin: &Plugin,
+    seam: Seam,
+    called: Called<R>,
+    secrets: Option<&Secrets>,
+) -> (GuardTrace, Result<R, Fault>) {
     let mut entry = GuardTrace {
         plugin: plugin.name().to_string(),
         mode: plugin.mode(),
@@ -454,18 +496,19 @@ fn record<R>(plugin: &Plugin, seam: Seam, called: Called<R>) -> (GuardTrace, Res
     let result = called.result.map_err(|(fault, detail)| {
         // Quarantine and shares log when their state changes, not per
         // call; a request the host could not decide is answered so, and
-        // counted.
+        // counted. The detail may quote the call's masked values.
+        let shown = secrets.map_or(Cow::Borrowed(detail.as_str()), |s| s.scrubbed(&detail));
         if !fault.is_guards() {
             entry.outcome = Outcome::Unavailable;
-            tracing::debug!(plugin = plugin.name(), %seam, %fault, %detail, "guard not run in time; not decided");
+            tracing::debug!(plugin = plugin.name(), %seam, %fault, detail = %shown, "guard not run in time; not decided");
         } else if fault == Fault::Quarantined {
-            tracing::debug!(plugin = plugin.name(), %seam, %fault, %detail, "guard not run");
+            tracing::debug!(plugin = plugin.name(), %seam, %fault, detail = %shown, "guard not run");
         } else if plugin.may_log_about(HOST_LINE + detail.len()) {
             tracing::warn!(
                 plugin = plugin.name(),
                 %seam,
                 %fault,
-                %detail,
+                detail = %shown,
                 on_error = ?plugin.on_error(),
                 mode = plugin.mode().as_str(),
                 "guard faulted; skipped as if it returned nothing"

@@ -19,6 +19,7 @@ use crate::call::wit::Exports;
 use crate::error::Error;
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
+use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::http::CallHttp;
 use crate::runtime::prepared::{Ready, Slot};
 use crate::runtime::sandbox::Sandbox;
@@ -85,13 +86,15 @@ pub(crate) enum SteeringHook {}
 pub(crate) enum ResultHook {}
 
 /// An event lowered for the guests of one seam, once, and handed to each
-/// guard in turn (shared: a call may move to the long lane's threads).
-pub(crate) struct GuestEvent<H: Hook>(Arc<H::Event>);
+/// guard in turn (shared: a call may move to the long lane's threads),
+/// with the call's masked values, cut out of what the guard logs.
+pub(crate) struct GuestEvent<H: Hook>(Arc<H::Event>, Option<Arc<Secrets>>);
 
 impl<H: Hook> GuestEvent<H> {
-    /// The guest's event for `input`, with `state` (JSON text).
-    pub(crate) fn new(input: H::Input<'_>, state: &str) -> Self {
-        GuestEvent(Arc::new(H::lower(input, state)))
+    /// The guest's event for `input`, with `state` (JSON text); the
+    /// guard's log lines, stdout and stderr are masked with `secrets`.
+    pub(crate) fn new(input: H::Input<'_>, state: &str, secrets: Option<Arc<Secrets>>) -> Self {
+        GuestEvent(Arc::new(H::lower(input, state)), secrets)
     }
 }
 
@@ -162,7 +165,7 @@ impl Plugin {
             micros = tracing::field::Empty,
         );
         let called = self
-            .invoke::<H>(export, &event.0)
+            .invoke::<H>(export, &event.0, event.1.clone())
             .instrument(span.clone())
             .await;
         if let Err((fault, _)) = &called.result {
@@ -177,6 +180,7 @@ impl Plugin {
         &self,
         export: &H::Export,
         event: &Arc<H::Event>,
+        secrets: Option<Arc<Secrets>>,
     ) -> Called<H::Returned> {
         let start = Instant::now();
         let elapsed = || u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
@@ -202,6 +206,7 @@ impl Plugin {
             Err(e) => return Called::not_run(Fault::Instantiate, e.to_string(), 0),
         };
         store.data_mut().charge_log_to(self.account.clone());
+        store.data_mut().mask_log_with(secrets);
         let state = self.uses_state.then(|| {
             Arc::new(CallState::new(
                 Arc::clone(self.engine.state()),

@@ -952,7 +952,7 @@ impl Loader {
         }
         .await;
         if let Err(why) = &result {
-            tracing::warn!(path = %spec.path.display(), "loading without a snapshot: {why}");
+            tracing::warn!(path = ?spec.path, "loading without a snapshot: {why}");
             self.snapshots.remember(memo, why.clone());
         }
         result
@@ -1008,7 +1008,7 @@ impl Loader {
             .await
             .map_err(|e| format!("compiling the snapshot: {e}"))?;
         tracing::info!(
-            path = %spec.path.display(),
+            path = ?spec.path,
             instrument_ms = instrumenting.as_millis(),
             compile_instrumented_ms = (compiling - instrumenting).as_millis(),
             warm_up_ms = (warming - compiling).as_millis(),

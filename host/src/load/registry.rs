@@ -644,8 +644,8 @@ impl Registry {
     fn log_reload(&self, report: &ReloadReport, set: &PluginSet) {
         for e in &report.errors {
             match e.kind {
-                IssueKind::Snapshot => tracing::warn!(path = %e.path.display(), "{}", e.message),
-                _ => tracing::warn!(path = %e.path.display(), "plugin not loaded: {}", e.message),
+                IssueKind::Snapshot => tracing::warn!(path = ?e.path, "{}", e.message),
+                _ => tracing::warn!(path = ?e.path, "plugin not loaded: {}", e.message),
             }
         }
         if set.describe().plugins().next().is_none() {

@@ -3,6 +3,7 @@
 //! budgets.
 
 use crate::fault::HostBudgetExceeded;
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,6 +15,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::bindings::{host, http, state, types, v0_1};
+use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::http::CallHttp;
 use crate::runtime::limits::{Limiter, Limits};
 use crate::runtime::shares::Account;
@@ -56,6 +58,9 @@ pub(crate) struct Sandbox {
     /// The account whose log budget the guest's lines spend (`None`: no
     /// budget but the call's own).
     log_account: Option<Arc<Account>>,
+    /// The call's masked values, cut out of the guest's lines (`None`:
+    /// no mask is configured).
+    secrets: Option<Arc<Secrets>>,
     /// The call's state (see [`Sandbox::attach_state`]); until one is
     /// attached — a start function, a snapshot's warm-up — a scratch
     /// store of its own, thrown away with this one.
@@ -92,6 +97,7 @@ impl Sandbox {
             stdout,
             stderr,
             log_account: None,
+            secrets: None,
             state: None,
             state_limits: StateLimits::from(limits),
             http: None,
@@ -99,7 +105,10 @@ impl Sandbox {
     }
 
     /// Gives the guest's `http` import the call's grant and budget.
-    pub(crate) fn attach_http(&mut self, http: CallHttp) {
+    /// What it logs about them is masked as the guest's lines are (see
+    /// [`Sandbox::mask_log_with`], called first).
+    pub(crate) fn attach_http(&mut self, mut http: CallHttp) {
+        http.mask_log_with(self.secrets.clone());
         self.http = Some(http);
     }
 
@@ -122,6 +131,19 @@ impl Sandbox {
         self.log_account = account;
     }
 
+    /// Masks the guest's lines with `secrets` (`None`: as written).
+    pub(crate) fn mask_log_with(&mut self, secrets: Option<Arc<Secrets>>) {
+        self.secrets = secrets.filter(|s| !s.is_empty());
+    }
+
+    /// `text` with the call's masked values cut out.
+    fn masked<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        match &self.secrets {
+            Some(secrets) => secrets.scrubbed(text),
+            None => Cow::Borrowed(text),
+        }
+    }
+
     /// Whether `bytes` more of log may be written now (the account's log
     /// budget; a line that may not is dropped).
     fn may_log(&self, bytes: usize) -> bool {
@@ -138,7 +160,8 @@ impl Sandbox {
                 && tracing::enabled!(target: LOG_TARGET, tracing::Level::INFO)
                 && self.may_log(text.len())
             {
-                tracing::info!(target: LOG_TARGET, plugin = %self.plugin, stream, dropped, "{}", text.trim_end());
+                let text = self.masked(text.trim_end());
+                tracing::info!(target: LOG_TARGET, plugin = %self.plugin, stream, dropped, "{text}");
             }
         }
     }
@@ -186,21 +209,23 @@ impl host::Host for Sandbox {
         // allows it; one the log filters out costs nothing.
         let kept = |enabled: bool| enabled && self.may_log(message.len());
         let plugin = &*self.plugin;
+        // Masked only when written.
+        let masked = || self.masked(&message);
         match level {
             host::Level::Trace if kept(enabled!(target: LOG_TARGET, Level::TRACE)) => {
-                tracing::trace!(target: LOG_TARGET, plugin, "{message}")
+                tracing::trace!(target: LOG_TARGET, plugin, "{}", masked())
             }
             host::Level::Debug if kept(enabled!(target: LOG_TARGET, Level::DEBUG)) => {
-                tracing::debug!(target: LOG_TARGET, plugin, "{message}")
+                tracing::debug!(target: LOG_TARGET, plugin, "{}", masked())
             }
             host::Level::Info if kept(enabled!(target: LOG_TARGET, Level::INFO)) => {
-                tracing::info!(target: LOG_TARGET, plugin, "{message}")
+                tracing::info!(target: LOG_TARGET, plugin, "{}", masked())
             }
             host::Level::Warn if kept(enabled!(target: LOG_TARGET, Level::WARN)) => {
-                tracing::warn!(target: LOG_TARGET, plugin, "{message}")
+                tracing::warn!(target: LOG_TARGET, plugin, "{}", masked())
             }
             host::Level::Error if kept(enabled!(target: LOG_TARGET, Level::ERROR)) => {
-                tracing::error!(target: LOG_TARGET, plugin, "{message}")
+                tracing::error!(target: LOG_TARGET, plugin, "{}", masked())
             }
             _ => {}
         }

@@ -4,6 +4,8 @@
 //! out unless the operator opted in, masked and cut (`runtime/decision_log`
 //! queues and writes it). The line's shape is `docs/decision-log.schema.json`.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
 use crate::call::chain::{Chain, Decision, GuardTrace, Verdict};
@@ -16,6 +18,23 @@ struct Parts {
     args: Option<Value>,
     content: Option<Value>,
     state: Option<Value>,
+}
+
+/// The masked values of `request` (`mask`: the `[decision_log]` paths),
+/// each in every form it may take in a line; `None` when nothing is
+/// masked, so a call with no mask configured pays nothing.
+pub(crate) fn secrets(mask: &[String], request: &DecideRequest) -> Option<Arc<redact::Secrets>> {
+    if mask.is_empty() {
+        return None;
+    }
+    let (args, content) = match &request.event {
+        Event::Routing(_) => (None, None),
+        Event::Rewrite(e) => (Some(&e.args), None),
+        Event::Steering(e) => (Some(&e.args), None),
+        Event::Result(e) => (None, Some(&e.result)),
+    };
+    let secrets = redact::Secrets::of(mask, args, content, &request.state);
+    (!secrets.is_empty()).then(|| Arc::new(secrets))
 }
 
 /// Writes `decision` of `request`, decided by `chain` of plugin set
@@ -79,7 +98,7 @@ pub(crate) fn record(
         }
         _ => None,
     };
-    let mut secrets = Vec::new();
+    let mut secrets = redact::Secrets::default();
     for path in &config.mask {
         let keys: Vec<&str> = path.split('.').collect();
         let (root, rest) = keys.split_first().unwrap_or((&"", &[]));
@@ -152,6 +171,6 @@ pub(crate) fn record(
         }
     }
     let mut line = Value::Object(line);
-    redact::scrub_and_cut(&mut line, &mut secrets, config.max_string_bytes);
+    redact::scrub_and_cut(&mut line, &secrets, config.max_string_bytes);
     log.submit(line);
 }

@@ -18,6 +18,7 @@
 //! keeps its last value, as does a duplicate key inside `args`, `result`
 //! or the state).
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
@@ -25,7 +26,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::de::SliceRead;
 use serde_json::{Map, Value};
 
-use crate::call::chain::{Decision, GuardTrace, Verdict};
+use crate::call::chain::{Chain, Decision, GuardTrace, Verdict};
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
 use crate::load::registry::{NotReady, PluginSet};
@@ -120,11 +121,11 @@ impl DecideRequest {
             tenant = self.tenant.as_deref().unwrap_or("-"),
         );
         let decision = self.enforce(set).instrument(span.clone()).await?;
-        let chain = set.chain(self.tenant.as_deref());
+        let chain = self.chain(set);
         if chain.shadows(self.event.seam())
             && let Some(place) = chain.shadow_backlog(self.tenant.as_deref().unwrap_or(""))
         {
-            let (chain, request, mut full) = (chain.clone(), self.clone(), decision.clone());
+            let (chain, request, mut full) = (chain.into_owned(), self.clone(), decision.clone());
             let (log, generation) = (set.decision_log.clone(), set.generation);
             let shadow = tracing::debug_span!(parent: &span, "shadow");
             tokio::spawn(
@@ -152,12 +153,23 @@ impl DecideRequest {
 
     async fn decide_unspanned(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         let mut decision = self.enforce(set).await?;
-        let chain = set.chain(self.tenant.as_deref());
-        decision.shadow = chain
+        decision.shadow = self
+            .chain(set)
             .shadow(&self.event, &self.state, &decision.result)
             .await;
         self.record(set, &decision);
         Ok(decision)
+    }
+
+    /// The chain this request runs: its tenant's, masking what the
+    /// server log says about its guards when `[decision_log] mask` is set
+    /// (`docs/plugins.md`, "The decision log").
+    fn chain<'a>(&self, set: &'a PluginSet) -> Cow<'a, Chain> {
+        let chain = set.chain(self.tenant.as_deref());
+        match crate::serve::decision_log::secrets(&set.policy.decision_log.mask, self) {
+            Some(secrets) => Cow::Owned(chain.masking(secrets)),
+            None => Cow::Borrowed(chain),
+        }
     }
 
     /// Writes `decision` to `set`'s decision log, if it has one (queued:
@@ -184,7 +196,7 @@ impl DecideRequest {
                 Some(account.enter(key).await?)
             }
         };
-        let decision = set.chain(tenant).enforce(&self.event, &self.state).await;
+        let decision = self.chain(set).enforce(&self.event, &self.state).await;
         match decision.unavailable() {
             None => Ok(decision),
             Some(entry) => Err(NotDecided::Unavailable {

@@ -72,6 +72,7 @@ mod redis_server;
 mod reload;
 mod remote;
 mod server;
+mod server_log;
 mod shadow;
 mod snapshot;
 mod state;

@@ -676,6 +676,37 @@ async fn an_oci_artifact_pushed_with_toolgate_push_loads_by_digest_and_outlives_
     );
 }
 
+/// `toolgate push FILE REF` without `--plain-http`: its exit status,
+/// stdout and stderr.
+fn push_plainly(file: &str, reference: &str) -> (bool, String, String) {
+    let out = std::process::Command::new(BIN)
+        .args(["push", file, reference])
+        .output()
+        .expect("run toolgate push");
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).trim().to_string();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+#[test]
+fn push_to_a_loopback_registry_speaks_plain_http_as_a_manifest_does() {
+    let registry = OciRegistry::start();
+    let at = registry.authority();
+    // Without --plain-http: the same pinned reference as with it.
+    let (ok, pinned, stderr) = push_plainly(SQL_GUARD, &format!("oci://{at}/guards/plain:v1"));
+    assert!(ok, "push to loopback without --plain-http failed: {stderr}");
+    assert_eq!(
+        push(SQL_GUARD, &format!("oci://{at}/guards/plain:v1")),
+        pinned
+    );
+    // A registry not named as loopback (0.0.0.0 reaches this machine) is
+    // spoken to over HTTPS; the plain-HTTP registry fails that, and the
+    // error names the way out.
+    let port = at.rsplit(':').next().expect("a port");
+    let (ok, _, stderr) = push_plainly(SQL_GUARD, &format!("oci://0.0.0.0:{port}/guards/plain:v1"));
+    assert!(!ok, "an HTTPS push to a plain-HTTP registry succeeded");
+    assert!(stderr.contains("--plain-http"), "{stderr}");
+}
+
 #[tokio::test]
 async fn a_tenant_loads_from_an_allowed_registry() {
     let registry = OciRegistry::start();

@@ -106,8 +106,11 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
 }
 
 fn main() -> ExitCode {
-    toolgate::logging::init();
     let cli = Cli::parse();
+    toolgate::logging::init_as(match &cli.command {
+        Command::Serve(args) => args.log_format.into(),
+        _ => toolgate::logging::LogFormat::Text,
+    });
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

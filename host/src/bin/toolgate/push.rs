@@ -14,7 +14,8 @@ pub(crate) struct PushArgs {
     file: PathBuf,
     /// Where to: `oci://registry/repo:tag` (the tag defaults to `latest`).
     reference: String,
-    /// Speak plain HTTP to the registry (one on loopback, a test), not HTTPS.
+    /// Speak plain HTTP to the registry, not HTTPS. A registry on loopback
+    /// (localhost, 127.0.0.0/8, ::1) is spoken to in plain HTTP without it.
     #[arg(long)]
     plain_http: bool,
     /// The registry user, when it wants credentials; the password is read from

@@ -54,12 +54,35 @@ pub(crate) struct ServeArgs {
     /// Do not watch the plugin directory (reload only on SIGHUP or POST /v1/reload).
     #[arg(long)]
     no_watch: bool,
+    /// How the log on standard error is written: `text` (`TIME  LEVEL
+    /// target: message fields`) or `json` (one JSON object a line). Either
+    /// way one event is one line: line breaks in what it quotes are escaped.
+    #[arg(long, value_enum, default_value_t = LogFormatArg::Text)]
+    pub(crate) log_format: LogFormatArg,
     #[command(flatten)]
     cache: CacheArgs,
     #[command(flatten)]
     policy: PolicyArgs,
     #[command(flatten)]
     load: LoadArgs,
+}
+
+/// `--log-format`'s values.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum LogFormatArg {
+    /// Text lines.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+impl From<LogFormatArg> for toolgate::logging::LogFormat {
+    fn from(format: LogFormatArg) -> Self {
+        match format {
+            LogFormatArg::Text => toolgate::logging::LogFormat::Text,
+            LogFormatArg::Json => toolgate::logging::LogFormat::Json,
+        }
+    }
 }
 
 impl ServeArgs {
@@ -127,17 +150,38 @@ fn read_tenant_tokens(path: &Path, token: Option<&str>) -> Result<TenantTokens> 
     }
 }
 
+/// Whether the log is JSON (`--log-format json`): then `say!`'s lines are
+/// JSON objects too, shaped as the log's.
+static SAY_JSON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Like `eprintln!`, but a closed standard error (the parent stopped
-/// reading) never panics a running server.
+/// reading) never panics a running server; with `--log-format json`, one
+/// JSON object (`timestamp`, `level`, `target`, `fields.message`).
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let line = if SAY_JSON.load(std::sync::atomic::Ordering::Relaxed) {
+            serde_json::json!({
+                "timestamp": toolgate::logging::now_rfc3339(),
+                "level": "INFO",
+                "fields": {"message": text},
+                "target": "toolgate::serve",
+            })
+            .to_string()
+        } else {
+            text
+        };
+        let _ = writeln!(std::io::stderr(), "{line}");
     }};
 }
 
 /// Runs `toolgate serve` until a shutdown signal.
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
+    SAY_JSON.store(
+        matches!(args.log_format, LogFormatArg::Json),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if !args.plugins.is_dir() {
         return Err(bad(format!(
             "plugin directory {} does not exist",

@@ -4,7 +4,7 @@
 //! here byte for byte, so the digest printed is the digest of what the
 //! registry holds and the same file always pushes to the same digest.
 
-use super::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE};
+use super::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, host_of, is_loopback};
 use crate::call::plugin::digest;
 use crate::error::Error;
 
@@ -14,7 +14,9 @@ const OCI_MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+jso
 /// How [`push`] speaks to the registry.
 #[derive(Clone, Debug, Default)]
 pub struct PushOptions {
-    /// Plain HTTP instead of HTTPS (a registry on loopback, a test).
+    /// Plain HTTP instead of HTTPS. A registry on loopback (`localhost`,
+    /// `127.0.0.0/8`, `::1`) is spoken to in plain HTTP whatever this
+    /// says, as a manifest's `oci` source is.
     pub plain_http: bool,
     /// HTTP basic credentials, when the registry wants them; `None`:
     /// anonymous.
@@ -68,8 +70,9 @@ pub async fn push(
         }],
     }))
     .map_err(|e| refused(e.to_string()))?;
+    let plain_http = options.plain_http || is_loopback(host_of(parsed.registry()));
     let client = oci_client::Client::new(ClientConfig {
-        protocol: if options.plain_http {
+        protocol: if plain_http {
             ClientProtocol::Http
         } else {
             ClientProtocol::Https
@@ -80,8 +83,16 @@ pub async fn push(
         Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
         None => RegistryAuth::Anonymous,
     };
-    let failed =
-        |what: &str, e: oci_client::errors::OciDistributionError| refused(format!("{what}: {e}"));
+    // Over HTTPS, a registry that speaks plain HTTP fails with a TLS
+    // error that does not say so: the message names the way out.
+    let hint = if plain_http {
+        ""
+    } else {
+        " (spoken to over HTTPS; a registry that speaks plain HTTP needs --plain-http)"
+    };
+    let failed = |what: &str, e: oci_client::errors::OciDistributionError| {
+        refused(format!("{what}: {e}{hint}"))
+    };
     client
         .auth(&parsed, &auth, oci_client::RegistryOperation::Push)
         .await

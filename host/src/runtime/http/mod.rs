@@ -31,6 +31,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
 
 use crate::fault::{Fault, ImportRefused};
+use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::limits::Limits;
 use grant::{HostPattern, HttpGrant};
 
@@ -155,6 +156,9 @@ pub(crate) struct CallHttp {
     /// The call's waiting allowance (its `timeout`) and what it has used.
     wait: Duration,
     waited: Duration,
+    /// The call's masked values, cut out of the URL and the reason the
+    /// log says (`None`: no mask is configured).
+    secrets: Option<Arc<Secrets>>,
 }
 
 impl CallHttp {
@@ -176,6 +180,20 @@ impl CallHttp {
             response_bytes: limits.http_response_bytes,
             wait: limits.timeout,
             waited: Duration::ZERO,
+            secrets: None,
+        }
+    }
+
+    /// Masks what the log says about this call's requests with `secrets`.
+    pub(crate) fn mask_log_with(&mut self, secrets: Option<Arc<Secrets>>) {
+        self.secrets = secrets;
+    }
+
+    /// `text` with the call's masked values cut out.
+    fn masked<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        match &self.secrets {
+            Some(secrets) => secrets.scrubbed(text),
+            None => std::borrow::Cow::Borrowed(text),
         }
     }
 
@@ -204,14 +222,16 @@ impl CallHttp {
                 let status = response.status;
                 let bytes = response.body.len();
                 self.outbound.tally(Some(&host), None, sent, bytes);
-                tracing::info!(target: LOG_TARGET, plugin, tenant, method, %host, url, status, sent, bytes, ms, "outbound request");
+                let url = self.masked(&url);
+                tracing::info!(target: LOG_TARGET, plugin, tenant, method, %host, url = ?url, status, sent, bytes, ms, "outbound request");
                 Ok(response)
             }
             Err(hop) => {
                 self.outbound
                     .tally(hop.host.as_ref(), Some(hop.fault), hop.sent, 0);
                 let host = hop.host.as_ref().map_or("-".into(), ToString::to_string);
-                tracing::warn!(target: LOG_TARGET, plugin, tenant, method, host, url, fault = %hop.fault, ms, "outbound request refused or failed: {}", hop.why);
+                let (shown, why) = (self.masked(&url), self.masked(&hop.why));
+                tracing::warn!(target: LOG_TARGET, plugin, tenant, method, host, url = ?shown, fault = %hop.fault, ms, "outbound request refused or failed: {why}");
                 Err(ImportRefused::new(
                     hop.fault,
                     format!("{method} {url}: {}", hop.why),

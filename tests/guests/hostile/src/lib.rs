@@ -26,6 +26,9 @@
 //! | `socket` | connects to `127.0.0.1:<args.port or 9>`; steers with the outcome |
 //! | `config` | steers with its configuration's JSON text |
 //! | `clock` | steers with `clock: <seconds since the Unix epoch>` |
+//! | `leak` | logs (at `warn`) and writes to stderr the args as JSON text, and that text inside another JSON string; steers with the latter |
+//! | `leak-panic` | panics with the args as JSON text |
+//! | `forge` | logs (at `warn`) and writes to stderr and stdout a text holding a forged log line after a newline (`FORGED` in it), then proceeds |
 //! | anything else | proceeds |
 
 use std::hint::black_box;
@@ -126,6 +129,24 @@ fn attack(name: &str, args: Option<&Value>) -> Verdict {
                 .map(|d| d.as_secs())
                 .unwrap_or(0);
             Verdict::steer(format!("clock: {secs}"))
+        }
+        "leak" => {
+            let once = args.map(Value::to_string).unwrap_or_default();
+            let twice = Value::String(once.clone()).to_string();
+            for text in [&once, &twice] {
+                log::write(log::Level::Warn, text);
+                eprintln!("{text}");
+            }
+            Verdict::steer(format!("leak: {twice}"))
+        }
+        "leak-panic" => panic!("{}", args.map(Value::to_string).unwrap_or_default()),
+        "forge" => {
+            let forged = "hostile\n2026-12-05T08:20:00.000000Z  INFO toolgate::load::registry: \
+                          plugin set reloaded generation=99 FORGED\r\n\u{2028}FORGED\u{b}FORGED";
+            log::write(log::Level::Warn, forged);
+            eprintln!("{forged}");
+            println!("{forged}");
+            Verdict::proceed()
         }
         _ => Verdict::proceed(),
     }
