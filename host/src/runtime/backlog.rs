@@ -184,4 +184,25 @@ mod tests {
         assert_eq!(backlog.in_flight(), 6);
         assert!(backlog.take("a").is_some());
     }
+
+    /// A shadow call takes a slot no share reserves and spare memory, or
+    /// nothing (counted as a dropped run); both come back when it ends.
+    #[test]
+    fn shadow_calls_take_only_the_spare_slots_and_memory() {
+        let backlog = Backlog::new(8);
+        let slots = PreparedSlots::new(3);
+        backlog.set_spare_mib(100);
+        let a = backlog.spare(&slots, 60 << 20).expect("room");
+        assert!(backlog.spare(&slots, 41 << 20).is_none(), "past the memory");
+        assert_eq!(slots.live(), 1, "the refusal holds no slot");
+        let b = backlog.spare(&slots, 40 << 20).expect("the rest of it");
+        backlog.set_spare_mib(u64::MAX);
+        let c = backlog.spare(&slots, 1).expect("the third slot");
+        assert!(backlog.spare(&slots, 1).is_none(), "past the slots");
+        assert_eq!(backlog.dropped(), 2);
+        drop((a, b, c));
+        assert_eq!(slots.live(), 0);
+        backlog.set_spare_mib(100);
+        assert!(backlog.spare(&slots, 100 << 20).is_some(), "all given back");
+    }
 }
