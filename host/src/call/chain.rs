@@ -276,12 +276,27 @@ impl Chain {
         })
     }
 
-    /// A place in the engine's backlog for a shadow run of `account`'s
-    /// call after the answer, or `None` (dropped, counted) when it is
-    /// full; `None` too for a chain without shadow guards.
-    pub(crate) fn shadow_backlog(&self, account: &str) -> Option<crate::runtime::backlog::Place> {
-        let plugin = self.plugins.iter().find(|p| p.mode() == Mode::Shadow)?;
-        plugin.engine.shadow_backlog().take(account)
+    /// Runs `run` (a shadow run of `account`'s call, after the answer) on
+    /// the engine's shadow threads (see `LongLane::after_answer`) if the
+    /// engine's backlog has a place for it, holding that place until it
+    /// ends; `false` — dropped, counted — when it has none, or the chain
+    /// has no shadow guard.
+    pub(crate) fn after_answer(
+        &self,
+        account: &str,
+        run: impl Future<Output = ()> + Send + 'static,
+    ) -> bool {
+        let Some(plugin) = self.plugins.iter().find(|p| p.mode() == Mode::Shadow) else {
+            return false;
+        };
+        let Some(place) = plugin.engine.shadow_backlog().take(account) else {
+            return false;
+        };
+        plugin.engine.long_lane().after_answer(async move {
+            run.await;
+            drop(place);
+        });
+        true
     }
 
     /// Runs `event` through the enforced guards of its seam only.

@@ -14,11 +14,12 @@ use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::Instance;
 
-use crate::call::plugin::{Plugin, root_cause};
+use crate::call::plugin::{Mode, Plugin, root_cause};
 use crate::call::wit::Exports;
 use crate::error::Error;
 use crate::event::{Event, Seam};
 use crate::fault::Fault;
+use crate::runtime::backlog::Spare;
 use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::http::CallHttp;
 use crate::runtime::prepared::{Ready, Slot};
@@ -108,7 +109,20 @@ type CallStore = (
 );
 
 /// What a call's future holds until it ends: its pool slot and its share.
-type Held = (Option<Slot>, Option<crate::runtime::shares::Admission>);
+type Held = (Option<Slot>, Share);
+
+/// What a call holds besides its pool slot: its account's instance and
+/// memory, or — a shadow guard's call — spare room no share reserves.
+#[derive(Debug)]
+enum Share {
+    None,
+    Account {
+        _held: crate::runtime::shares::Admission,
+    },
+    Spare {
+        _held: Spare,
+    },
+}
 
 /// The result of one guard call: what it returned or why it faulted, and
 /// what it cost.
@@ -147,7 +161,11 @@ impl Plugin {
     /// A quarantined plugin is not run (`quarantined`); otherwise the call
     /// first takes its instance and memory from its account (or faults with
     /// `share-exhausted`), and gives them back after its store is dropped,
-    /// so its pool slot is free before another call can be admitted.
+    /// so its pool slot is free before another call can be admitted. A
+    /// shadow guard's call takes spare room instead — a pool slot and
+    /// memory no share reserves — or, finding none, is not run (`capacity`,
+    /// its run counted as dropped), never waiting; it takes no lane turn and
+    /// runs where it is polled (the shadow threads, after the answer).
     ///
     /// Each call is a `debug` span `guard` (plugin, digest, seam, account;
     /// then outcome, fault, fuel, micros).
@@ -194,10 +212,20 @@ impl Plugin {
                 return Called::not_run(Fault::Quarantined, why, 0);
             }
         };
+        let shadow = self.mode() == Mode::Shadow;
         let admission = match &self.account {
-            None => None,
+            _ if shadow => match self.spare_room() {
+                Some(spare) => Share::Spare { _held: spare },
+                None => {
+                    let why = "no spare room (a pool slot and memory no share reserves): \
+                               shadow run dropped"
+                        .to_string();
+                    return Called::not_run(Fault::Capacity, why, elapsed());
+                }
+            },
+            None => Share::None,
             Some(account) => match account.admit(self.limits.memory_bytes).await {
-                Ok(admission) => Some(admission),
+                Ok(admission) => Share::Account { _held: admission },
                 Err(why) => return Called::not_run(Fault::ShareExhausted, why, elapsed()),
             },
         };
@@ -249,13 +277,18 @@ impl Plugin {
             };
             (store, held, called.map_err(|e| (e, true)))
         }));
-        let ran = self
-            .engine
-            .long_lane()
-            .run(&progress, self.habit.expects_long(), call)
-            .await;
-        self.habit.record(progress.ran_long());
-        self.engine.long_lane().record(&progress);
+        let ran = if shadow {
+            Ok(LongLane::run_here(&progress, call).await)
+        } else {
+            let ran = self
+                .engine
+                .long_lane()
+                .run(&progress, self.habit.expects_long(), call)
+                .await;
+            self.habit.record(progress.ran_long());
+            self.engine.long_lane().record(&progress);
+            ran
+        };
         let (mut result, fuel_used) = match ran {
             Ok((store, held, called)) => self.settle::<H>(store, held, called, &progress),
             Err(Unfinished::Overdue) => {
@@ -334,7 +367,10 @@ impl Plugin {
         store.data().flush_output();
         // Dropped in this order: the pool slot is free before the share is
         // given back.
-        let big = store.data().limiter.memory_used() > crate::runtime::turns::BIG;
+        // A shadow call is on the shadow threads already: its teardown
+        // stays there, at their priority.
+        let big = store.data().limiter.memory_used() > crate::runtime::turns::BIG
+            && self.mode() != Mode::Shadow;
         let remains = (store, slot, admission);
         if big {
             self.engine.long_lane().drop_later(progress, remains);
@@ -479,13 +515,22 @@ impl Plugin {
 
     /// Gives a call on `store` its deadline from now, taking turns as its
     /// account.
+    ///
+    /// A shadow guard's call takes no turn (it runs on the shadow threads,
+    /// see [`LongLane::after_answer`]), and its run time is not counted
+    /// toward its account's use of the CPU.
     fn arm(&self, store: &mut Store<Sandbox>) -> Arc<Progress> {
         let turn = self.account.as_ref().map(|a| a.turn());
-        arm_deadline(
-            store,
-            self.limits.timeout,
-            Some((self.engine.long_lane(), turn)),
-        )
+        let lane = (self.mode() != Mode::Shadow).then(|| (self.engine.long_lane(), turn));
+        arm_deadline(store, self.limits.timeout, lane)
+    }
+
+    /// Spare room for one call of this (shadow) plugin, or `None`,
+    /// counted as a dropped shadow run.
+    fn spare_room(&self) -> Option<Spare> {
+        self.engine
+            .shadow_backlog()
+            .spare(self.engine.prepared_slots(), self.limits.memory_bytes)
     }
 
     /// Makes instances ahead of need until `prepared` wait, on a task of

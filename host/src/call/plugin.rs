@@ -281,7 +281,11 @@ impl Plugin {
             },
             other => other,
         })?;
+        // A shadow guard keeps none: the slots they would hold are the
+        // enforced guards' prepared instances' (and its own calls' spare
+        // room).
         let depth = match spec.prepared {
+            _ if spec.mode == Mode::Shadow => 0,
             Depth::Fixed(n) => n.min(prepared::MAX_DEPTH),
             Depth::Auto => plugin.auto_depth(probe_timeout).await,
         };

@@ -828,12 +828,17 @@ impl Registry {
             &old,
             pool,
         );
-        // Prepared instances may hold the pool slots no share reserves.
+        let tenants = u32::try_from(set.accounts.tenants.len()).unwrap_or(u32::MAX);
+        // Shadow guards' calls may hold the memory no share reserves ...
+        let shares = &set.policy.shares;
+        self.engine().shadow_backlog().set_spare_mib(
+            shares
+                .memory_budget_mib
+                .saturating_sub(shares.reserved_memory_mib(tenants)),
+        );
+        // ... and, with prepared instances, the pool slots no share reserves.
         if let Some(pool) = pool {
-            let reserved = set
-                .policy
-                .shares
-                .reserved(u32::try_from(set.accounts.tenants.len()).unwrap_or(u32::MAX));
+            let reserved = set.policy.shares.reserved(tenants);
             let room = u64::from(pool).saturating_sub(reserved);
             // Split evenly between the global directory and each tenant's.
             let parts = u32::try_from(set.accounts.tenants.len() + 1).unwrap_or(u32::MAX);

@@ -85,8 +85,9 @@ pub const MAX_PREPARED_BYTES: u64 = 512 << 20;
 /// for it ahead of need.
 pub const IDLE: Duration = Duration::from_millis(1);
 
-/// The engine-wide count of pool slots prepared instances may hold: the
-/// slots no share reserves (the registry sets it at every load).
+/// The engine-wide count of pool slots prepared instances (and shadow
+/// guard calls) may hold: the slots no share reserves (the registry sets
+/// it at every load).
 #[derive(Debug)]
 pub struct PreparedSlots {
     room: AtomicU32,
@@ -141,6 +142,13 @@ impl PreparedSlots {
     /// The most there may be.
     pub fn room(&self) -> u32 {
         self.room.load(Ordering::Relaxed)
+    }
+
+    /// A slot for one shadow guard call (`crate::runtime::backlog`): counted
+    /// with the prepared instances against the same room, so neither can
+    /// take a slot a share reserves. `None` when the room is taken.
+    pub(crate) fn spare_slot(self: &Arc<Self>) -> Option<Slot> {
+        self.reserve(None)
     }
 
     fn reserve(self: &Arc<Self>, share: Option<&Arc<PreparedShare>>) -> Option<Slot> {

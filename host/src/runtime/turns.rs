@@ -198,6 +198,8 @@ pub struct LongLane {
     width: u32,
     low: Lane,
     fair: Lane,
+    /// The threads shadow runs go to (see [`LongLane::after_answer`]).
+    shadow: Threads,
     overdue: AtomicU64,
     meter: CpuMeter,
 }
@@ -288,6 +290,9 @@ pub(crate) const LOW_THREADS: &str = "toolgate-long";
 /// The name of the threads that run long calls of accounts within their
 /// part of the CPU, at the normal priority.
 pub(crate) const FAIR_THREADS: &str = "toolgate-fair";
+/// The name of the threads that run shadow guards after the answer, at
+/// the low threads' priority.
+pub(crate) const SHADOW_THREADS: &str = "toolgate-shadow";
 
 impl LongLane {
     /// A lane where `width` (at least 1) long calls run at once on threads
@@ -298,6 +303,7 @@ impl LongLane {
             width,
             low: Lane::new(width, priority, LOW_THREADS),
             fair: Lane::new(width, LanePriority::Nice(0), FAIR_THREADS),
+            shadow: Threads::start(width, priority, SHADOW_THREADS),
             overdue: AtomicU64::new(0),
             meter: CpuMeter::default(),
         })
@@ -382,6 +388,28 @@ impl LongLane {
                 }),
             None => on_lane.await,
         }
+    }
+
+    /// Runs `work` (a shadow run, after the answer) on the shadow threads:
+    /// `width` threads at the low threads' priority ([`LanePriority::Idle`]
+    /// by default: a core nothing else wants), taking no turn in either
+    /// lane — so it never holds a turn, a thread or a core an enforced call
+    /// could use. On this runtime where those threads could not start.
+    pub(crate) fn after_answer(&self, work: impl Future<Output = ()> + Send + 'static) {
+        match &self.shadow.0 {
+            Some(threads) => drop(threads.spawn(work)),
+            None => drop(tokio::spawn(work)),
+        }
+    }
+
+    /// Runs `call` where it is polled, clocked (its run time is its own
+    /// polls'), never moving to the lane and taking no turn: a shadow
+    /// guard's call, already on the shadow threads.
+    pub(crate) async fn run_here<T>(
+        progress: &Progress,
+        mut call: Pin<Box<dyn Future<Output = T> + Send>>,
+    ) -> T {
+        std::future::poll_fn(|cx| progress.clocked(|| call.as_mut().poll(cx))).await
     }
 
     /// Drops `remains` (a big instance's store, with the pool slot and the

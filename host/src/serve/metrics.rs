@@ -11,7 +11,7 @@
 //! | `guard_latency_seconds` | histogram | plugin, seam | wall-clock time per call, fresh instance included |
 //! | `shadow_verdicts_total` | counter | plugin, outcome | what each shadow guard's call (`mode = "shadow"`) would have done: `proceed`, `skip`, `rewrite`, `narrow`, `observed`, `malformed`, `fault`, `unavailable` — recorded, never applied; its calls are counted here only, never in `guard_*` |
 //! | `shadow_decisions_total` | counter | seam, agrees | shadow chains run, and whether each one's would-be answer was the enforced one (`true`, `false`; `undecided`: it met a guard the host could not run in time) |
-//! | `shadow_dropped_total` | counter | | shadow runs dropped, never started, because the backlog of runs after the answer was full (the host's, or the account's quarter of it), since start |
+//! | `shadow_dropped_total` | counter | | shadow runs dropped, since start: never started because the backlog of runs after the answer was full (the host's, or the account's quarter of it), or stopped at a call that found no spare room (a pool slot and memory no share reserves) |
 //! | `decisions_total` | counter | seam, verdict | chain answers: `proceed`, `skip`, `rewrite`, `narrow`, `observed`, and `timeout` for a call cut by the request timeout |
 //! | `http_requests_total` | counter | endpoint, status | requests answered, by route and status code |
 //! | `http_request_duration_seconds` | histogram | endpoint | time to answer, by route |
@@ -263,7 +263,7 @@ series! {
         "Shadow chains run, per seam and whether their would-be answer was the enforced one (true, false, undecided)";
     shadow_dropped: Counter = Counter::default(),
         "shadow_dropped",
-        "Shadow runs dropped because the backlog of runs after the answer was full";
+        "Shadow runs dropped for want of room: the backlog of runs after the answer full, or no spare pool slot or memory for a call";
     requests: Family<RequestLabels, Counter> = Family::default(),
         "http_requests", "HTTP requests answered, per endpoint and status code";
     request_duration: HistogramFamily<EndpointLabels> = Family::new_with_constructor(latency_histogram),

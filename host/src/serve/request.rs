@@ -98,14 +98,15 @@ impl DecideRequest {
 
     /// [`DecideRequest::decide`] without waiting for the shadow guards:
     /// the enforced decision is returned at once, and the shadow guards
-    /// run after it in a task of their own, if the engine's backlog has
-    /// room for it (else the run is dropped and counted,
-    /// [`Engine::shadow_dropped`](crate::Engine::shadow_dropped)). Their
-    /// calls are charged to the request's account as any call is (its
-    /// instance and memory share, its turns on the long lane). `done` gets
-    /// the decision with its `shadow` once they have run; it is not called
-    /// when no shadow guard subscribes to the seam or the run was dropped.
-    /// What the HTTP service and the Python `Host` do.
+    /// run after it in a task of their own on the engine's shadow threads,
+    /// if the engine's backlog has room for it (else the run is dropped and
+    /// counted, [`Engine::shadow_dropped`](crate::Engine::shadow_dropped)).
+    /// Their calls take only spare room — never the request's place, its
+    /// account's instances or memory, nor a turn on the long lane — and a
+    /// call that finds none stops the run (dropped, counted). `done` gets
+    /// the decision with its `shadow` once they have run (or the run
+    /// stopped); it is not called when no shadow guard subscribes to the
+    /// seam or the backlog had no place for the run. What the HTTP service and the Python `Host` do.
     pub async fn decide_answer_first<F>(
         &self,
         set: &PluginSet,
@@ -122,28 +123,25 @@ impl DecideRequest {
         );
         let decision = self.enforce(set).instrument(span.clone()).await?;
         let chain = self.chain(set);
-        if chain.shadows(self.event.seam())
-            && let Some(place) = chain.shadow_backlog(self.tenant.as_deref().unwrap_or(""))
-        {
-            let (chain, request, mut full) = (chain.into_owned(), self.clone(), decision.clone());
+        let ran_after = chain.shadows(self.event.seam()) && {
+            let (run_chain, request, mut full) =
+                (chain.clone().into_owned(), self.clone(), decision.clone());
             let (log, generation) = (set.decision_log.clone(), set.generation);
             let shadow = tracing::debug_span!(parent: &span, "shadow");
-            tokio::spawn(
-                async move {
-                    full.shadow = chain
-                        .shadow(&request.event, &request.state, &full.result)
-                        .await;
-                    drop(place);
-                    if let Some(log) = &log {
-                        crate::serve::decision_log::record(
-                            log, generation, &chain, &request, &full,
-                        );
-                    }
-                    done(full);
+            let run = async move {
+                full.shadow = run_chain
+                    .shadow(&request.event, &request.state, &full.result)
+                    .await;
+                if let Some(log) = &log {
+                    crate::serve::decision_log::record(
+                        log, generation, &run_chain, &request, &full,
+                    );
                 }
-                .instrument(shadow),
-            );
-        } else {
+                done(full);
+            };
+            chain.after_answer(self.tenant.as_deref().unwrap_or(""), run.instrument(shadow))
+        };
+        if !ran_after {
             // No shadow run (none subscribes, or no room for it): the
             // line is the enforced decision's alone.
             self.record(set, &decision);

@@ -143,7 +143,37 @@ path = "sql-guard.wasm"
     let tools = json!(["search", "run_query"]);
     let route = json!({"event": {"run_id": "r", "mode": "m", "intent_label": "i",
         "total_tools": 2, "narrowed_tool_names": tools}});
-    for _ in 0..N {
+    // Shadow runs take only spare CPU (threads at the lane's low
+    // priority): on a machine busy with other work they could pile up past
+    // the backlog and be dropped. One at a time, each is counted before
+    // the next request.
+    let runs = |text: &str| {
+        ["true", "false", "undecided"]
+            .iter()
+            .flat_map(|agrees| {
+                ["steering", "routing"].map(|seam| {
+                    let labels = format!(
+                        "toolgate_shadow_decisions_total{{seam=\"{seam}\",agrees=\"{agrees}\"}}"
+                    );
+                    series(text, &labels).unwrap_or(0.0)
+                })
+            })
+            .sum::<f64>()
+            + series(text, "toolgate_shadow_dropped_total").unwrap_or(0.0)
+    };
+    let settled = |n: usize| {
+        let s = &s;
+        async move {
+            let started = std::time::Instant::now();
+            while started.elapsed() < Duration::from_secs(60) {
+                if runs(&s.get("/metrics").await.1) >= n as f64 {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    for i in 0..N {
         let (status, body) = s
             .post("/v1/steering", http_steering("search", json!({})))
             .await;
@@ -152,8 +182,10 @@ path = "sql-guard.wasm"
             (StatusCode::OK, Value::Null),
             "0 calls steered"
         );
+        settled(2 * i + 1).await;
         let (status, body) = s.post("/v1/routing", route.clone()).await;
         assert_eq!((status, &body), (StatusCode::OK, &tools), "nothing hidden");
+        settled(2 * i + 2).await;
     }
     // The enforced guard still decides; its trace holds enforced guards
     // only (the shadow ones run after the answer).
@@ -296,4 +328,127 @@ config = { attack = "loop" }
         "{N} answers came back while 8 spinners held the room: {dropped} dropped"
     );
     s.stop().await;
+}
+
+/// Shadow work gets only what enforcement leaves: tenant `a` runs a
+/// shadow guard that spins to its limits and one that grows its memory to
+/// its cap, beside its enforced sql-guard. Every enforced call — 200 at
+/// 100 a second from four clients, each sent on time whatever the
+/// answers before it — is answered, and answered as the sql-guard alone
+/// answers it (none 429, none 503); the shadow runs that found no spare
+/// room are dropped and counted; neither shadow guard takes from `a`'s
+/// share, nor is quarantined for its faults, and the sql-guard stays
+/// healthy. (Before shadow runs took only spare room, they waited in
+/// `a`'s share ahead of its enforced calls: 16 to 20 of 200 answered,
+/// the rest 429.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spinning_or_memory_hungry_shadow_guard_leaves_its_tenants_answers_alone() {
+    const CLIENTS: usize = 4;
+    const EACH: usize = 50;
+    const PERIOD: Duration = Duration::from_millis(40); // 25/s a client
+    let manifest = r#"
+[[plugin]]
+path = "sql-guard.wasm"
+
+[[plugin]]
+name = "spins"
+path = "hostile.wasm"
+mode = "shadow"
+config = { attack = "loop" }
+
+[[plugin]]
+name = "hoards"
+path = "hostile.wasm"
+mode = "shadow"
+config = { attack = "alloc" }
+"#;
+    let s = Arc::new(
+        Running::start_with(
+            &[
+                ("tenants/a/sql-guard.wasm", SQL_GUARD),
+                ("tenants/a/hostile.wasm", toolgate_tests::HOSTILE),
+            ],
+            &[("tenants/a/toolgate.toml", manifest)],
+            toolgate::ServerConfig::default(),
+        )
+        .await,
+    );
+    let skip = json!({"action": "skip", "content": "Add a WHERE clause before running this query.", "is_error": true});
+    let calls = (0..CLIENTS).map(|client| {
+        let (s, skip) = (Arc::clone(&s), skip.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PERIOD);
+            let mut sent = Vec::new();
+            for i in 0..EACH {
+                tick.tick().await;
+                let (sql, want) = match (client + i) % 2 {
+                    0 => ("DELETE FROM users", skip.clone()),
+                    _ => ("SELECT * FROM users WHERE id = 1", Value::Null),
+                };
+                let mut body = http_steering("run_query", json!({ "sql": sql }));
+                body["tenant"] = json!("a");
+                let s = Arc::clone(&s);
+                sent.push(tokio::spawn(async move {
+                    let (status, got) = s.post("/v1/steering", body).await;
+                    (status, got == want, got)
+                }));
+            }
+            let mut answers = Vec::new();
+            for call in sent {
+                answers.push(call.await.expect("call"));
+            }
+            answers
+        })
+    });
+    let mut answers = Vec::new();
+    for client in calls.collect::<Vec<_>>() {
+        answers.extend(client.await.expect("client"));
+    }
+    let count = |status: StatusCode| answers.iter().filter(|a| a.0 == status).count();
+    let right = answers
+        .iter()
+        .filter(|(status, same, _)| *status == StatusCode::OK && *same)
+        .count();
+    let (busy, not_decided) = (
+        count(StatusCode::TOO_MANY_REQUESTS),
+        count(StatusCode::SERVICE_UNAVAILABLE),
+    );
+    let wrong: Vec<_> = answers
+        .iter()
+        .filter(|(status, same, _)| *status != StatusCode::OK || !*same)
+        .take(3)
+        .collect();
+    assert_eq!(
+        (right, busy, not_decided),
+        (CLIENTS * EACH, 0, 0),
+        "answered as without the shadow guards, 429, 503; e.g. {wrong:?}"
+    );
+
+    let (_, text) = s.get("/metrics").await;
+    let dropped = series(&text, "toolgate_shadow_dropped_total").unwrap_or(0.0);
+    assert!(
+        dropped > 0.0,
+        "shadow runs with no spare room are dropped and counted\n{text}"
+    );
+    let set = s.registry.plugin_set();
+    let usage = set.accounts.tenants["a"].usage();
+    assert_eq!(
+        (usage.refused, usage.busy),
+        (0, 0),
+        "no call of `a` refused its share or its place: {usage:?}"
+    );
+    for plugin in set.tenants["a"].plugins() {
+        let health = serde_json::to_value(plugin.health()).expect("JSON");
+        assert_eq!(
+            (&health["state"], &health["quarantines"]),
+            (&json!("ok"), &json!(0)),
+            "{}: {health}",
+            plugin.name()
+        );
+    }
+    drop(set);
+    match Arc::try_unwrap(s) {
+        Ok(s) => s.stop().await,
+        Err(_) => panic!("the server is still shared"),
+    }
 }

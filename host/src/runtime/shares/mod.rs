@@ -191,6 +191,14 @@ impl Shares {
             + u64::from(PROBE_SLOTS)
     }
 
+    /// Memory a global share and `tenants` tenant shares reserve (their
+    /// memory and compiled code), MiB.
+    pub fn reserved_memory_mib(&self, tenants: u32) -> u64 {
+        let each = self.tenant_memory_mib.saturating_add(self.tenant_code_mib);
+        self.global_memory_mib
+            .saturating_add(u64::from(tenants).saturating_mul(each))
+    }
+
     /// Whether a global share and `tenants` tenant shares fit in a pool of
     /// `pool` instance slots (`None`: no pool, no slot limit) and in the
     /// memory budget. `tenant` names the last tenant, for the error.
@@ -209,9 +217,7 @@ impl Shares {
             }
         }
         let each = self.tenant_memory_mib.saturating_add(self.tenant_code_mib);
-        let needed = self
-            .global_memory_mib
-            .saturating_add(u64::from(tenants).saturating_mul(each));
+        let needed = self.reserved_memory_mib(tenants);
         if needed > self.memory_budget_mib {
             return Err(PlanError::Memory {
                 tenant: tenant.into(),
