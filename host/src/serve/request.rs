@@ -124,7 +124,7 @@ impl DecideRequest {
         if chain.shadows(self.event.seam())
             && let Some(place) = chain.shadow_backlog(self.tenant.as_deref().unwrap_or(""))
         {
-            let (chain, request, mut full) = (chain.clone(), self.clone(), decision.clone());
+            let (chain, request, mut full) = (chain.into_owned(), self.clone(), decision.clone());
             let (log, generation) = (set.decision_log.clone(), set.generation);
             let shadow = tracing::debug_span!(parent: &span, "shadow");
             tokio::spawn(
@@ -165,7 +165,7 @@ impl DecideRequest {
     fn record(&self, set: &PluginSet, decision: &Decision<Verdict>) {
         if let Some(log) = &set.decision_log {
             let chain = set.chain(self.tenant.as_deref());
-            crate::serve::decision_log::record(log, set.generation, chain, self, decision);
+            crate::serve::decision_log::record(log, set.generation, &chain, self, decision);
         }
     }
 
