@@ -18,8 +18,25 @@
 //! Expired keys are reclaimed a few at a time by the next operation on
 //! their scope (never by scanning); a run's scope expires whole after
 //! `state_run_ttl` without use (`PEXPIRE` on its three keys). Redis's own
-//! memory limit (`maxmemory`) is the store's total: a full Redis fails
-//! writes as `state-unavailable`.
+//! memory limit (`maxmemory`) is the store's total: a full Redis refuses a
+//! script that writes whole, before running it (Redis 7 script flags), as
+//! `state-full` — the host's fault, not the guard's.
+//!
+//! # Each tenant's part
+//!
+//! A tenant's guards hold at most a quarter of `maxmemory` (read on first
+//! use), in charged bytes: key and value bytes, plus 96 per key and 256 per
+//! scope for what Redis spends on them. Two keys per tenant T keep count,
+//! `tg:{T}:u` (a hash: `k` and `c`, the keys and charged bytes in all, and
+//! `<scope>|k`, `<scope>|c` for each scope as last counted) and `tg:{T}:e`
+//! (a sorted set: the run scopes, scored by when they go idle). Every
+//! script brings the totals in line with the scopes it touched (`sync`),
+//! in the same atomic step as its writes, after checking a write against
+//! the part. A run's scope that Redis expires leaves its recorded count
+//! behind; the tenant's next operations take it off (16 at a time,
+//! deleting the run's keys if Redis has not yet), so an idle run's share
+//! comes back once — neither leaked nor freed early (its score is its
+//! keys' own expiry, read with `PTTL`).
 //!
 //! # Failures
 //!
@@ -30,9 +47,9 @@
 //! manager reconnects by itself, so the store comes back with Redis.
 //!
 //! An `add` whose answer never arrived (Redis slow past the deadline, or
-//! lost) may or may not have been applied; it is not given back, so a
-//! counter errs toward counting one call too many (a budget refuses
-//! early rather than late).
+//! lost) may or may not have been applied; neither it nor any other add of
+//! its call is given back (see `CallState::end`), so a counter errs toward
+//! counting one call too many (a budget refuses early, never late).
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
