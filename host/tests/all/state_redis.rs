@@ -650,3 +650,24 @@ async fn a_tenants_part_comes_back_as_its_runs_go_idle_neither_leaked_nor_exceed
     assert!((50..150).contains(&kept[0]), "{kept:?}");
     assert!(kept[0].abs_diff(kept[1]) <= 2, "{kept:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_use_past_its_first_idle_time_keeps_its_state() {
+    let engine = replica(&RedisServer::shared().fresh_url());
+    let idle = Limits {
+        state_run_ttl: Duration::from_millis(800),
+        ..Limits::default()
+    };
+    let count = json!({"ops": [{"op": "add", "scope": "run", "key": "n", "delta": 1}]});
+    let counter = stateful(&engine, "counter", count, idle).await;
+    // Used every 250 ms for 3 s: never idle for 800 ms, so never reclaimed
+    // — though its first idle time is long past.
+    for i in 1..=12 {
+        let (content, outcome, fault) = ask(&counter, &call_in("r", &i.to_string(), "t")).await;
+        assert_eq!(
+            (content, outcome, fault),
+            (Some(format!("[{i}]")), Outcome::Skip, None)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

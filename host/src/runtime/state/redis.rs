@@ -35,8 +35,9 @@
 //! the part. A run's scope that Redis expires leaves its recorded count
 //! behind; the tenant's next operations take it off (16 at a time,
 //! deleting the run's keys if Redis has not yet), so an idle run's share
-//! comes back once — neither leaked nor freed early (its score is its
-//! keys' own expiry, read with `PTTL`).
+//! comes back once — neither leaked nor freed early: a run's score is its
+//! keys' expiry when first counted, and one found due whose keys' `PTTL`
+//! is still ahead (used since) is scored again rather than reclaimed.
 //!
 //! # Failures
 //!
@@ -129,7 +130,7 @@ local function tenant_held(u)
 end
 -- Brings the tenant's totals in line with scope h as it is now: what the
 -- scope was last charged (u: base|k, base|c) is replaced by what it holds,
--- and a run scope's expiry is noted (e, scored by when).
+-- and a run scope newly counted is noted (e, scored by when it expires).
 local function sync(h, b, u, e, now)
   local base = string.sub(h, 1, -3)
   local k, c = redis.call('HLEN', h), 0
@@ -144,19 +145,26 @@ local function sync(h, b, u, e, now)
     if run then redis.call('ZREM', e, base) end
   else
     if k ~= ok or c ~= oc then redis.call('HSET', u, base .. '|k', k, base .. '|c', c) end
-    if run then
+    if run and ok == 0 then
       local ttl = redis.call('PTTL', h)
       if ttl > 0 then redis.call('ZADD', e, now + ttl, base) end
     end
   end
 end
--- Reclaims up to 16 of the tenant's runs gone idle: their keys (whether
--- or not Redis has dropped them yet) and what they were charged.
+-- Reclaims up to 16 of the tenant's runs that may have gone idle: one
+-- used since (its keys' expiry, PTTL, still ahead) is scored again; one
+-- idle has its keys deleted (whether or not Redis has dropped them yet)
+-- and what it was charged taken off.
 local function idle_runs(u, e, now)
-  local gone = redis.call('ZRANGEBYSCORE', e, '-inf', now, 'LIMIT', 0, 16)
-  for _, base in ipairs(gone) do
-    redis.call('DEL', base .. ':h', base .. ':x', base .. ':b')
-    sync(base .. ':h', base .. ':b', u, e, now)
+  local due = redis.call('ZRANGEBYSCORE', e, '-inf', now, 'LIMIT', 0, 16)
+  for _, base in ipairs(due) do
+    local ttl = redis.call('PTTL', base .. ':h')
+    if ttl > 0 then
+      redis.call('ZADD', e, now + ttl, base)
+    else
+      redis.call('DEL', base .. ':h', base .. ':x', base .. ':b')
+      sync(base .. ':h', base .. ':b', u, e, now)
+    end
   end
 end
 -- Ends an operation on a scope: touched, and its tenant's totals synced.
