@@ -210,15 +210,13 @@ pub enum NotDecided {
     #[error(transparent)]
     NotReady(#[from] NotReady),
     /// A guard of its chain could not be run in time — no instance slot,
-    /// its account's share taken, or starved of CPU on a busy host (HTTP
-    /// 503). The chain stopped there.
-    #[error(
-        "guard `{plugin}` could not be run in time ({fault}): {detail}; not decided, retry later"
-    )]
+    /// its account's share taken, or starved of CPU on a busy host — or
+    /// its state store was full (HTTP 503). The chain stopped there.
+    #[error("guard `{plugin}` could not be run ({fault}): {detail}; not decided, retry later")]
     Unavailable {
         /// The guard's name.
         plugin: String,
-        /// `capacity`, `share-exhausted` or `overloaded`.
+        /// `capacity`, `share-exhausted`, `overloaded` or `state-full`.
         fault: Fault,
         /// What happened.
         detail: String,
