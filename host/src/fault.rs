@@ -9,8 +9,8 @@ use wasmtime::Trap;
 /// trapped, ran out of fuel, memory or stack, ran past its deadline while
 /// it had the CPU, returned garbage, or is quarantined for doing so) or the
 /// host's (it could not run the guard in time: no instance slot, its
-/// account's share taken, starved of CPU, shutting down). A guard's own
-/// fault is data: the chain logs it, counts it toward quarantine and goes
+/// account's share taken, starved of CPU, shutting down, the state store
+/// full). A guard's own fault is data: the chain logs it, counts it toward quarantine and goes
 /// on as if the guard had returned nothing (or, for a fail-closed plugin,
 /// steers with a fixed message). A host's fault is never the guard's: it
 /// is not counted toward quarantine and never decides anything — the
@@ -71,6 +71,11 @@ pub enum Fault {
     /// The state store could not be reached, or did not answer within the
     /// call's `timeout` of waiting (Redis down or slow; the breaker open).
     StateUnavailable,
+    /// The state store as a whole is full — Redis at its `maxmemory`, the
+    /// memory store at its capacity — while the guard's tenant is within
+    /// its part of it: the store refused the write before applying any of
+    /// it. The host's doing (it is sized by the operator).
+    StateFull,
     /// The guard misused its state: `add` on a value that is not a decimal
     /// integer, or a sum outside s64.
     StateInvalid,
@@ -109,6 +114,7 @@ impl Fault {
             Fault::Quarantined => "quarantined",
             Fault::StateBudget => "state-budget",
             Fault::StateUnavailable => "state-unavailable",
+            Fault::StateFull => "state-full",
             Fault::StateInvalid => "state-invalid",
             Fault::HttpDenied => "http-denied",
             Fault::HttpBudget => "http-budget",
@@ -118,12 +124,12 @@ impl Fault {
 
     /// Whether the fault is the guard's own doing (counted toward its
     /// quarantine; its `on_error` decides), rather than the host's
-    /// (`capacity`, `share-exhausted`, `overloaded`: the request is not
-    /// decided).
+    /// (`capacity`, `share-exhausted`, `overloaded`, `state-full`: the
+    /// request is not decided).
     pub fn is_guards(self) -> bool {
         !matches!(
             self,
-            Fault::Capacity | Fault::ShareExhausted | Fault::Overloaded
+            Fault::Capacity | Fault::ShareExhausted | Fault::Overloaded | Fault::StateFull
         )
     }
 

@@ -229,6 +229,27 @@ impl Chain {
         &self.plugins
     }
 
+    /// The same chain serving `tenant`'s calls: its guards that use state
+    /// keep it in that tenant's scopes (see [`Plugin::serving`]).
+    pub fn serving(&self, tenant: &str) -> Chain {
+        let plugins = self
+            .plugins
+            .iter()
+            .map(|p| {
+                if p.uses_state() || p.http.is_some() {
+                    Arc::new(p.serving(tenant))
+                } else {
+                    Arc::clone(p)
+                }
+            })
+            .collect();
+        Chain {
+            plugins,
+            runs: self.runs,
+            secrets: self.secrets.clone(),
+        }
+    }
+
     fn subscribed(&self, seam: Seam) -> impl Iterator<Item = &Arc<Plugin>> {
         self.plugins
             .iter()

@@ -48,6 +48,7 @@
 //! directory has not loaded yet ([`PluginSet::pending`]), are answered
 //! [`NotReady`], never decided without its guards.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -174,10 +175,19 @@ impl PluginSet {
     }
 
     /// The chain a call for `tenant` runs: global, then the tenant's own.
-    pub fn chain(&self, tenant: Option<&str>) -> &Chain {
-        tenant
-            .and_then(|t| self.combined.get(t))
-            .unwrap_or(&self.global)
+    /// Its guards keep state in `tenant`'s scopes, whether or not the
+    /// tenant has a directory: a tenant without one runs the global chain
+    /// serving it, so no two tenants share a scope. A call without a
+    /// tenant (`None`, or `Some("")`, which is no tenant's name) has
+    /// scopes of its own that no tenant shares.
+    pub fn chain(&self, tenant: Option<&str>) -> Cow<'_, Chain> {
+        match tenant.filter(|t| !t.is_empty()) {
+            None => Cow::Borrowed(&self.global),
+            Some(t) => match self.combined.get(t) {
+                Some(chain) => Cow::Borrowed(chain),
+                None => Cow::Owned(self.global.serving(t)),
+            },
+        }
     }
 }
 

@@ -166,7 +166,7 @@ impl DecideRequest {
         let chain = set.chain(self.tenant.as_deref());
         match crate::serve::decision_log::secrets(&set.policy.decision_log.mask, self) {
             Some(secrets) => Cow::Owned(chain.masking(secrets)),
-            None => Cow::Borrowed(chain),
+            None => chain,
         }
     }
 
@@ -175,7 +175,7 @@ impl DecideRequest {
     fn record(&self, set: &PluginSet, decision: &Decision<Verdict>) {
         if let Some(log) = &set.decision_log {
             let chain = set.chain(self.tenant.as_deref());
-            crate::serve::decision_log::record(log, set.generation, chain, self, decision);
+            crate::serve::decision_log::record(log, set.generation, &chain, self, decision);
         }
     }
 
@@ -220,15 +220,13 @@ pub enum NotDecided {
     #[error(transparent)]
     NotReady(#[from] NotReady),
     /// A guard of its chain could not be run in time — no instance slot,
-    /// its account's share taken, or starved of CPU on a busy host (HTTP
-    /// 503). The chain stopped there.
-    #[error(
-        "guard `{plugin}` could not be run in time ({fault}): {detail}; not decided, retry later"
-    )]
+    /// its account's share taken, or starved of CPU on a busy host — or
+    /// its state store was full (HTTP 503). The chain stopped there.
+    #[error("guard `{plugin}` could not be run ({fault}): {detail}; not decided, retry later")]
     Unavailable {
         /// The guard's name.
         plugin: String,
-        /// `capacity`, `share-exhausted` or `overloaded`.
+        /// `capacity`, `share-exhausted`, `overloaded` or `state-full`.
         fault: Fault,
         /// What happened.
         detail: String,

@@ -451,3 +451,37 @@ fn check_and_bench_read_the_cases_events() {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     assert_eq!(report["seams"][0]["events"], 1);
 }
+
+#[test]
+fn a_global_guards_state_is_each_tenants_own_in_a_case_file_tenants_without_a_directory_too() {
+    // The bundled tool-call-limit, one conversation `T` per tenant: no
+    // tenant has a directory, and none shares another's count, nor that of
+    // calls without a tenant.
+    let search = |tenant: &str, call: &str, expect: &str| {
+        let tenant = match tenant {
+            "" => String::new(),
+            t => format!("tenant = \"{t}\"\n"),
+        };
+        format!(
+            "[[case]]\nname = \"{call}\"\nseam = \"steering\"\n{tenant}\
+             event = {{ run_id = \"{call}\", tool_name = \"search\", call_id = \"{call}\", args = {{}} }}\n\
+             state = {{ thread_id = \"T\" }}\nexpect = {{ action = \"{expect}\" }}\n"
+        )
+    };
+    let text = [
+        "[[plugin]]\npath = \"tool-call-limit.wasm\"\nconfig = { thread_limit = 1 }\n".to_string(),
+        search("acme", "acme first", "proceed"),
+        search("zeta", "zeta first", "proceed"),
+        search("", "tenant-less first", "proceed"),
+        search("acme", "acme second", "skip"),
+        search("zeta", "zeta second", "skip"),
+        search("", "tenant-less second", "skip"),
+    ]
+    .join("\n");
+    let dir = case_dir(
+        &[("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT)],
+        &text,
+    );
+    let out = test(dir.path(), &[]);
+    assert_eq!(stdout(&out), "6 passed, 0 failed\n", "{}", stderr(&out));
+}

@@ -173,5 +173,5 @@ async fn a_snapshot_made_at_load_starts_every_call_from_its_warm_up() {
     assert!(set.errors.is_empty(), "{:?}", set.errors);
     let memo = &set.global_plugins.first().expect("memo loads").plugin;
     assert_eq!(memo.snapshot_status(), &SnapshotStatus::Snapshotted);
-    each_call_starts_from_the_snapshot(set.chain(None)).await;
+    each_call_starts_from_the_snapshot(&set.chain(None)).await;
 }

@@ -2410,3 +2410,54 @@ requests = [{{ url = "http://198.51.100.7/x" }}]
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn tenants_without_a_directory_keep_their_own_state_apart_and_apart_from_tenantless_calls() {
+    let manifest = "[[plugin]]\npath = \"tool-call-limit.wasm\"\n\
+                    [plugin.config]\nthread_limit = 1\n";
+    let s = Running::start_with(
+        &[("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT)],
+        &[("toolgate.toml", manifest)],
+        ServerConfig::default(),
+    )
+    .await;
+    let search = |tenant: Option<&str>, run: &str| {
+        let mut body = json!({"event": {"run_id": run, "tool_name": "search",
+            "call_id": "c", "args": {}}, "state": {"thread_id": "T"}});
+        if let Some(t) = tenant {
+            body["tenant"] = json!(t);
+        }
+        body
+    };
+    // acme's first search proceeds, and so does zeta's first: neither has
+    // a directory, and neither counts against the other or against calls
+    // without a tenant.
+    for tenant in [Some("acme"), Some("zeta"), None] {
+        assert_eq!(
+            s.post("/v1/steering", search(tenant, "r1")).await,
+            (StatusCode::OK, Value::Null),
+            "{tenant:?}"
+        );
+    }
+    for tenant in [Some("acme"), Some("zeta"), None] {
+        let (status, answer) = s.post("/v1/steering", search(tenant, "r2")).await;
+        assert_eq!(
+            (status, &answer["action"]),
+            (StatusCode::OK, &json!("skip")),
+            "{tenant:?}"
+        );
+    }
+    // The operator sees them apart.
+    for tenant in ["acme", "zeta", ""] {
+        let (status, body) = s.get(&format!("/v1/state?tenant={tenant}")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let listed: Value = serde_json::from_str(&body).expect("json");
+        assert_eq!(
+            listed["entries"],
+            json!([{"tenant": tenant, "plugin": "tool-call-limit", "run": null,
+                "key": "thread:T:calls:*", "value": "1", "ttl_ms": listed["entries"][0]["ttl_ms"]}]),
+            "{body}"
+        );
+    }
+    s.stop().await;
+}

@@ -701,3 +701,27 @@ async fn no_tenant_fills_the_memory_store_for_the_others() {
         "room again"
     );
 }
+
+#[tokio::test]
+async fn a_full_memory_store_is_the_hosts_fault_not_decided_never_the_guards() {
+    // 400 KiB in all, a quarter each: four tenants near their quarters
+    // fill it, and a fifth, within its own, is refused by the host.
+    let engine = with_state(StateBackend::Memory {
+        capacity: 400 << 10,
+    });
+    let ops = json!([{"op": "set", "scope": "run", "key": "k", "value": "v".repeat(30 << 10)}]);
+    let p = stateful(&engine, "w", json!({ "ops": ops }), Limits::default()).await;
+    for tenant in ["a", "b", "c", "d"] {
+        let writer = Arc::new(p.serving(tenant));
+        for run in ["r1", "r2", "r3"] {
+            assert_eq!(ask(&writer, &call_in(run, "c", "t")).await.1, Outcome::Skip);
+        }
+    }
+    let fifth = Arc::new(p.serving("e"));
+    assert_eq!(ask(&fifth, &call_in("r1", "c", "t")).await.1, Outcome::Skip);
+    let (_, outcome, fault) = ask(&fifth, &call_in("r2", "c", "t")).await;
+    assert_eq!(
+        (outcome, fault),
+        (Outcome::Unavailable, Some(Fault::StateFull))
+    );
+}

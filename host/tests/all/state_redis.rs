@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::{Engine, Fault, Limits, Outcome, StateBackend};
+use toolgate::{Engine, Fault, Limits, OnError, Outcome, Plugin, StateBackend};
+use toolgate_tests::TOOL_CALL_LIMIT;
 
 use crate::redis_server::RedisServer;
 use crate::state::{ask, call_in, futures_join, read, stateful, tally, with_state};
@@ -170,10 +171,12 @@ async fn a_full_redis_faults_writes_and_loses_nothing_already_committed() {
         );
     }
     let more = stateful(&engine, "s", setter(&"v".repeat(1000)), Limits::default()).await;
+    // A full Redis is the host's fault, not the guard's: not decided
+    // (never "the guard said nothing"), never counted toward quarantine.
     let (_, outcome, fault) = ask(&more, &call_in("r", "2", "t")).await;
     assert_eq!(
         (outcome, fault),
-        (Outcome::Fault, Some(Fault::StateUnavailable))
+        (Outcome::Unavailable, Some(Fault::StateFull))
     );
     let detail = crate::chain(&[&more])
         .steering(&call_in("r", "3", "t"), &crate::no_state())
@@ -385,4 +388,286 @@ async fn the_state_cli_shows_and_clears_a_tenants_state_in_redis_and_through_ser
     let (code, _, err) = state_cli(&["get", "--state", "memory", "--tenant", "a"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--server"), "{err}");
+}
+
+/// The bundled `tool-call-limit` with `config`, failing closed, its calls
+/// made for `tenant`.
+async fn limit_for(engine: &Engine, tenant: &str, config: serde_json::Value) -> Arc<Plugin> {
+    let plugin = crate::plugin_with(
+        engine,
+        "tool-call-limit",
+        TOOL_CALL_LIMIT,
+        config,
+        Limits::default(),
+        OnError::Deny,
+    )
+    .await;
+    Arc::new(plugin.serving(tenant))
+}
+
+/// Whether `plugin` lets a `search` of run `run` proceed.
+async fn proceeds(plugin: &Arc<Plugin>, run: &str, call: &str) -> bool {
+    let d = crate::chain(&[plugin])
+        .steering(&call_in(run, call, "search"), &crate::no_state())
+        .await;
+    d.result.is_none() && d.unavailable().is_none()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_filling_redis_faults_state_budget_and_another_tenants_budget_stays_exact() {
+    let server = RedisServer::start();
+    for line in [
+        "CONFIG SET maxmemory-policy noeviction",
+        "CONFIG SET maxmemory 32mb",
+    ] {
+        assert!(
+            server.command(line).is_some_and(|r| r.starts_with("+OK")),
+            "{line}"
+        );
+    }
+    let engine = replica(&server.url(0));
+    // Tenant a: 99 values of 1 KB per call, each call a new run.
+    let value = "v".repeat(1000);
+    let ops: Vec<serde_json::Value> = (0..99)
+        .map(|i| json!({"op": "set", "scope": "run", "key": format!("k{i}"), "value": value}))
+        .collect();
+    let filler = stateful(&engine, "filler", json!({ "ops": ops }), Limits::default()).await;
+    let filler = Arc::new(filler.serving("a"));
+    let limit = limit_for(&engine, "b", json!({"run_limit": 5})).await;
+    let (mut kept, mut over) = (0, 0);
+    for i in 0..400 {
+        match ask(&filler, &call_in(&format!("a-{i}"), "c", "t")).await {
+            (_, Outcome::Skip, None) => kept += 1,
+            (_, Outcome::Fault, Some(Fault::StateBudget)) => over += 1,
+            other => panic!("a's call {i}: {other:?}"),
+        }
+    }
+    // a's part is a quarter of 32 MB: about 75 calls' worth; past it, a's
+    // own fault, every time.
+    assert!((40..200).contains(&kept), "{kept} kept");
+    assert_eq!(over, 400 - kept);
+    // b's limit holds exactly in every run, a's state notwithstanding.
+    for run in 0..15 {
+        let mut through = 0;
+        for call in 0..40 {
+            through += usize::from(proceeds(&limit, &format!("b-{run}"), &call.to_string()).await);
+        }
+        assert_eq!(through, 5, "run {run}");
+    }
+}
+
+/// A TCP proxy on loopback in front of `port` that holds each chunk a
+/// client sends for `delay()` before passing it on, in order; answers come
+/// back at once. Its port.
+async fn delaying_proxy(port: u16, delay: impl Fn() -> Duration + Send + Sync + 'static) -> u16 {
+    use tokio::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let at = listener.local_addr().expect("addr").port();
+    let delay = Arc::new(delay);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = TcpStream::connect(("127.0.0.1", port)).await else {
+                continue;
+            };
+            let (client_in, client_out) = client.into_split();
+            let (server_in, server_out) = server.into_split();
+            let (tx, mut rx) =
+                tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+            let delay = Arc::clone(&delay);
+            tokio::spawn(async move {
+                let mut last = tokio::time::Instant::now();
+                while let Some(chunk) = read_chunk(&client_in).await {
+                    last = last.max(tokio::time::Instant::now() + delay());
+                    if tx.send((last, chunk)).is_err() {
+                        return;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                while let Some((when, chunk)) = rx.recv().await {
+                    tokio::time::sleep_until(when).await;
+                    if !write_all(&server_out, &chunk).await {
+                        return;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                while let Some(chunk) = read_chunk(&server_in).await {
+                    if !write_all(&client_out, &chunk).await {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    at
+}
+
+async fn read_chunk(from: &tokio::net::tcp::OwnedReadHalf) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        from.readable().await.ok()?;
+        match from.try_read(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => {
+                buf.truncate(n);
+                return Some(buf);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+async fn write_all(to: &tokio::net::tcp::OwnedWriteHalf, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        if to.writable().await.is_err() {
+            return false;
+        }
+        match to.try_write(bytes) {
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_redis_never_lets_a_budget_through_more_than_its_limit() {
+    let server = RedisServer::start();
+    let port: u16 = server
+        .url(0)
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next()?.parse().ok())
+        .expect("port");
+    let limit = 5;
+    // The proxy's delay, ms (`JITTER`: 0 to 250, a xorshift's).
+    const JITTER: u64 = u64::MAX;
+    let mode = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seed = std::sync::atomic::AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+    let delay = {
+        let mode = Arc::clone(&mode);
+        move || {
+            let ms = match mode.load(std::sync::atomic::Ordering::Relaxed) {
+                JITTER => {
+                    let mut x = seed.load(std::sync::atomic::Ordering::Relaxed);
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    seed.store(x, std::sync::atomic::Ordering::Relaxed);
+                    x % 251
+                }
+                ms => ms,
+            };
+            Duration::from_millis(ms)
+        }
+    };
+    let proxy = delaying_proxy(port, delay).await;
+    let engine = replica(&format!("redis://127.0.0.1:{proxy}/0"));
+    let guard = limit_for(&engine, "t", json!({"run_limit": limit})).await;
+    for (name, ms) in [("120 ms", 120), ("200 ms", 200), ("0-250 ms", JITTER)] {
+        // Connected, its scripts loaded, the breaker closed: then slow.
+        mode.store(0, std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert!(
+            proceeds(&guard, &format!("warm {name}"), "0").await,
+            "{name}: warm"
+        );
+        mode.store(ms, std::sync::atomic::Ordering::Relaxed);
+        // One call after another.
+        let run = format!("seq {name}");
+        let mut through = 0;
+        for call in 0..14 {
+            through += usize::from(proceeds(&guard, &run, &call.to_string()).await);
+        }
+        assert!(
+            through <= limit,
+            "{name}, sequential: {through} of 14 through"
+        );
+        if ms == 120 {
+            assert!(through > 0, "a Redis this slow still answers in time");
+        }
+        // 300 calls, 50 in flight.
+        let gate = Arc::new(tokio::sync::Semaphore::new(50));
+        let run = format!("flight {name}");
+        let calls = (0..300).map(|call| {
+            let (guard, gate, run) = (Arc::clone(&guard), Arc::clone(&gate), run.clone());
+            tokio::spawn(async move {
+                let _permit = gate.acquire().await.expect("gate");
+                proceeds(&guard, &run, &call.to_string()).await
+            })
+        });
+        let through = futures_join(calls).await.into_iter().filter(|p| *p).count();
+        assert!(
+            through <= limit,
+            "{name}, 50 in flight: {through} of 300 through"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_part_comes_back_as_its_runs_go_idle_neither_leaked_nor_exceeded() {
+    let server = RedisServer::start();
+    for line in [
+        "CONFIG SET maxmemory-policy noeviction",
+        "CONFIG SET maxmemory 8mb",
+    ] {
+        assert!(
+            server.command(line).is_some_and(|r| r.starts_with("+OK")),
+            "{line}"
+        );
+    }
+    let engine = replica(&server.url(0));
+    let value = "v".repeat(1000);
+    let ops: Vec<serde_json::Value> = (0..20)
+        .map(|i| json!({"op": "set", "scope": "run", "key": format!("k{i}"), "value": value}))
+        .collect();
+    let idle = Limits {
+        state_run_ttl: Duration::from_secs(4),
+        ..Limits::default()
+    };
+    let filler = stateful(&engine, "filler", json!({ "ops": ops }), idle).await;
+    let filler = Arc::new(filler.serving("a"));
+    // Runs of 20 KB until a's part (2 MB) is full; then every one of them
+    // goes idle, Redis drops them, and a's part is whole again: as many
+    // runs fit as the first time (none leaked), no more (none counted
+    // twice).
+    let mut kept = Vec::new();
+    for round in 0..2 {
+        let mut n: usize = 0;
+        for i in 0..200 {
+            match ask(&filler, &call_in(&format!("{round}-{i}"), "c", "t")).await {
+                (_, Outcome::Skip, None) => n += 1,
+                (_, Outcome::Fault, Some(Fault::StateBudget)) => break,
+                other => panic!("round {round}, call {i}: {other:?}"),
+            }
+        }
+        kept.push(n);
+        tokio::time::sleep(Duration::from_millis(4500)).await;
+    }
+    assert!((50..150).contains(&kept[0]), "{kept:?}");
+    assert!(kept[0].abs_diff(kept[1]) <= 2, "{kept:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_use_past_its_first_idle_time_keeps_its_state() {
+    let engine = replica(&RedisServer::shared().fresh_url());
+    let idle = Limits {
+        state_run_ttl: Duration::from_millis(800),
+        ..Limits::default()
+    };
+    let count = json!({"ops": [{"op": "add", "scope": "run", "key": "n", "delta": 1}]});
+    let counter = stateful(&engine, "counter", count, idle).await;
+    // Used every 250 ms for 3 s: never idle for 800 ms, so never reclaimed
+    // — though its first idle time is long past.
+    for i in 1..=12 {
+        let (content, outcome, fault) = ask(&counter, &call_in("r", &i.to_string(), "t")).await;
+        assert_eq!(
+            (content, outcome, fault),
+            (Some(format!("[{i}]")), Outcome::Skip, None)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

@@ -1105,3 +1105,69 @@ async fn a_newcomer_that_does_not_fit_never_evicts_a_serving_tenant() {
     let d = delete("t00").decide(&set).await.expect("decided");
     assert!(steered(&d), "{:?}", d.result);
 }
+
+#[tokio::test]
+async fn a_global_guards_state_follows_the_tenant_the_call_is_for_with_or_without_a_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT),
+            ("tenants/dir/sql-guard.wasm", SQL_GUARD),
+        ],
+    );
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[[plugin]]\npath = \"tool-call-limit.wasm\"\n[plugin.config]\nthread_limit = 1\n",
+    );
+    let engine = engine();
+    let options = RegistryOptions {
+        cache: CompiledCache::disabled(),
+        ..RegistryOptions::default()
+    };
+    let reg = Arc::new(
+        Registry::open_with(engine.clone(), dir.path(), options)
+            .await
+            .expect("registry opens"),
+    );
+    let search = |tenant: Option<&'static str>, run: &'static str| {
+        let reg = Arc::clone(&reg);
+        async move {
+            let mut event = steering("search", json!({}));
+            event.run_id = run.into();
+            reg.plugin_set()
+                .chain(tenant)
+                .steering(&event, &json!({"thread_id": "T"}))
+                .await
+                .result
+                .is_none()
+        }
+    };
+    // Each tenant's first search of conversation T proceeds — with a
+    // directory (`dir`), without one (`acme`, `zeta`), and without a
+    // tenant — and its second is refused: nobody's count is another's.
+    for tenant in [Some("acme"), Some("zeta"), Some("dir"), None] {
+        assert!(search(tenant, "r1").await, "{tenant:?}: first proceeds");
+    }
+    for tenant in [Some("acme"), Some("zeta"), Some("dir"), None] {
+        assert!(!search(tenant, "r2").await, "{tenant:?}: second refused");
+    }
+    // `Some("")` names no tenant: it is the call without one.
+    assert!(!search(Some(""), "r3").await, "the tenant-less count");
+    let state = engine.state();
+    for tenant in ["acme", "zeta", "dir", ""] {
+        let filter = toolgate::state::StateFilter {
+            tenant: tenant.into(),
+            ..Default::default()
+        };
+        let entries = state.entries(&filter).await.expect("entries");
+        assert_eq!(
+            entries
+                .iter()
+                .map(|e| (&*e.id.tenant, &*e.value))
+                .collect::<Vec<_>>(),
+            [(tenant, "1")],
+            "{tenant:?}: its own count, kept at 1 (the refused calls gave theirs back)"
+        );
+    }
+}

@@ -111,7 +111,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     };
     let chain = set.chain(tenant.as_deref());
     let report =
-        toolgate::bench::measure(chain, tenant.map(String::from), &events, &settings).await?;
+        toolgate::bench::measure(&chain, tenant.map(String::from), &events, &settings).await?;
     if report.seams.is_empty() {
         return Err(bad(
             "nothing to measure: no guard subscribes to a seam the events are for",

@@ -31,6 +31,12 @@ struct Txn {
     waited: Duration,
     pending: BTreeMap<(Scope, String), Write>,
     added: Vec<(Scope, String, i64, bool)>,
+    /// Store writes sent whose outcome is not known yet.
+    in_flight: u32,
+    /// A store write (an `add`, the commit) whose outcome is unknown: sent,
+    /// and then no answer within the call's time, or a broken connection.
+    /// It may have been applied; the call's adds are then kept.
+    uncertain: bool,
 }
 
 impl CallState {
@@ -209,21 +215,41 @@ impl CallState {
                 return Ok(sum);
             }
         }
-        let (sum, created) = self
+        self.lock().in_flight += 1;
+        let added = self
             .wait(
                 self.store
                     .add(self.id(scope), &key, delta, ttl, &self.limits),
             )
-            .await?;
-        self.lock().added.push((scope, key, delta, created));
-        Ok(sum)
+            .await;
+        let mut txn = self.lock();
+        txn.in_flight -= 1;
+        match added {
+            Ok((sum, created)) => {
+                txn.added.push((scope, key, delta, created));
+                Ok(sum)
+            }
+            Err(refusal) => {
+                txn.uncertain |= may_have_applied(&refusal);
+                Err(refusal)
+            }
+        }
     }
 
     /// Ends the call's state: commits its pending writes if the call
     /// `succeeded`, else (or if the commit is refused) gives back its adds.
     /// The refusal, if any, is the call's fault.
+    ///
+    /// A faulted call's adds are given back only when every write it sent
+    /// is known to have been applied or not. If one is not (an `add`
+    /// abandoned at the call's deadline or on a broken connection, or one
+    /// still on its way when the call was given up on), none is: that
+    /// write may land after any give-back — a guard's own give-back of an
+    /// add that went over a limit, most often — and a give-back on top of
+    /// it would take a budget below what it let through. Kept, a
+    /// counter errs toward counting: a budget refuses early, never late.
     pub(crate) async fn end(&self, succeeded: bool) -> Result<(), ImportRefused> {
-        let (pending, added) = {
+        let (pending, added, uncertain) = {
             let mut txn = self.lock();
             if txn.ended {
                 return Ok(());
@@ -232,6 +258,7 @@ impl CallState {
             (
                 std::mem::take(&mut txn.pending),
                 std::mem::take(&mut txn.added),
+                txn.uncertain || txn.in_flight > 0,
             )
         };
         let adds: Adds = added
@@ -253,14 +280,32 @@ impl CallState {
                 }
             }
             if let Err(refusal) = self.wait(self.store.commit(&writes, &self.limits)).await {
-                self.store.undo(&adds).await;
+                if !uncertain && !may_have_applied(&refusal) {
+                    self.store.undo(&adds).await;
+                }
                 return Err(refusal);
             }
             return Ok(());
         }
         if !succeeded && !adds.is_empty() {
-            self.store.undo(&adds).await;
+            if uncertain {
+                tracing::debug!(
+                    adds = adds.len(),
+                    "a faulted call's adds were kept: one of its writes may have landed"
+                );
+            } else {
+                self.store.undo(&adds).await;
+            }
         }
         Ok(())
     }
+}
+
+/// Whether a store write refused with `refusal` may have been applied all
+/// the same: one that got no answer (`state-unavailable`: a timeout, a
+/// broken connection — or the breaker, which sent nothing, counted here
+/// too, erring toward keeping). A budget, a misuse or a full store is
+/// refused before anything is written.
+fn may_have_applied(refusal: &ImportRefused) -> bool {
+    refusal.fault == Fault::StateUnavailable
 }

@@ -357,15 +357,6 @@ impl Inner {
             }
         }
         over_budget(id, keys, bytes, limits)?;
-        if total > caps.all {
-            return Err(refused(
-                Fault::StateBudget,
-                format!(
-                    "the memory state store is full ({} bytes, every tenant's)",
-                    caps.all
-                ),
-            ));
-        }
         // One call writes one tenant's scopes: what the store grows by is
         // that tenant's.
         if (self.held(&id.tenant) + total).saturating_sub(self.total) > caps.tenant {
@@ -375,6 +366,16 @@ impl Inner {
                     "this tenant's part of the memory state store is full ({} bytes, a quarter \
                      of it)",
                     caps.tenant
+                ),
+            ));
+        }
+        if total > caps.all {
+            return Err(refused(
+                Fault::StateFull,
+                format!(
+                    "the memory state store is full ({} bytes, every tenant's); nothing was \
+                     written",
+                    caps.all
                 ),
             ));
         }

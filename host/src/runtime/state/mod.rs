@@ -10,7 +10,9 @@
 //! - [`CallState`] (in [`call`]): one hook call's view — reads see the
 //!   call's own pending writes; `set` / `delete` are committed when the
 //!   call returns normally and dropped when it faults; `add` is applied at
-//!   once (so concurrent calls count exactly) and given back on a fault.
+//!   once (so concurrent calls count exactly) and given back on a fault —
+//!   unless one of the call's writes may have landed unseen (no answer in
+//!   time), when nothing is given back and a counter errs toward counting.
 
 pub(crate) mod call;
 pub(crate) mod memory;
@@ -310,7 +312,8 @@ impl StateStore {
     /// Gives back what a faulted call added (a key gone since is left
     /// gone; a key the call created, back at 0, is removed). A store that
     /// cannot be reached keeps them: logged, and a counter errs toward
-    /// counting.
+    /// counting. Called only when every write of the call is known to
+    /// have been applied or not.
     pub(crate) async fn undo(&self, adds: &Adds) {
         match self {
             StateStore::Memory(m) => m.undo(adds),

@@ -18,8 +18,26 @@
 //! Expired keys are reclaimed a few at a time by the next operation on
 //! their scope (never by scanning); a run's scope expires whole after
 //! `state_run_ttl` without use (`PEXPIRE` on its three keys). Redis's own
-//! memory limit (`maxmemory`) is the store's total: a full Redis fails
-//! writes as `state-unavailable`.
+//! memory limit (`maxmemory`) is the store's total: a full Redis refuses a
+//! script that writes whole, before running it (Redis 7 script flags), as
+//! `state-full` — the host's fault, not the guard's.
+//!
+//! # Each tenant's part
+//!
+//! A tenant's guards hold at most a quarter of `maxmemory` (read on first
+//! use), in charged bytes: key and value bytes, plus 96 per key and 256 per
+//! scope for what Redis spends on them. Two keys per tenant T keep count,
+//! `tg:{T}:u` (a hash: `k` and `c`, the keys and charged bytes in all, and
+//! `<scope>|k`, `<scope>|c` for each scope as last counted) and `tg:{T}:e`
+//! (a sorted set: the run scopes, scored by when they go idle). Every
+//! script brings the totals in line with the scopes it touched (`sync`),
+//! in the same atomic step as its writes, after checking a write against
+//! the part. A run's scope that Redis expires leaves its recorded count
+//! behind; the tenant's next operations take it off (16 at a time,
+//! deleting the run's keys if Redis has not yet), so an idle run's share
+//! comes back once — neither leaked nor freed early: a run's score is its
+//! keys' expiry when first counted, and one found due whose keys' `PTTL`
+//! is still ahead (used since) is scored again rather than reclaimed.
 //!
 //! # Failures
 //!
@@ -30,9 +48,9 @@
 //! manager reconnects by itself, so the store comes back with Redis.
 //!
 //! An `add` whose answer never arrived (Redis slow past the deadline, or
-//! lost) may or may not have been applied; it is not given back, so a
-//! counter errs toward counting one call too many (a budget refuses
-//! early rather than late).
+//! lost) may or may not have been applied; neither it nor any other add of
+//! its call is given back (see `CallState::end`), so a counter errs toward
+//! counting one call too many (a budget refuses early, never late).
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -99,70 +117,138 @@ local function put(h, x, f, old, v, at)
   if old then return #v - #old end
   return #f + #v
 end
+-- What a scope of k keys holding n bytes is charged to its tenant's part:
+-- its bytes, and what Redis spends on each key and on the scope itself.
+local function charged(k, n)
+  if k == 0 then return 0 end
+  return n + 96 * k + 256
+end
+-- The tenant's keys and charged bytes in all (u: `k`, `c`).
+local function tenant_held(u)
+  local t = redis.call('HMGET', u, 'k', 'c')
+  return tonumber(t[1] or '0'), tonumber(t[2] or '0')
+end
+-- Brings the tenant's totals in line with scope h as it is now: what the
+-- scope was last charged (u: base|k, base|c) is replaced by what it holds,
+-- and a run scope newly counted is noted (e, scored by when it expires).
+local function sync(h, b, u, e, now)
+  local base = string.sub(h, 1, -3)
+  local k, c = redis.call('HLEN', h), 0
+  if k > 0 then c = charged(k, held(b)) end
+  local was = redis.call('HMGET', u, base .. '|k', base .. '|c')
+  local ok, oc = tonumber(was[1] or '0'), tonumber(was[2] or '0')
+  if k ~= ok then redis.call('HINCRBY', u, 'k', k - ok) end
+  if c ~= oc then redis.call('HINCRBY', u, 'c', c - oc) end
+  local run = string.sub(base, -2) ~= ':t'
+  if k == 0 then
+    if ok ~= 0 or oc ~= 0 then redis.call('HDEL', u, base .. '|k', base .. '|c') end
+    if run then redis.call('ZREM', e, base) end
+  else
+    if k ~= ok or c ~= oc then redis.call('HSET', u, base .. '|k', k, base .. '|c', c) end
+    if run and ok == 0 then
+      local ttl = redis.call('PTTL', h)
+      if ttl > 0 then redis.call('ZADD', e, now + ttl, base) end
+    end
+  end
+end
+-- Reclaims up to 16 of the tenant's runs that may have gone idle: one
+-- used since (its keys' expiry, PTTL, still ahead) is scored again; one
+-- idle has its keys deleted (whether or not Redis has dropped them yet)
+-- and what it was charged taken off.
+local function idle_runs(u, e, now)
+  local due = redis.call('ZRANGEBYSCORE', e, '-inf', now, 'LIMIT', 0, 16)
+  for _, base in ipairs(due) do
+    local ttl = redis.call('PTTL', base .. ':h')
+    if ttl > 0 then
+      redis.call('ZADD', e, now + ttl, base)
+    else
+      redis.call('DEL', base .. ':h', base .. ':x', base .. ':b')
+      sync(base .. ':h', base .. ':b', u, e, now)
+    end
+  end
+end
+-- Ends an operation on a scope: touched, and its tenant's totals synced.
+local function finish(h, x, b, u, e, idle, now)
+  touch(h, x, b, idle)
+  sync(h, b, u, e, now)
+end
 "#;
 
-/// `get`: KEYS h x b; ARGV key, idle ms. The value or nil.
+/// `get`: KEYS h x b u e; ARGV key, idle ms. The value or nil.
 const GET: &str = r#"
-local h, x, b = KEYS[1], KEYS[2], KEYS[3]
+local h, x, b, u, e = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now = now_ms()
 reap(h, x, b, now)
 local v = fresh(h, x, b, ARGV[1], now)
-touch(h, x, b, tonumber(ARGV[2]))
+finish(h, x, b, u, e, tonumber(ARGV[2]), now)
 return v
 "#;
 
-/// `add`: KEYS h x b; ARGV key, delta, ttl ms (-1: none), idle ms, max
-/// keys, max bytes. `{"ok", sum, created}`, `{"keys"|"bytes", n}` or
-/// `{"invalid", message}`.
+/// `add`: KEYS h x b u e; ARGV key, delta, ttl ms (-1: none), idle ms, max
+/// keys, max bytes, the tenant's part (charged bytes). `{"ok", sum,
+/// created}`, `{"keys"|"bytes"|"part", n}` or `{"invalid", message}`.
 const ADD: &str = r#"
-local h, x, b = KEYS[1], KEYS[2], KEYS[3]
+local h, x, b, u, e = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local f, delta, ttl, idle = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local maxk, maxb = tonumber(ARGV[5]), tonumber(ARGV[6])
+local maxk, maxb, part = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local now = now_ms()
+idle_runs(u, e, now)
 reap(h, x, b, now)
 local old = fresh(h, x, b, f, now)
+sync(h, b, u, e, now)
+local _, tc = tenant_held(u)
+local k0, n0 = redis.call('HLEN', h), held(b)
 if not old then
   if ttl == 0 then return {'ok', delta, '0'} end
-  local keys, bytes = redis.call('HLEN', h) + 1, held(b) + #f + #delta
-  if keys > maxk then touch(h, x, b, idle) return {'keys', tostring(keys)} end
-  if bytes > maxb then touch(h, x, b, idle) return {'bytes', tostring(bytes)} end
+  local keys, bytes = k0 + 1, n0 + #f + #delta
+  if keys > maxk then finish(h, x, b, u, e, idle, now) return {'keys', tostring(keys)} end
+  if bytes > maxb then finish(h, x, b, u, e, idle, now) return {'bytes', tostring(bytes)} end
+  local grown = tc + charged(keys, bytes) - charged(k0, n0)
+  if grown > part then finish(h, x, b, u, e, idle, now) return {'part', tostring(grown)} end
   local at = -1
   if ttl > 0 then at = now + ttl end
   redis.call('INCRBY', b, put(h, x, f, false, delta, at))
-  touch(h, x, b, idle)
+  finish(h, x, b, u, e, idle, now)
   return {'ok', delta, '1'}
 end
 local ok, err = pcall(redis.call, 'HINCRBY', h, f, delta)
 if not ok then
-  touch(h, x, b, idle)
+  finish(h, x, b, u, e, idle, now)
   return {'invalid', tostring(err.err or err)}
 end
 local v = redis.call('HGET', h, f)
-local bytes = held(b) + #v - #old
-if #v > #old and bytes > maxb then
+local bytes = n0 + #v - #old
+local grown = tc + #v - #old
+if #v > #old and (bytes > maxb or grown > part) then
   redis.call('HSET', h, f, old)
-  touch(h, x, b, idle)
-  return {'bytes', tostring(bytes)}
+  finish(h, x, b, u, e, idle, now)
+  if bytes > maxb then return {'bytes', tostring(bytes)} end
+  return {'part', tostring(grown)}
 end
 redis.call('INCRBY', b, #v - #old)
-touch(h, x, b, idle)
+finish(h, x, b, u, e, idle, now)
 return {'ok', v, '0'}
 "#;
 
-/// A call's commit: KEYS h x b of each scope; ARGV max keys, max bytes,
-/// then per scope: idle ms, writes, and per write: key, `s` value ttl-ms
-/// (-1: none) or `d`. Every scope is checked before anything is written.
-/// `{"ok"}` or `{"keys"|"bytes", n, scope index}`.
+/// A call's commit: KEYS h x b of each scope, then u e; ARGV max keys, max
+/// bytes, the tenant's part, then per scope: idle ms, writes, and per
+/// write: key, `s` value ttl-ms (-1: none) or `d`. Every scope, and the
+/// tenant's part, is checked before anything is written. `{"ok"}`,
+/// `{"keys"|"bytes", n, scope index}` or `{"part", n}`.
 const COMMIT: &str = r#"
-local maxk, maxb = tonumber(ARGV[1]), tonumber(ARGV[2])
+local maxk, maxb, part = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local u, e = KEYS[#KEYS - 1], KEYS[#KEYS]
 local now = now_ms()
-local scopes, i = {}, 3
-for s = 1, #KEYS / 3 do
+idle_runs(u, e, now)
+local scopes, i, grow = {}, 4, 0
+for s = 1, (#KEYS - 2) / 3 do
   local h, x, b = KEYS[3 * s - 2], KEYS[3 * s - 1], KEYS[3 * s]
   local idle, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
   i = i + 2
   reap(h, x, b, now)
+  sync(h, b, u, e, now)
   local keys, bytes, writes = redis.call('HLEN', h), held(b), {}
+  local k0, n0 = keys, bytes
   for _ = 1, n do
     local f, kind = ARGV[i], ARGV[i + 1]
     local old = fresh(h, x, b, f, now)
@@ -181,32 +267,37 @@ for s = 1, #KEYS / 3 do
   end
   if keys > maxk then return {'keys', tostring(keys), tostring(s)} end
   if bytes > maxb then return {'bytes', tostring(bytes), tostring(s)} end
+  grow = grow + charged(keys, bytes) - charged(k0, n0)
   scopes[s] = {h, x, b, idle, writes}
 end
+local _, tc = tenant_held(u)
+if grow > 0 and tc + grow > part then return {'part', tostring(tc + grow)} end
 for _, s in ipairs(scopes) do
   local h, x, b, idle, writes = s[1], s[2], s[3], s[4], s[5]
-  local grow = 0
+  local grown = 0
   for _, w in ipairs(writes) do
     if w[3] then
-      grow = grow + put(h, x, w[1], w[2], w[3], w[4])
+      grown = grown + put(h, x, w[1], w[2], w[3], w[4])
     elseif w[2] then
       redis.call('HDEL', h, w[1])
       redis.call('ZREM', x, w[1])
-      grow = grow - #w[1] - #w[2]
+      grown = grown - #w[1] - #w[2]
     end
   end
-  redis.call('INCRBY', b, grow)
-  touch(h, x, b, idle)
+  redis.call('INCRBY', b, grown)
+  finish(h, x, b, u, e, idle, now)
 end
 return {'ok'}
 "#;
 
-/// A faulted call's adds given back, newest first: KEYS h x b per add;
-/// ARGV per add: key, the delta that gives it back, created (`1`/`0`). A key gone, or no longer
-/// an integer, is left as it is; a created key back at 0 is removed.
+/// A faulted call's adds given back, newest first: KEYS h x b per add,
+/// then u e; ARGV per add: key, the delta that gives it back, created
+/// (`1`/`0`). A key gone, or no longer an integer, is left as it is; a
+/// created key back at 0 is removed.
 const UNDO: &str = r#"
+local u, e = KEYS[#KEYS - 1], KEYS[#KEYS]
 local now = now_ms()
-for a = 1, #KEYS / 3 do
+for a = 1, (#KEYS - 2) / 3 do
   local h, x, b = KEYS[3 * a - 2], KEYS[3 * a - 1], KEYS[3 * a]
   local f, back, created = ARGV[3 * a - 2], ARGV[3 * a - 1], ARGV[3 * a]
   local old = fresh(h, x, b, f, now)
@@ -223,8 +314,19 @@ for a = 1, #KEYS / 3 do
     end
     if redis.call('HLEN', h) == 0 then redis.call('DEL', h, x, b) end
   end
+  sync(h, b, u, e, now)
 end
 return 0
+"#;
+
+/// The operator's clear of one scope: KEYS h x b u e. How many keys it
+/// held.
+const CLEAR: &str = r#"
+local h, x, b, u, e = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local n = redis.call('HLEN', h)
+redis.call('DEL', h, x, b)
+sync(h, b, u, e, now_ms())
+return n
 "#;
 
 /// The scripts, hashed once.
@@ -233,16 +335,22 @@ struct Scripts {
     add: Script,
     commit: Script,
     undo: Script,
+    clear: Script,
 }
 
 impl Scripts {
     fn new() -> Scripts {
-        let script = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+        // A script that may grow the store is refused whole, before it
+        // runs, by a Redis past its `maxmemory` (Redis 7's script flags):
+        // nothing of it is applied, and the refusal is known. Reads, gives
+        // back and clears run all the same (they free, or barely grow).
+        let script = |flags: &str, body: &str| Script::new(&format!("{flags}\n{PRELUDE}{body}"));
         Scripts {
-            get: script(GET),
-            add: script(ADD),
-            commit: script(COMMIT),
-            undo: script(UNDO),
+            get: script("#!lua flags=allow-oom", GET),
+            add: script("#!lua", ADD),
+            commit: script("#!lua", COMMIT),
+            undo: script("#!lua flags=allow-oom", UNDO),
+            clear: script("#!lua flags=allow-oom", CLEAR),
         }
     }
 }
@@ -257,9 +365,15 @@ pub struct RedisStore {
     /// Where it is, as said in faults (the URL without its password).
     shown: String,
     connection: OnceCell<ConnectionManager>,
+    /// Each tenant's part, in charged bytes: read from the server once.
+    part: OnceCell<u64>,
     scripts: Scripts,
     breaker: Breaker,
 }
+
+/// A tenant's part of a Redis without a `maxmemory`: a quarter of the
+/// memory store's default.
+const PART_UNBOUNDED: u64 = 16 << 20;
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -285,6 +399,14 @@ fn keys(id: &ScopeId) -> Keys {
         format!("{base}:x"),
         format!("{base}:b"),
     ])
+}
+
+/// The two Redis keys of one tenant's account: `u`, a hash of its keys and
+/// charged bytes in all and per scope, and `e`, its run scopes by when
+/// they go idle (see the module docs).
+fn tenant_keys(tenant: &str) -> [String; 2] {
+    let t = hex::encode(tenant.as_bytes());
+    [format!("tg:{{{t}}}:u"), format!("tg:{{{t}}}:e")]
 }
 
 /// The scope a hash key (`…:h`) names, or `None` for a key not ours.
@@ -367,6 +489,7 @@ impl RedisStore {
             client,
             shown,
             connection: OnceCell::new(),
+            part: OnceCell::new(),
             scripts: Scripts::new(),
             breaker: Breaker::default(),
         })
@@ -391,15 +514,43 @@ impl RedisStore {
             .map_err(|e| self.unavailable(&e))
     }
 
+    /// What one tenant's guards may hold, in charged bytes: a quarter of
+    /// the server's `maxmemory` (read on first use), as the memory store
+    /// gives each tenant a quarter of its capacity; [`PART_UNBOUNDED`]
+    /// when it has none.
+    async fn part(&self) -> Result<u64, ImportRefused> {
+        self.part
+            .get_or_try_init(|| async {
+                let mut connection = self.connection().await?;
+                let info: String = redis::cmd("INFO")
+                    .arg("memory")
+                    .query_async(&mut connection)
+                    .await
+                    .map_err(|e| self.unavailable(&e))?;
+                let max = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("maxmemory:"))
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+                Ok(if max == 0 { PART_UNBOUNDED } else { max / 4 })
+            })
+            .await
+            .copied()
+    }
+
     fn unavailable(&self, e: &redis::RedisError) -> ImportRefused {
-        let what = if e.code() == Some("OOM") {
-            "is full (its maxmemory)"
-        } else {
-            "failed"
-        };
+        if e.code() == Some("OOM") {
+            return refused(
+                Fault::StateFull,
+                format!(
+                    "the state store at {} is full (its maxmemory); nothing was written",
+                    self.shown
+                ),
+            );
+        }
         refused(
             Fault::StateUnavailable,
-            format!("the state store at {} {what}: {e}", self.shown),
+            format!("the state store at {} failed: {e}", self.shown),
         )
     }
 
@@ -446,7 +597,10 @@ impl RedisStore {
     ) -> Result<Option<String>, ImportRefused> {
         let Keys(k) = keys(id);
         let mut inv = self.scripts.get.prepare_invoke();
-        inv.key(&k[..]).arg(key).arg(idle_ms(id, limits));
+        inv.key(&k[..])
+            .key(&tenant_keys(&id.tenant)[..])
+            .arg(key)
+            .arg(idle_ms(id, limits));
         Ok(strings(self.run(&inv).await?).into_iter().next().flatten())
     }
 
@@ -460,14 +614,17 @@ impl RedisStore {
     ) -> Result<(i64, bool), ImportRefused> {
         let Keys(k) = keys(id);
         let ttl = ttl_arg(ttl);
+        let part = self.part().await?;
         let mut inv = self.scripts.add.prepare_invoke();
         inv.key(&k[..])
+            .key(&tenant_keys(&id.tenant)[..])
             .arg(key)
             .arg(delta)
             .arg(ttl)
             .arg(idle_ms(id, limits))
             .arg(limits.keys)
-            .arg(limits.bytes);
+            .arg(limits.bytes)
+            .arg(part);
         let reply = strings(self.run(&inv).await?);
         let field = |i: usize| reply.get(i).cloned().flatten().unwrap_or_default();
         match field(0).as_str() {
@@ -483,8 +640,22 @@ impl RedisStore {
                 Fault::StateInvalid,
                 format!("state add on {key:?}: its value is not a decimal integer"),
             )),
+            "part" => Err(self.over_part(part)),
             class => Err(self.budget(class, &field(1), id, limits)),
         }
+    }
+
+    /// The refusal of a write that would take its tenant over its part.
+    fn over_part(&self, part: u64) -> ImportRefused {
+        refused(
+            Fault::StateBudget,
+            format!(
+                "this tenant's part of the state store at {} is full ({} KiB, a quarter of its \
+                 maxmemory, with what Redis spends on each key)",
+                self.shown,
+                part >> 10
+            ),
+        )
     }
 
     fn garbled(&self, what: &str) -> ImportRefused {
@@ -516,8 +687,12 @@ impl RedisStore {
         writes: &Writes,
         limits: &StateLimits,
     ) -> Result<(), ImportRefused> {
+        let Some((first, _)) = writes.first() else {
+            return Ok(());
+        };
+        let part = self.part().await?;
         let mut inv = self.scripts.commit.prepare_invoke();
-        inv.arg(limits.keys).arg(limits.bytes);
+        inv.arg(limits.keys).arg(limits.bytes).arg(part);
         for (id, scope_writes) in writes {
             let Keys(k) = keys(id);
             inv.key(&k[..])
@@ -535,10 +710,14 @@ impl RedisStore {
                 }
             }
         }
+        // A call writes its own tenant's scopes only.
+        inv.key(&tenant_keys(&first.tenant)[..]);
         let reply = strings(self.run(&inv).await?);
         let field = |i: usize| reply.get(i).cloned().flatten().unwrap_or_default();
-        if field(0) == "ok" {
-            return Ok(());
+        match field(0).as_str() {
+            "ok" => return Ok(()),
+            "part" => return Err(self.over_part(part)),
+            _ => {}
         }
         let scope = field(2)
             .parse::<usize>()
@@ -551,6 +730,10 @@ impl RedisStore {
     }
 
     pub(crate) async fn undo(&self, adds: &Adds) -> Result<(), ImportRefused> {
+        // A call's adds are all in its own tenant's scopes.
+        let Some(first) = adds.first() else {
+            return Ok(());
+        };
         let mut inv = self.scripts.undo.prepare_invoke();
         // An add of i64::MIN has no negation in s64: it stays, as an
         // uncertain add does (a counter errs toward counting).
@@ -564,6 +747,7 @@ impl RedisStore {
                 .arg(back)
                 .arg(if added.created { "1" } else { "0" });
         }
+        inv.key(&tenant_keys(&first.id.tenant)[..]);
         self.run(&inv).await.map(drop)
     }
 
@@ -641,13 +825,14 @@ impl RedisStore {
     pub(crate) async fn clear(&self, filter: &StateFilter) -> Result<u64, crate::Error> {
         let mut connection = self.connection().await.map_err(store_error)?;
         let mut removed = 0;
-        for (hash, _) in self.scan(filter).await? {
-            let base = hash.trim_end_matches('h');
-            let (n,): (u64,) = redis::pipe()
-                .hlen(&hash)
-                .del(&[hash.clone(), format!("{base}x"), format!("{base}b")])
-                .ignore()
-                .query_async(&mut connection)
+        for (_, id) in self.scan(filter).await? {
+            let Keys(k) = keys(&id);
+            let n: u64 = self
+                .scripts
+                .clear
+                .key(&k[..])
+                .key(&tenant_keys(&id.tenant)[..])
+                .invoke_async(&mut connection)
                 .await
                 .map_err(|e| store_error(self.unavailable(&e)))?;
             removed += n;
