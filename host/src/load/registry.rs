@@ -43,10 +43,13 @@
 //! of the change, not of the number of tenants.
 //!
 //! Admission is stable: a tenant admitted keeps its share while it has a
-//! directory; a newcomer that does not fit is refused
-//! ([`PluginSet::refused`]), and its calls, like those of a tenant whose
-//! directory has not loaded yet ([`PluginSet::pending`]), are answered
-//! [`NotReady`], never decided without its guards.
+//! directory, and across restarts (the order is kept in the compiled
+//! cache's directory, `load/admission.rs`); a newcomer that does not fit is
+//! refused ([`PluginSet::refused`]), as is a tenant whose directory has not
+//! loaded whole, and their calls, like those of a tenant whose directory
+//! has not loaded yet ([`PluginSet::pending`]) or has just appeared
+//! ([`PluginSet::ready`]), are answered [`NotReady`], never decided without
+//! its guards.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -104,9 +107,11 @@ pub struct PluginSet {
     /// [`NotReady`], never decided without their guards.
     pub pending: BTreeSet<String>,
     /// Tenants whose directory loaded but whose share did not fit (the
-    /// pool or the memory budget), with why: their calls are answered
-    /// [`NotReady`]. A tenant admitted once stays admitted while it has a
-    /// directory; a newcomer that does not fit is the one refused.
+    /// pool or the memory budget), or whose directory has not loaded whole
+    /// (a manifest refused, a plugin not loaded), with why: their calls
+    /// are answered [`NotReady`]. A tenant admitted once stays admitted
+    /// while it has a directory; a newcomer that does not fit is the one
+    /// refused.
     pub refused: BTreeMap<String, String>,
     /// Admitted tenants in the order they were admitted (and, after a
     /// restart, those admitted before it that are still loading, holding
@@ -137,7 +142,9 @@ pub enum NotReady {
         /// The tenant.
         tenant: String,
     },
-    /// The tenant's share did not fit when its directory loaded.
+    /// The tenant's share did not fit when its directory loaded, its
+    /// directory has not loaded whole, the tenant listing refused its
+    /// entry, or its name differs only by case from a tenant's.
     #[error("tenant `{tenant}` is not admitted: {why}")]
     Refused {
         /// The tenant.
