@@ -463,7 +463,13 @@ async fn admission_survives_restarts() {
 /// no change is taken for a change to every directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relative_plugins_path_reloads_per_directory() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    // No dot in the path: a relative root under a dot-directory was worse
+    // still (every event was taken as one in a hidden directory: no
+    // reload at all).
+    let dir = tempfile::Builder::new()
+        .prefix("toolgate-relative")
+        .tempdir()
+        .expect("tempdir");
     let plugins = dir.path().join("plugins");
     put(&plugins.join("tenants/a/guard.wasm"), STEERING_ONLY);
     put(&plugins.join("tenants/b/keep.wasm"), STEERING_ONLY);
