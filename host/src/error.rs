@@ -167,13 +167,13 @@ pub enum Error {
     /// own directory (a symlink in a tenant's directory, a FIFO, a device,
     /// a directory). One message for all: it never tells whether some host
     /// path exists.
-    #[error(
-        "{path}: not loaded: missing or not a regular file inside its directory (symlinks are \
-         not followed in a tenant's directory; FIFOs, devices and directories are refused)"
-    )]
+    #[error("{path}: not loaded: {}", refused_rule(*.tenant))]
     Refused {
         /// The file, as the directory names it.
         path: PathBuf,
+        /// Whether it is in a tenant's directory (no symlink followed)
+        /// rather than the global one: what the message says the rule is.
+        tenant: bool,
     },
     /// A file in a tenant's directory (manifest or component) that has other
     /// hard links: its inode may be another file's, outside the directory.
@@ -319,5 +319,16 @@ impl ManifestError {
             key: None,
             message: shown.strip_prefix(&prefix).unwrap_or(&shown).to_string(),
         }
+    }
+}
+
+/// What [`Error::Refused`] says the rule is, in a tenant's directory or
+/// the global one.
+fn refused_rule(tenant: bool) -> &'static str {
+    if tenant {
+        "missing or not a regular file inside its directory (symlinks are not followed in a \
+         tenant's directory; FIFOs, devices and directories are refused)"
+    } else {
+        "missing or not a regular file (FIFOs, devices and directories are refused)"
     }
 }

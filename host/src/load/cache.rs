@@ -78,10 +78,11 @@ pub enum CacheOutcome {
 }
 
 impl CompiledCache {
-    /// A cache in `dir` (created when first written).
+    /// A cache in `dir` (created when first written); a relative `dir` is
+    /// made absolute now, against the current directory.
     pub fn at(dir: impl Into<PathBuf>) -> Self {
         CompiledCache {
-            dir: Some(dir.into()),
+            dir: Some(crate::load::files::absolute(&dir.into())),
             ..CompiledCache::default()
         }
     }
@@ -374,7 +375,7 @@ impl Header {
 /// Refuses `path` unless it is owned by this process's user and writable
 /// by no one else. A missing path is fine when `missing_ok`.
 #[cfg(unix)]
-fn check_private(path: &Path, missing_ok: bool) -> Result<(), Error> {
+pub(crate) fn check_private(path: &Path, missing_ok: bool) -> Result<(), Error> {
     use std::os::unix::fs::MetadataExt;
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
@@ -419,11 +420,11 @@ fn check_owner_and_mode(path: &Path, uid: u32, mode: u32) -> Result<(), Error> {
 }
 
 #[cfg(not(unix))]
-fn check_private(_: &Path, _: bool) -> Result<(), Error> {
+pub(crate) fn check_private(_: &Path, _: bool) -> Result<(), Error> {
     Ok(())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -490,8 +491,15 @@ fn write_entry(component: &Component, entry: &Path, header: &Header) -> std::io:
 }
 
 /// Writes `bytes` to `path` whole or not at all (a temporary file, `0600`,
-/// renamed into place), creating its directory `0700`.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// synced, renamed into place), creating its directory `0700`.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_private_with(path, bytes, true)
+}
+
+/// [`write_private`], the temporary file synced to disk before the rename
+/// only when `sync` (without, the file is still whole or absent after the
+/// process dies; only a power loss may lose the latest write).
+pub(crate) fn write_private_with(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     create_private_dir(dir)?;
     let name = path
@@ -510,7 +518,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let mut f = options.open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if sync {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {

@@ -39,6 +39,17 @@ use rustix::fs::{FileType, Mode, OFlags};
 
 use crate::error::Error;
 
+/// `path` made absolute against the current directory: what a path the
+/// operator gave (`--plugins plugins`, `--cache-dir`, the Python `Host`'s)
+/// is turned into once, where it enters, so a relative path behaves as an
+/// absolute one (the watcher's events name absolute paths). Symlinks are
+/// not resolved (a directory reached through one is watched and read
+/// through it, as given); a path that cannot be made absolute (the current
+/// directory is gone) is kept as given.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// Whether symlinks are followed when opening files below a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Symlinks {
@@ -96,7 +107,10 @@ impl PluginDir {
                 symlinks,
             }),
             Err(rustix::io::Errno::NOENT) => Opened::Missing,
-            Err(_) => Opened::Refused(Error::Refused { path: path.into() }),
+            Err(_) => Opened::Refused(Error::Refused {
+                path: path.into(),
+                tenant: symlinks == Symlinks::Refuse,
+            }),
         }
     }
 
@@ -117,10 +131,11 @@ impl PluginDir {
     /// directory is [`Error::Refused`]; a tenant's file with other hard
     /// links [`Error::HardLink`].
     fn open_file(&self, rel: &Path) -> Result<Option<std::fs::File>, Error> {
+        let symlinks = self.symlinks_for(rel);
         let refused = || Error::Refused {
             path: self.path.join(rel),
+            tenant: symlinks == Symlinks::Refuse,
         };
-        let symlinks = self.symlinks_for(rel);
         let mut steps: Vec<&OsStr> = Vec::new();
         for c in rel.components() {
             match c {
@@ -174,6 +189,7 @@ impl PluginDir {
             Some(_) => Ok(()),
             None => Err(Error::Refused {
                 path: self.path.join(rel),
+                tenant: self.symlinks_for(rel) == Symlinks::Refuse,
             }),
         }
     }
@@ -187,6 +203,7 @@ impl PluginDir {
             Some(bytes) => Ok(bytes),
             None => Err(Error::Refused {
                 path: self.path.join(rel),
+                tenant: self.symlinks_for(rel) == Symlinks::Refuse,
             }),
         }
     }
@@ -290,6 +307,7 @@ pub fn read_in(
         Opened::Dir(d) => d.read_optional(rel, max_bytes),
         Opened::Missing => Err(Error::Refused {
             path: dir.join(rel),
+            tenant: symlinks == Symlinks::Refuse,
         }),
         Opened::Refused(e) => Err(e),
     }

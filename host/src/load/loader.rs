@@ -226,6 +226,11 @@ pub(crate) struct ScopeState {
     /// What the directory looked like when this was loaded from it, when
     /// that can tell it unchanged (see [`Stamp`]).
     pub(crate) stamp: Option<Stamp>,
+    /// Whether the directory has loaded whole at least once: its manifest
+    /// accepted and every plugin it names loaded. Until then a tenant's
+    /// calls are not decided (its guards are not all there); once it has,
+    /// a later file that fails keeps the previous version serving.
+    pub(crate) whole: bool,
 }
 
 /// What a directory looked like when it was loaded: every entry under it
@@ -365,6 +370,7 @@ impl ScopeState {
             failed: self.failed.clone(),
             policy: self.policy.clone(),
             stamp: None,
+            whole: self.whole,
         }
     }
 
@@ -516,6 +522,7 @@ impl Loader {
             Ok(Plan::Gone) => {
                 let gone = Error::Refused {
                     path: at.dir.clone(),
+                    tenant: false,
                 };
                 let why = LoadIssue::new(IssueKind::Directory, &at.dir, gone.to_string());
                 return Some(previous.kept_with(why));
@@ -551,6 +558,7 @@ impl Loader {
             return Some(previous.kept_with(why));
         }
         report.removed.extend(previous.removed_by(&state));
+        state.whole = previous.whole || state.errors.is_empty();
         Some(state)
     }
 

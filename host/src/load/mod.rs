@@ -5,6 +5,7 @@
 //! Layer 3 (docs/design.md, "A map of the code"): imports `call`,
 //! `runtime` and the crate root's vocabulary, never `serve` or `tools`.
 
+pub(crate) mod admission;
 pub(crate) mod batch;
 pub(crate) mod cache;
 pub(crate) mod compile;

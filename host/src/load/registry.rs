@@ -43,10 +43,13 @@
 //! of the change, not of the number of tenants.
 //!
 //! Admission is stable: a tenant admitted keeps its share while it has a
-//! directory; a newcomer that does not fit is refused
-//! ([`PluginSet::refused`]), and its calls, like those of a tenant whose
-//! directory has not loaded yet ([`PluginSet::pending`]), are answered
-//! [`NotReady`], never decided without its guards.
+//! directory, and across restarts (the order is kept in the compiled
+//! cache's directory, `load/admission.rs`); a newcomer that does not fit is
+//! refused ([`PluginSet::refused`]), as is a tenant whose directory has not
+//! loaded whole, and their calls, like those of a tenant whose directory
+//! has not loaded yet ([`PluginSet::pending`]) or has just appeared
+//! ([`PluginSet::ready`]), are answered [`NotReady`], never decided without
+//! its guards.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -64,6 +67,7 @@ use crate::call::chain::Chain;
 use crate::error::Error;
 mod build;
 
+use crate::load::admission::AdmissionFile;
 use crate::load::batch::Batch;
 use crate::load::cache::{CacheStats, CompiledCache};
 pub use crate::load::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
@@ -104,13 +108,24 @@ pub struct PluginSet {
     /// [`NotReady`], never decided without their guards.
     pub pending: BTreeSet<String>,
     /// Tenants whose directory loaded but whose share did not fit (the
-    /// pool or the memory budget), with why: their calls are answered
-    /// [`NotReady`]. A tenant admitted once stays admitted while it has a
-    /// directory; a newcomer that does not fit is the one refused.
+    /// pool or the memory budget), or whose directory has not loaded whole
+    /// (a manifest refused, a plugin not loaded), with why: their calls
+    /// are answered [`NotReady`]. A tenant admitted once stays admitted
+    /// while it has a directory; a newcomer that does not fit is the one
+    /// refused.
     pub refused: BTreeMap<String, String>,
-    /// Admitted tenants in the order they were admitted: who keeps its
-    /// share when the budget shrinks.
+    /// Admitted tenants in the order they were admitted (and, after a
+    /// restart, those admitted before it that are still loading, holding
+    /// their place): who keeps its share when the budget shrinks. Kept on
+    /// disk across restarts (see `load/admission.rs`).
     admitted: Vec<String>,
+    /// `<root>/tenants`, where a request for a tenant this set does not
+    /// know looks for a directory just added (see [`PluginSet::ready`]).
+    tenants_dir: Option<PathBuf>,
+    /// Every tenant with a directory this set knows of (loaded, loading or
+    /// refused), by its name in lower case: a request naming one of them
+    /// in another case is refused.
+    folded: BTreeMap<String, String>,
     /// Where every decision on this set is logged (`policy.decision_log`);
     /// `None`: off.
     pub decision_log: Option<Arc<DecisionLog>>,
@@ -128,7 +143,9 @@ pub enum NotReady {
         /// The tenant.
         tenant: String,
     },
-    /// The tenant's share did not fit when its directory loaded.
+    /// The tenant's share did not fit when its directory loaded, its
+    /// directory has not loaded whole, the tenant listing refused its
+    /// entry, or its name differs only by case from a tenant's.
     #[error("tenant `{tenant}` is not admitted: {why}")]
     Refused {
         /// The tenant.
@@ -157,7 +174,17 @@ impl PluginSet {
     }
 
     /// Whether calls for `tenant` can be decided now: `Err` while its
-    /// directory is loading or when its share was refused.
+    /// directory is loading, when it was refused (its share did not fit,
+    /// it has not loaded whole) or when its name differs only by case from
+    /// a tenant with a directory.
+    ///
+    /// A tenant this set does not know of may have a directory just added,
+    /// not yet seen by the watcher: its calls are answered
+    /// [`NotReady::Loading`] from the moment an entry of its name is under
+    /// `tenants/` (one `lstat`, made after this set was taken, so a call
+    /// that arrives after the directory's rename is never decided on the
+    /// global chain alone), and run the global chain only when there is
+    /// none.
     pub fn ready(&self, tenant: Option<&str>) -> Result<(), NotReady> {
         let Some(t) = tenant else {
             return Ok(());
@@ -165,12 +192,48 @@ impl PluginSet {
         if self.pending.contains(t) {
             return Err(NotReady::Loading { tenant: t.into() });
         }
-        match self.refused.get(t) {
-            Some(why) => Err(NotReady::Refused {
+        if let Some(why) = self.refused.get(t) {
+            return Err(NotReady::Refused {
                 tenant: t.into(),
                 why: why.clone(),
+            });
+        }
+        if self.accounts.tenants.contains_key(t) {
+            return Ok(());
+        }
+        if let Some(other) = self.folded.get(&t.to_ascii_lowercase()) {
+            return Err(NotReady::Refused {
+                tenant: t.into(),
+                why: format!(
+                    "its name differs only by case from tenant `{other}`'s; tenant names are \
+                     case-sensitive: send `{other}` to be decided by its guards"
+                ),
+            });
+        }
+        self.arriving(t)
+    }
+
+    /// `Err` when `tenants/<t>` exists though this set does not know `t`:
+    /// a directory added since (or an entry the tenant listing refused).
+    fn arriving(&self, t: &str) -> Result<(), NotReady> {
+        let Some(dir) = &self.tenants_dir else {
+            return Ok(());
+        };
+        // A name that is not a tenant's has no directory (and is never
+        // joined to a path).
+        if !crate::tenant::is_valid_name(t) {
+            return Ok(());
+        }
+        let path = dir.join(t);
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Ok(());
+        }
+        match self.listing_errors.iter().find(|e| e.path == path) {
+            Some(e) => Err(NotReady::Refused {
+                tenant: t.into(),
+                why: e.message.clone(),
             }),
-            None => Ok(()),
+            None => Err(NotReady::Loading { tenant: t.into() }),
         }
     }
 
@@ -304,6 +367,8 @@ pub struct Registry {
     scopes: std::sync::Mutex<HashMap<ScopeKey, Arc<ScopeLock>>>,
     /// The policy of the options; the global manifest may override it.
     policy: Policy,
+    /// Where the admission order is kept across restarts.
+    admission: AdmissionFile,
 }
 
 /// What a reload did.
@@ -360,7 +425,9 @@ impl Registry {
         root: impl Into<PathBuf>,
         options: RegistryOptions,
     ) -> Result<Registry, Error> {
-        let root = root.into();
+        // Absolute once, here: every face gets it, and the watcher's
+        // events (absolute paths) are matched to the directory they are in.
+        let root = crate::load::files::absolute(&root.into());
         if let Err((key, why)) = options.policy.check() {
             return Err(Error::Limits {
                 path: root,
@@ -373,18 +440,31 @@ impl Registry {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
             });
         }
+        let admission = AdmissionFile::new(&options.cache, &root);
+        // One small read.
+        let remembered = admission.read();
         let registry = Registry {
-            loader: Loader::new(engine, root, options.cache, options.load),
+            loader: Loader::new(engine, root.clone(), options.cache, options.load),
             current: ArcSwap::from_pointee(PluginSet::default()),
             publishing: Default::default(),
             batch: Batch::default(),
             scopes: Default::default(),
             policy: options.policy,
+            admission,
         };
-        let (listed, listing_errors) = registry.loader.tenants().await?;
         // Generation 0: the global directory's load publishes the first.
+        // The tenants admitted before a restart hold their places while
+        // they load.
         registry.current.store(Arc::new(PluginSet {
-            pending: listed.into_iter().collect(),
+            admitted: remembered,
+            tenants_dir: Some(root.join("tenants")),
+            ..PluginSet::default()
+        }));
+        let (listed, listing_errors) = registry.list_tenants().await?;
+        registry.current.store(Arc::new(PluginSet {
+            pending: listed,
+            admitted: registry.plugin_set().admitted.clone(),
+            tenants_dir: Some(root.join("tenants")),
             ..PluginSet::default()
         }));
         registry
@@ -553,8 +633,7 @@ impl Registry {
     ) -> Result<ReloadReport, Error> {
         use crate::load::watch::Dir;
         let all = dirs.contains(&Dir::All);
-        let (listed, listing_errors) = self.loader.tenants().await?;
-        let listed: BTreeSet<String> = listed.into_iter().collect();
+        let (listed, listing_errors) = self.list_tenants().await?;
         self.mark_pending(&listed);
         let named: BTreeSet<&String> = dirs
             .iter()
@@ -602,6 +681,49 @@ impl Registry {
         report.errors = set.errors.clone();
         self.log_reload(&report, &set);
         Ok(report)
+    }
+
+    /// The tenant directories under `tenants/` now, and the entries
+    /// refused: those the loader refuses (a bad name, a symlink), and
+    /// directories whose names differ only by case from another's — all
+    /// but the one this registry knows already (loaded, or admitted before
+    /// a restart), all of them when it knows none: a name never reaches
+    /// another tenant's guards or state by its case, on any file system.
+    async fn list_tenants(&self) -> Result<(BTreeSet<String>, Vec<LoadIssue>), Error> {
+        let (listed, mut errors) = self.loader.tenants().await?;
+        let set = self.plugin_set();
+        let known = |t: &String| {
+            set.scopes.contains_key(&ScopeKey::Tenant(t.clone())) || set.admitted.contains(t)
+        };
+        let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for t in listed {
+            groups.entry(t.to_ascii_lowercase()).or_default().push(t);
+        }
+        let mut kept = BTreeSet::new();
+        for (_, mut names) in groups {
+            if names.len() == 1 {
+                kept.extend(names);
+                continue;
+            }
+            let keeper = names.iter().position(known).map(|i| names.remove(i));
+            for t in names {
+                let path = self.root().join("tenants").join(&t);
+                let other = keeper.as_deref().map_or_else(
+                    || "another's".to_string(),
+                    |k| format!("tenant `{k}`'s, which is served"),
+                );
+                let message = format!(
+                    "{}: not loaded: the name differs only by case from {other}; tenant names \
+                     are case-sensitive, and on a case-insensitive file system the two are one \
+                     directory: rename one",
+                    path.display()
+                );
+                errors.push(LoadIssue::new(IssueKind::Directory, path, message));
+            }
+            kept.extend(keeper);
+        }
+        errors.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok((kept, errors))
     }
 
     /// Publishes the tenants listed now and not loaded yet as pending
@@ -862,6 +984,9 @@ impl Registry {
                     p.discard_prepared();
                 }
             }
+        }
+        if set.admitted != old.admitted {
+            self.admission.keep(&set.admitted);
         }
         self.loader.forget_unused(set.scopes.values());
         self.current.store(Arc::new(set));

@@ -77,7 +77,9 @@ pub enum Dir {
 }
 
 impl Dir {
-    /// The directory a change to `path` (under `root`) belongs to.
+    /// The directory a change to `path` (under `root`) belongs to. `root`
+    /// must be as the watcher holds it: absolute, as the events' paths are
+    /// (a `path` outside `root` is [`Dir::All`]).
     pub fn of(root: &Path, path: &Path) -> Dir {
         let Ok(rel) = path.strip_prefix(root) else {
             return Dir::All;
@@ -131,7 +133,9 @@ pub fn spawn_bounded(
     reload: Reload,
 ) -> Result<WatchHandle, Error> {
     let (tx, rx) = mpsc::unbounded_channel::<Dir>();
-    let root = root.to_path_buf();
+    // The events name absolute paths: a relative root would match none of
+    // them, and every change would be taken for one to every directory.
+    let root = crate::load::files::absolute(root);
     let filter_root = root.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         match res {
@@ -293,4 +297,27 @@ pub fn relevant(root: &Path, path: &Path) -> bool {
         .unwrap_or_default();
     const PARTIAL: [&str; 6] = [".tmp", ".part", ".partial", ".swp", ".crdownload", "~"];
     !PARTIAL.iter().any(|s| name.ends_with(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::files::absolute;
+
+    /// A relative root, made absolute as the watcher makes it, maps the
+    /// absolute paths inotify reports to the directory they are in; taken
+    /// as given, it maps every one to `All` (a change to every directory).
+    #[test]
+    fn a_relative_root_maps_events_to_their_directory() {
+        let cwd = std::env::current_dir().expect("current directory");
+        let given = Path::new("plugins");
+        let event = cwd.join("plugins/tenants/b/guard.wasm");
+        assert_eq!(Dir::of(given, &event), Dir::All, "the bug this guards");
+        let root = absolute(given);
+        assert_eq!(Dir::of(&root, &event), Dir::Tenant("b".into()));
+        assert_eq!(Dir::of(&root, &cwd.join("plugins/x.wasm")), Dir::Global);
+        assert_eq!(Dir::of(&root, &cwd.join("plugins/tenants")), Dir::All);
+        assert!(relevant(&root, &event));
+        assert!(!relevant(&root, &cwd.join("plugins/tenants/b/.g.wasm")));
+    }
 }

@@ -26,7 +26,7 @@
 //! | `plugins_generation` | gauge | | the plugin set generation serving |
 //! | `decision_log_dropped_total` | counter | | decision log lines dropped since start: the queue was full (the sink slow or down) or the HTTP sink gave a batch up after its retries; decisions never wait on the log |
 //! | `tenants_pending` | gauge | | tenants whose directory has not loaded yet (their calls answered 503) |
-//! | `tenants_refused` | gauge | | tenants not admitted: their share did not fit (their calls answered 503) |
+//! | `tenants_refused` | gauge | | tenants not admitted: their share did not fit, or their directory has not loaded whole (their calls answered 503) |
 //! | `reloads_unsettled` | gauge | | directory reloads made because a directory kept changing without settling (see `watch::MAX_DELAY`) |
 //! | `plugin_quarantined` | gauge | plugin | 1 while the plugin is quarantined (or being probed) for any account, else 0 |
 //! | `plugin_quarantines` | gauge | plugin | times the plugin was quarantined since it was loaded |
@@ -297,7 +297,7 @@ series! {
         "Tenants whose directory has not loaded yet (their calls are answered 503)";
     tenants_refused: Gauge = Gauge::default(),
         "tenants_refused",
-        "Tenants not admitted because their share did not fit (their calls are answered 503)";
+        "Tenants not admitted: their share did not fit, or their directory has not loaded whole (their calls are answered 503)";
     reloads_unsettled: Gauge = Gauge::default(),
         "reloads_unsettled",
         "Directory reloads made because the directory kept changing without settling";

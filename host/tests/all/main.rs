@@ -83,6 +83,7 @@ mod snapshot;
 mod state;
 mod state_redis;
 mod tenancy;
+mod tenant_dirs;
 mod tenant_files;
 
 use std::sync::Arc;

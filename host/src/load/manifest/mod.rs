@@ -632,9 +632,12 @@ impl Plugin<'_> {
                 self.key("path"),
                 format!(
                     "component file {} is missing or not a regular file inside the \
-                     manifest's directory (symlinks are not followed in a tenant's \
-                     directory)",
-                    file.display()
+                     manifest's directory{}",
+                    file.display(),
+                    match self.scope {
+                        Scope::Tenant => " (symlinks are not followed in a tenant's directory)",
+                        Scope::Global => "",
+                    }
                 ),
             )),
         }

@@ -47,7 +47,15 @@ impl PluginSet {
             errors.extend(state.errors.iter().cloned());
         }
         pending.retain(|t| !loaded.contains_key(t));
-        let (admitted, refused, tenant_plugins) = admit(&policy, pool, old, &loaded, &mut errors);
+        let (admitted, refused, tenant_plugins) =
+            admit(&policy, pool, old, &loaded, &pending, &mut errors);
+        let folded = loaded
+            .keys()
+            .copied()
+            .chain(&pending)
+            .chain(refused.keys())
+            .map(|t| (t.to_ascii_lowercase(), t.clone()))
+            .collect();
         drop(loaded);
         for p in global_plugins
             .iter()
@@ -84,6 +92,8 @@ impl PluginSet {
             pending,
             refused,
             admitted,
+            tenants_dir: old.tenants_dir.clone(),
+            folded,
             decision_log,
         }
     }
@@ -101,27 +111,47 @@ type Admitted = (
 /// tenant whose share does not fit in the pool and the memory budget is
 /// not admitted (its calls are answered `NotReady`) and is reported in
 /// `errors`. Who was serving keeps serving: the tenants admitted before
-/// come first, whatever their names; a newcomer that does not fit is the
-/// one refused.
+/// come first, whatever their names — and one of them still loading
+/// (after a restart, `old.admitted` is the order kept on disk) holds its
+/// place meanwhile — so a newcomer that does not fit is the one refused.
+/// A tenant whose directory has not loaded whole yet (a manifest refused,
+/// a plugin that did not load) is refused with why, taking no place.
 fn admit(
     policy: &Policy,
     pool: Option<u32>,
     old: &PluginSet,
     loaded: &BTreeMap<&String, &ScopeState>,
+    pending: &BTreeSet<String>,
     errors: &mut Vec<LoadIssue>,
 ) -> Admitted {
     let before: BTreeSet<&String> = old.admitted.iter().collect();
     let order = old
         .admitted
         .iter()
-        .filter(|t| loaded.contains_key(t))
+        .filter(|t| loaded.contains_key(t) || pending.contains(*t))
         .chain(loaded.keys().copied().filter(|t| !before.contains(t)));
     let mut admitted = Vec::new();
     let mut refused = BTreeMap::new();
     let mut tenant_plugins = BTreeMap::new();
     for name in order {
+        let state = loaded.get(name);
+        if let Some(state) = state
+            && !state.whole
+        {
+            refused.insert(name.clone(), not_whole(state));
+            continue;
+        }
         let count = u32::try_from(admitted.len() + 1).unwrap_or(u32::MAX);
-        if let Err(e) = policy.shares.plan(pool, count, name) {
+        let fits = policy.shares.plan(pool, count, name);
+        // Still loading: it holds its place if it fits, and is judged
+        // like any other once it has loaded.
+        let Some(state) = state else {
+            if fits.is_ok() {
+                admitted.push(name.clone());
+            }
+            continue;
+        };
+        if let Err(e) = fits {
             errors.push(LoadIssue::new(
                 IssueKind::Share,
                 PathBuf::from("tenants").join(name),
@@ -131,11 +161,22 @@ fn admit(
             continue;
         }
         admitted.push(name.clone());
-        if let Some(state) = loaded.get(name) {
-            tenant_plugins.insert(name.clone(), state.plugins.clone());
-        }
+        tenant_plugins.insert(name.clone(), state.plugins.clone());
     }
     (admitted, refused, tenant_plugins)
+}
+
+/// Why a tenant whose directory has not loaded whole is not admitted.
+fn not_whole(state: &ScopeState) -> String {
+    let first = state
+        .errors
+        .first()
+        .map_or("it did not load", |e| e.message.as_str());
+    format!(
+        "its directory has not loaded whole yet ({} issue(s); the first: {first}); \
+         its calls are not decided until every plugin it names loads",
+        state.errors.len()
+    )
 }
 
 /// Whether two loads of a scope hold the very same loaded plugins.
