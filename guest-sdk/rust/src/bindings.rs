@@ -105,6 +105,23 @@ pub mod result {
     });
 }
 
+/// The response seam (world `response-guard`).
+pub mod response {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "toolgate:guard/response-guard@0.3.0",
+        with: {
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/state@0.3.0": crate::bindings::base::toolgate::guard::state,
+            "toolgate:guard/http@0.3.0": crate::bindings::base::toolgate::guard::http,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_response",
+        default_bindings_module: "toolgate_guest::__private::response",
+    });
+}
+
 /// The optional `config` export (world `config-check`).
 pub mod config {
     wit_bindgen::generate!({

@@ -14,12 +14,16 @@ use serde_json::{Map, Value};
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
-use crate::call::guard_call::{Hook, ResultHook, RewriteHook, RoutingHook, SteeringHook};
-use crate::event::{
-    BeforeToolCallEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent, ToolResultCallbackEvent,
-    ToolRoutingDecisionEvent,
+use crate::call::guard_call::{
+    Hook, ResponseHook, ResultHook, RewriteHook, RoutingHook, SteeringHook,
 };
-use crate::runtime::bindings::{config, result, rewrite, routing, steering, types, v0_1, v0_2};
+use crate::event::{
+    BeforeToolCallEvent, ResponseRenderEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent,
+    ToolResultCallbackEvent, ToolRoutingDecisionEvent,
+};
+use crate::runtime::bindings::{
+    config, response, result, rewrite, routing, steering, types, v0_1, v0_2,
+};
 use crate::runtime::sandbox::Sandbox;
 
 /// A seam's export as a component has it: under the `0.3.0` contract's
@@ -94,6 +98,7 @@ pub(crate) struct Exports {
     result: Option<
         Versioned<result::GuestIndices, v0_2::result::GuestIndices, v0_1::result::GuestIndices>,
     >,
+    response: Option<response::GuestIndices>,
     config: Option<ConfigExport>,
 }
 
@@ -130,6 +135,7 @@ impl Exports {
                 || v0_2::result::GuestIndices::new(pre),
                 || v0_1::result::GuestIndices::new(pre),
             ),
+            response: response::GuestIndices::new(pre).ok(),
             config: config::GuestIndices::new(pre)
                 .map(ConfigExport::Now)
                 .or_else(|_| v0_2::config::GuestIndices::new(pre).map(ConfigExport::Mid))
@@ -175,6 +181,7 @@ impl Exports {
             Seam::Rewrite => self.rewrite.is_some(),
             Seam::Steering => self.steering.is_some(),
             Seam::Result => self.result.is_some(),
+            Seam::Response => self.response.is_some(),
         }
     }
 
@@ -200,7 +207,8 @@ impl Exports {
         check::<RoutingHook>(self, store, instance)?;
         check::<RewriteHook>(self, store, instance)?;
         check::<SteeringHook>(self, store, instance)?;
-        check::<ResultHook>(self, store, instance)
+        check::<ResultHook>(self, store, instance)?;
+        check::<ResponseHook>(self, store, instance)
     }
 }
 
@@ -464,4 +472,61 @@ impl Hook for ResultHook {
     }
 
     fn lift((): Self::Returned) -> Self::Reply {}
+}
+
+impl Hook for ResponseHook {
+    const SEAM: Seam = Seam::Response;
+    /// The event and the answer as it stands (the previous guard's output,
+    /// or the event's `original_content`).
+    type Input<'a> = (&'a ResponseRenderEvent, &'a str);
+    type Event = types::ResponseEvent;
+    type Export = response::GuestIndices;
+    type Guest = response::Guest;
+    type Returned = Option<String>;
+    /// The answer to show instead, or `None`: keep it.
+    type Reply = Option<String>;
+
+    fn export(exports: &Exports) -> Option<&Self::Export> {
+        exports.response.as_ref()
+    }
+
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest> {
+        export.load(store, instance)
+    }
+
+    fn lower((event, content): Self::Input<'_>, state: &str) -> Self::Event {
+        types::ResponseEvent {
+            run_id: event.run_id.clone(),
+            iteration_index: event.iteration_index,
+            model: event.model.clone(),
+            node_name: event.node_name.clone(),
+            original_content: event.original_content.clone(),
+            content: content.to_string(),
+            state: state.to_string(),
+        }
+    }
+
+    async fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> wasmtime::Result<Self::Returned> {
+        guest.call_render(store, event).await
+    }
+
+    fn run_id(event: &Self::Event) -> &str {
+        &event.run_id
+    }
+
+    fn largest_string(returned: &Self::Returned) -> usize {
+        returned.as_ref().map_or(0, String::len)
+    }
+
+    fn lift(returned: Self::Returned) -> Self::Reply {
+        returned
+    }
 }

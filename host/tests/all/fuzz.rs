@@ -120,6 +120,12 @@ fn valid_event(seam: Seam) -> BoxedStrategy<Value> {
                 json!({"run_id": run, "tool_name": tool, "result": result, "call_id": "c"})
             })
             .boxed(),
+        Seam::Response => (any::<String>(), any::<u32>(), any::<String>(), any::<String>())
+            .prop_map(|(run, i, model, content)| {
+                json!({"run_id": run, "iteration_index": i, "model": model,
+                    "node_name": "react", "original_content": content})
+            })
+            .boxed(),
     }
 }
 
@@ -436,6 +442,7 @@ fn fuzz_valid_events_round_trip_and_a_missing_field_is_named() {
             Event::Rewrite(e) => serde_json::to_value(e),
             Event::Steering(e) => serde_json::to_value(e),
             Event::Result(e) => serde_json::to_value(e),
+            Event::Response(e) => serde_json::to_value(e),
         }
         .expect("serialises");
         prop_assert_eq!(event_of(seam, back).expect("reparses"), event);

@@ -110,6 +110,7 @@ fn actions(seam: Seam) -> &'static [&'static str] {
         Seam::Rewrite => &["rewrite", "proceed"],
         Seam::Steering => &["skip", "proceed"],
         Seam::Result => &["observed"],
+        Seam::Response => &["render"],
     }
 }
 
@@ -308,11 +309,12 @@ impl Expect {
 }
 
 /// The chain's answer as an `action`: `narrow`, `rewrite`, `skip`,
-/// `proceed` or `observed`.
+/// `proceed`, `observed` or `render`.
 fn action(seam: Seam, result: &Value) -> &'static str {
     match (seam, result.is_null()) {
         (Seam::Routing, _) => "narrow",
         (Seam::Result, _) => "observed",
+        (Seam::Response, _) => "render",
         (Seam::Rewrite, false) => "rewrite",
         (Seam::Steering, false) => "skip",
         (_, true) => "proceed",

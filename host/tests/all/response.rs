@@ -1,0 +1,134 @@
+//! The response seam (`on_response_render`): the chain rule — registration
+//! order, each guard seeing the previous content; a faulting guard skipped
+//! and the chain going on; a fail-closed fault withholding the answer; an
+//! oversized answer is a fault — and the verdict's JSON.
+
+use serde_json::json;
+use toolgate::event::ResponseRenderEvent;
+use toolgate::{Event, Fault, Limits, OnError, Outcome, Verdict};
+use toolgate_tests::RENDER;
+
+use crate::{chain, engine, no_state, plugin, plugin_with};
+
+/// The final answer `content` of run `r1`.
+fn answer(content: &str) -> ResponseRenderEvent {
+    serde_json::from_value(json!({
+        "run_id": "r1", "iteration_index": 2, "model": "m-1", "node_name": "react",
+        "original_content": content,
+    }))
+    .expect("event")
+}
+
+#[tokio::test]
+async fn the_guard_sees_every_field_of_the_event() {
+    let e = engine();
+    let p = plugin(&e, "render", RENDER, json!({})).await;
+    let d = chain(&[&p]).response(&answer("hello"), &no_state()).await;
+    assert_eq!(d.result, "hello|m-1|react|2|r1");
+    assert_eq!(d.trace[0].outcome, Outcome::Rewrite);
+}
+
+#[tokio::test]
+async fn guards_run_in_order_each_seeing_the_previous_content() {
+    let e = engine();
+    let a = plugin(&e, "a", RENDER, json!({"append": "+a"})).await;
+    let keep = plugin(&e, "keep", RENDER, json!({"keep": true})).await;
+    let b = plugin(&e, "b", RENDER, json!({"append": "+b"})).await;
+    let d = chain(&[&a, &keep, &b])
+        .response(&answer("x"), &no_state())
+        .await;
+    assert_eq!(d.result, "x+a+b");
+    let outcomes: Vec<_> = d.trace.iter().map(|t| t.outcome).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Rewrite, Outcome::Proceed, Outcome::Rewrite]
+    );
+    let d = chain(&[&b, &a]).response(&answer("x"), &no_state()).await;
+    assert_eq!(d.result, "x+b+a", "the order is the chain's");
+    let d = chain(&[&keep]).response(&answer("x"), &no_state()).await;
+    assert_eq!(d.result, "x", "none keeps the content");
+    let d = chain(&[]).response(&answer("x"), &no_state()).await;
+    assert_eq!(d.result, "x", "no guard: the answer as it is");
+}
+
+#[tokio::test]
+async fn a_faulting_guard_is_skipped_and_the_chain_goes_on() {
+    let e = engine();
+    let a = plugin(&e, "a", RENDER, json!({"append": "+a"})).await;
+    let bad = plugin(&e, "bad", RENDER, json!({"trap": true})).await;
+    let b = plugin(&e, "b", RENDER, json!({"append": "+b"})).await;
+    let d = chain(&[&a, &bad, &b])
+        .response(&answer("x"), &no_state())
+        .await;
+    assert_eq!(d.result, "x+a+b");
+    assert_eq!(d.trace[1].outcome, Outcome::Fault);
+    assert_eq!(d.trace[1].fault, Some(Fault::Unreachable));
+}
+
+#[tokio::test]
+async fn a_fail_closed_fault_withholds_the_answer() {
+    let e = engine();
+    let a = plugin(&e, "a", RENDER, json!({"append": "+a"})).await;
+    let bad = plugin_with(
+        &e,
+        "bad",
+        RENDER,
+        json!({"trap": true}),
+        Limits::default(),
+        OnError::Deny,
+    )
+    .await;
+    let b = plugin(&e, "b", RENDER, json!({"append": "+b"})).await;
+    let d = chain(&[&a, &bad, &b])
+        .response(&answer("secret"), &no_state())
+        .await;
+    assert_eq!(
+        d.result,
+        toolgate::withheld_message("bad", Fault::Unreachable)
+    );
+    assert!(!d.result.contains("secret"));
+    assert_eq!(d.trace.len(), 2, "the chain ends at the fail-closed fault");
+}
+
+#[tokio::test]
+async fn an_answer_over_the_return_limit_is_a_fault() {
+    let e = engine();
+    let limits = Limits {
+        max_return_bytes: 1024,
+        ..Limits::default()
+    };
+    let big = plugin_with(
+        &e,
+        "big",
+        RENDER,
+        json!({"grow": 4096}),
+        limits.clone(),
+        OnError::Skip,
+    )
+    .await;
+    let fits = plugin_with(
+        &e,
+        "fits",
+        RENDER,
+        json!({"grow": 1000}),
+        limits,
+        OnError::Skip,
+    )
+    .await;
+    let d = chain(&[&big]).response(&answer("x"), &no_state()).await;
+    assert_eq!(d.result, "x", "the oversized answer is dropped");
+    assert_eq!(d.trace[0].fault, Some(Fault::OversizedReturn));
+    let d = chain(&[&fits]).response(&answer("x"), &no_state()).await;
+    assert_eq!(d.result.len(), 1000);
+}
+
+#[tokio::test]
+async fn the_verdict_is_the_answer_string() {
+    let e = engine();
+    let a = plugin(&e, "a", RENDER, json!({"append": "!"})).await;
+    let d = chain(&[&a])
+        .enforce(&Event::Response(answer("hi")), &no_state())
+        .await;
+    assert_eq!(d.result, Verdict::Response("hi!".into()));
+    assert_eq!(serde_json::to_value(&d.result).expect("json"), json!("hi!"));
+}
