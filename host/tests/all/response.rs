@@ -132,3 +132,51 @@ async fn the_verdict_is_the_answer_string() {
     assert_eq!(d.result, Verdict::Response("hi!".into()));
     assert_eq!(serde_json::to_value(&d.result).expect("json"), json!("hi!"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_post_v1_response_answers_the_final_string() {
+    use crate::server::Running;
+    use reqwest::StatusCode;
+    let s = Running::start_with(
+        &[("render.wasm", RENDER)],
+        &[(
+            "toolgate.toml",
+            "[[plugin]]\nname = \"a\"\npath = \"render.wasm\"\n[plugin.config]\nappend = \"+a\"\n\n\
+             [[plugin]]\nname = \"b\"\npath = \"render.wasm\"\n[plugin.config]\nappend = \"+b\"\n",
+        )],
+        toolgate::server::ServerConfig::default(),
+    )
+    .await;
+    let event = json!({"event": {
+        "run_id": "r1", "iteration_index": 0, "model": "m", "node_name": "react",
+        "original_content": "x",
+    }});
+    let (status, body) = s.post("/v1/response", event.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!("x+a+b"));
+    let (status, body) = s.post("/v1/response?trace=1", event).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"], json!("x+a+b"));
+    let outcomes: Vec<&str> = body["trace"]
+        .as_array()
+        .expect("trace")
+        .iter()
+        .map(|t| t["outcome"].as_str().expect("outcome"))
+        .collect();
+    assert_eq!(outcomes, ["rewrite", "rewrite"]);
+    let (status, body) = s
+        .post(
+            "/v1/response",
+            json!({"event": {"run_id": "r1", "model": "m"}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .expect("error")
+            .contains("iteration_index"),
+        "{body}"
+    );
+    s.stop().await;
+}
