@@ -180,3 +180,44 @@ async fn over_http_post_v1_response_answers_the_final_string() {
     );
     s.stop().await;
 }
+
+#[test]
+fn pii_redacts_case_file_passes_and_a_wrong_expectation_fails() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../plugins/rust/pii-redact/pii-redact.test.toml"
+    ))
+    .expect("case file")
+    .replace(
+        "../../../build/plugins/rust/pii-redact.wasm",
+        "pii-redact.wasm",
+    );
+    let run = |text: &str| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::copy(
+            toolgate_tests::PII_REDACT,
+            dir.path().join("pii-redact.wasm"),
+        )
+        .expect("copy");
+        std::fs::write(dir.path().join("guard.test.toml"), text).expect("write");
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("test")
+            .arg(dir.path())
+            .env("TOOLGATE_LOG", "error")
+            .output()
+            .expect("run toolgate test")
+    };
+    let out = run(&text);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(said, "4 passed, 0 failed\n");
+    // The content key is checked: a wrong one fails, saying what it got.
+    let out = run(&text.replace("call [redacted].", "call me."));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("call [redacted]."), "{said}");
+}
