@@ -221,3 +221,49 @@ fn pii_redacts_case_file_passes_and_a_wrong_expectation_fails() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("call [redacted]."), "{said}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decision_log_writes_no_answer_by_default_and_check_reads_the_seam() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, out) = (tmp.path().join("plugins"), tmp.path().join("d.jsonl"));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::copy(RENDER, dir.join("render.wasm")).expect("copy");
+    std::fs::write(
+        dir.join("toolgate.toml"),
+        format!(
+            "[decision_log]\npath = {:?}\n\n[[plugin]]\npath = \"render.wasm\"\n[plugin.config]\nappend = \" ok\"\n",
+            out.display().to_string()
+        ),
+    )
+    .expect("manifest");
+    let event = tmp.path().join("event.json");
+    std::fs::write(
+        &event,
+        r#"{"run_id": "r", "iteration_index": 0, "model": "m", "node_name": "react", "original_content": "ada@example.org"}"#,
+    )
+    .expect("event");
+    let checked = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "--plugins", &dir.display().to_string()])
+        .args([
+            "--seam",
+            "response",
+            "--event",
+            &event.display().to_string(),
+        ])
+        .arg("--no-cache")
+        .output()
+        .expect("toolgate check");
+    let said = String::from_utf8_lossy(&checked.stdout).into_owned();
+    assert!(checked.status.success(), "{checked:?}");
+    assert!(said.contains("ada@example.org ok"), "{said}");
+    let log = std::fs::read_to_string(&out).expect("log");
+    assert!(
+        !log.contains("ada@example.org"),
+        "the answer is content: {log}"
+    );
+    let line: serde_json::Value = serde_json::from_str(log.trim()).expect("one line");
+    assert_eq!(line["seam"], "response");
+    assert_eq!(line["verdict"], "render");
+    assert_eq!(line["decision"], serde_json::Value::Null);
+    assert_eq!(line["guards"][0]["outcome"], "rewrite");
+}
