@@ -589,9 +589,11 @@ fn fuzz_request_bodies_get_200_or_a_named_400() {
         let (status, answer) = post(&runtime, &router, &format!("/v1/{seam}"), body);
         if status == StatusCode::OK {
             // No guards: the answer is the seam's neutral value, every
-            // visible tool at routing and null elsewhere.
+            // visible tool at routing, the original answer at response and
+            // null elsewhere.
             let neutral = match (seam, &sent) {
                 (Seam::Routing, Some(sent)) => sent["event"]["narrowed_tool_names"].clone(),
+                (Seam::Response, Some(sent)) => sent["event"]["original_content"].clone(),
                 _ => Value::Null,
             };
             prop_assert_eq!(&answer, &neutral, "{:?}", sent);
@@ -624,6 +626,8 @@ fn fuzz_valid_requests_are_answered() {
         let expected = match seam {
             // No guard narrows: every visible tool stays.
             Seam::Routing => event["narrowed_tool_names"].clone(),
+            // No guard renders: the answer is the original.
+            Seam::Response => event["original_content"].clone(),
             _ => Value::Null,
         };
         prop_assert_eq!(answer, expected);
