@@ -83,7 +83,7 @@ pub enum Error {
     /// The file is a core wasm module, not a component.
     #[error(
         "{path}: is a core WebAssembly module, not a component; build it as a component \
-         (e.g. for the wasm32-wasip2 target) against toolgate:guard@0.2.0 (or 0.1.0)"
+         (e.g. for the wasm32-wasip2 target) against toolgate:guard@0.3.0 (or 0.2.0, 0.1.0)"
     )]
     CoreModule {
         /// The file.
@@ -114,7 +114,7 @@ pub enum Error {
     /// The component exports none of the seams.
     #[error(
         "{path}: exports none of the toolgate:guard seams (routing, rewrite, steering, \
-         result; at 0.2.0 or 0.1.0); it exports: {exports}"
+         result; at 0.3.0, 0.2.0 or 0.1.0); it exports: {exports}"
     )]
     NoSeams {
         /// The file.

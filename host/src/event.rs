@@ -27,11 +27,19 @@ pub enum Seam {
     Steering,
     /// `on_tool_result`: observe a result.
     Result,
+    /// `on_response_render`: rewrite the run's final answer.
+    Response,
 }
 
 impl Seam {
     /// Every seam, in the order symfonic fires them.
-    pub const ALL: [Seam; 4] = [Seam::Routing, Seam::Rewrite, Seam::Steering, Seam::Result];
+    pub const ALL: [Seam; 5] = [
+        Seam::Routing,
+        Seam::Rewrite,
+        Seam::Steering,
+        Seam::Result,
+        Seam::Response,
+    ];
 
     /// The seam's name as used on the command line, in URLs and in metrics.
     pub fn as_str(self) -> &'static str {
@@ -40,6 +48,7 @@ impl Seam {
             Seam::Rewrite => "rewrite",
             Seam::Steering => "steering",
             Seam::Result => "result",
+            Seam::Response => "response",
         }
     }
 }
@@ -58,7 +67,9 @@ impl FromStr for Seam {
             .into_iter()
             .find(|seam| seam.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown seam `{s}` (expected routing, rewrite, steering or result)")
+                format!(
+                    "unknown seam `{s}` (expected routing, rewrite, steering, result or response)"
+                )
             })
     }
 }
@@ -153,6 +164,24 @@ pub struct ToolResultCallbackEvent {
     pub is_error: bool,
 }
 
+/// The response seam's event (`on_response_render`): symfonic's
+/// `ResponseRenderEvent`. WIT: `types.response-event` (which adds the
+/// chain's current `content` and the `state`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResponseRenderEvent {
+    /// The agent run this turn belongs to.
+    pub run_id: String,
+    /// 0-indexed React loop iteration that produced the final answer.
+    pub iteration_index: u32,
+    /// The model that produced the final answer.
+    pub model: String,
+    /// The node that produced the final answer.
+    pub node_name: String,
+    /// The final answer, before any guard rewrote it: the first guard's
+    /// `content`.
+    pub original_content: String,
+}
+
 /// A steering refusal, serialised exactly as the Python hook returns it:
 /// `{"action": "skip", "content": ..., "is_error": ...}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,6 +214,8 @@ pub enum Event {
     Steering(BeforeToolCallEvent),
     /// A result event (`on_tool_result`).
     Result(ToolResultCallbackEvent),
+    /// A response event (`on_response_render`).
+    Response(ResponseRenderEvent),
 }
 
 impl Event {
@@ -195,6 +226,7 @@ impl Event {
             Event::Rewrite(_) => Seam::Rewrite,
             Event::Steering(_) => Seam::Steering,
             Event::Result(_) => Seam::Result,
+            Event::Response(_) => Seam::Response,
         }
     }
 }

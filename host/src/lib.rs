@@ -64,7 +64,9 @@ mod tools;
 // The public API: every name a user of the library needs, and no other.
 
 // Events in, a chain of guards, a decision out.
-pub use call::chain::{Chain, Decision, GuardTrace, Outcome, Shadow, Verdict, fail_closed_message};
+pub use call::chain::{
+    Chain, Decision, GuardTrace, Outcome, Shadow, Verdict, fail_closed_message, withheld_message,
+};
 pub use call::plugin::{Mode, OnError, Plugin, PluginSpec, digest};
 pub use call::snapshot::{SnapshotMode, SnapshotStatus};
 pub use error::{Error, ManifestError};

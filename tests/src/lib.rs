@@ -33,9 +33,10 @@
 //! | [`TOOL_CALL_LIMIT`] | steering, config | at most `run_limit` / `thread_limit` calls (state) |
 //! | [`STATEFUL`] | steering, result | runs the state operations its config scripts |
 //! | [`FETCHER`] | steering | makes the HTTP requests its config lists |
+//! | [`RENDER`] | response | answers as its config scripts (append, keep, trap, grow) |
 //!
 //! The hostile and scripted programs document their configuration, and memo
 //! and echo their answers, in
-//! `tests/guests/{hostile,scripted,memo,echo,stateful,fetcher}/src/lib.rs`.
+//! `tests/guests/{hostile,scripted,memo,echo,stateful,fetcher,render}/src/lib.rs`.
 
 include!(concat!(env!("OUT_DIR"), "/programs.rs"));

@@ -60,7 +60,7 @@ export function seamsOf(hooks) {
 export function findGuardWit(explicit) {
   const candidates = explicit
     ? [explicit, join(explicit, 'guard.wit')]
-    : [join(SDK_DIR, 'wit', 'guard.wit'), join(SDK_DIR, '..', '..', 'wit', 'guard.wit')];
+    : [join(SDK_DIR, 'wit', 'guard.wit'), join(SDK_DIR, '..', '..', 'wit', 'v0.2.0', 'guard.wit')];
   for (const c of candidates) {
     if (existsSync(c) && c.endsWith('.wit')) return resolve(c);
   }

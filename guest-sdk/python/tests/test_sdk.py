@@ -19,7 +19,8 @@ from toolgate_guest import build
 from toolgate_guest.wasminfo import ComponentFormatError, read_component
 
 SDK = Path(__file__).resolve().parents[1]
-REPO_WIT = SDK.parents[1] / "wit" / "guard.wit"
+# The contract this SDK builds against (the repository's `wit/` is newer).
+REPO_WIT = SDK.parents[1] / "wit" / "v0.2.0" / "guard.wit"
 
 
 # ------------------------------------------------------------------- events
@@ -241,7 +242,7 @@ def test_keyword_escaping() -> None:
 
 
 def test_packaged_wit_is_the_contract() -> None:
-    packaged = SDK / "toolgate_guest" / "wit" / "guard.wit"
+    packaged = build.default_wit() / "guard.wit"
     assert packaged.read_text() == REPO_WIT.read_text()
     assert f"package {build.WIT_PACKAGE}@{build.WIT_VERSION};" in REPO_WIT.read_text()
 
@@ -275,7 +276,7 @@ def test_copy_wit_refuses_another_package_or_version(tmp_path: Path) -> None:
     with pytest.raises(build.BuildError, match="not the toolgate:guard@0.2.0 package"):
         build.copy_wit(other, tmp_path / "out")
     with pytest.raises(build.BuildError, match="not the toolgate:guard@0.2.0 package"):
-        build.copy_wit(REPO_WIT.parent / "v0.1.0", tmp_path / "old")
+        build.copy_wit(REPO_WIT.parents[1] / "v0.1.0", tmp_path / "old")
 
 
 def test_pyproject_pins_the_checked_componentize_py() -> None:

@@ -196,7 +196,7 @@ def default_wit() -> Path:
     env = os.environ.get("TOOLGATE_WIT")
     if env:
         return Path(env)
-    return Path(toolgate_guest.__file__).resolve().parent / "wit"
+    return Path(toolgate_guest.__file__).resolve().parent / "wit" / f"v{WIT_VERSION}"
 
 
 # WIT parsers (componentize-py 0.25.1's included) read `result` as a keyword, so

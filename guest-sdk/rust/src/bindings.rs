@@ -24,10 +24,10 @@ pub mod base {
         inline: "
             package toolgate:guest-sdk;
             world imports {
-                import toolgate:guard/host@0.2.0;
-                import toolgate:guard/state@0.2.0;
-                import toolgate:guard/http@0.2.0;
-                import toolgate:guard/types@0.2.0;
+                import toolgate:guard/host@0.3.0;
+                import toolgate:guard/state@0.3.0;
+                import toolgate:guard/http@0.3.0;
+                import toolgate:guard/types@0.3.0;
             }
         ",
         path: "../../wit",
@@ -41,12 +41,12 @@ pub mod base {
 pub mod steering {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "toolgate:guard/steering-guard@0.2.0",
+        world: "toolgate:guard/steering-guard@0.3.0",
         with: {
-            "toolgate:guard/types@0.2.0": crate::bindings::base::toolgate::guard::types,
-            "toolgate:guard/host@0.2.0": crate::bindings::base::toolgate::guard::host,
-            "toolgate:guard/state@0.2.0": crate::bindings::base::toolgate::guard::state,
-            "toolgate:guard/http@0.2.0": crate::bindings::base::toolgate::guard::http,
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/state@0.3.0": crate::bindings::base::toolgate::guard::state,
+            "toolgate:guard/http@0.3.0": crate::bindings::base::toolgate::guard::http,
         },
         pub_export_macro: true,
         export_macro_name: "export_steering",
@@ -58,12 +58,12 @@ pub mod steering {
 pub mod rewrite {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "toolgate:guard/rewrite-guard@0.2.0",
+        world: "toolgate:guard/rewrite-guard@0.3.0",
         with: {
-            "toolgate:guard/types@0.2.0": crate::bindings::base::toolgate::guard::types,
-            "toolgate:guard/host@0.2.0": crate::bindings::base::toolgate::guard::host,
-            "toolgate:guard/state@0.2.0": crate::bindings::base::toolgate::guard::state,
-            "toolgate:guard/http@0.2.0": crate::bindings::base::toolgate::guard::http,
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/state@0.3.0": crate::bindings::base::toolgate::guard::state,
+            "toolgate:guard/http@0.3.0": crate::bindings::base::toolgate::guard::http,
         },
         pub_export_macro: true,
         export_macro_name: "export_rewrite",
@@ -75,12 +75,12 @@ pub mod rewrite {
 pub mod routing {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "toolgate:guard/routing-guard@0.2.0",
+        world: "toolgate:guard/routing-guard@0.3.0",
         with: {
-            "toolgate:guard/types@0.2.0": crate::bindings::base::toolgate::guard::types,
-            "toolgate:guard/host@0.2.0": crate::bindings::base::toolgate::guard::host,
-            "toolgate:guard/state@0.2.0": crate::bindings::base::toolgate::guard::state,
-            "toolgate:guard/http@0.2.0": crate::bindings::base::toolgate::guard::http,
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/state@0.3.0": crate::bindings::base::toolgate::guard::state,
+            "toolgate:guard/http@0.3.0": crate::bindings::base::toolgate::guard::http,
         },
         pub_export_macro: true,
         export_macro_name: "export_routing",
@@ -92,12 +92,12 @@ pub mod routing {
 pub mod result {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "toolgate:guard/result-guard@0.2.0",
+        world: "toolgate:guard/result-guard@0.3.0",
         with: {
-            "toolgate:guard/types@0.2.0": crate::bindings::base::toolgate::guard::types,
-            "toolgate:guard/host@0.2.0": crate::bindings::base::toolgate::guard::host,
-            "toolgate:guard/state@0.2.0": crate::bindings::base::toolgate::guard::state,
-            "toolgate:guard/http@0.2.0": crate::bindings::base::toolgate::guard::http,
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/state@0.3.0": crate::bindings::base::toolgate::guard::state,
+            "toolgate:guard/http@0.3.0": crate::bindings::base::toolgate::guard::http,
         },
         pub_export_macro: true,
         export_macro_name: "export_result",
@@ -105,14 +105,31 @@ pub mod result {
     });
 }
 
+/// The response seam (world `response-guard`).
+pub mod response {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "toolgate:guard/response-guard@0.3.0",
+        with: {
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/state@0.3.0": crate::bindings::base::toolgate::guard::state,
+            "toolgate:guard/http@0.3.0": crate::bindings::base::toolgate::guard::http,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_response",
+        default_bindings_module: "toolgate_guest::__private::response",
+    });
+}
+
 /// The optional `config` export (world `config-check`).
 pub mod config {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "toolgate:guard/config-check@0.2.0",
+        world: "toolgate:guard/config-check@0.3.0",
         with: {
-            "toolgate:guard/types@0.2.0": crate::bindings::base::toolgate::guard::types,
-            "toolgate:guard/host@0.2.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
         },
         pub_export_macro: true,
         export_macro_name: "export_config",

@@ -1,7 +1,7 @@
 //! Write [toolgate] guards in Rust.
 //!
 //! A guard is a WebAssembly component that toolgate consults on an AI agent's
-//! tool calls, at one or more of four seams (the hooks of symfonic's callback
+//! tool calls, at one or more of five seams (the hooks of symfonic's callback
 //! contract):
 //!
 //! | seam | trait | hook | event | a guard may |
@@ -10,6 +10,7 @@
 //! | `rewrite` | [`RewriteGuard`] | `on_tool_call_dispatch` | [`ToolCallDispatchEvent`] | rewrite a call's tool / args |
 //! | `steering` | [`SteeringGuard`] | `on_before_tool_call` | [`BeforeToolCallEvent`] | let a call run, or skip it |
 //! | `result` | [`ResultGuard`] | `on_tool_result` | [`ToolResultCallbackEvent`] | observe what a tool returned |
+//! | `response` | [`ResponseGuard`] | `on_response_render` | [`ResponseRenderEvent`] | rewrite the run's final answer |
 //!
 //! Hooks and events carry symfonic's names, as in every toolgate SDK; the
 //! WIT contract's own names (`dispatch`, `dispatch-event`, ...) appear only
@@ -251,6 +252,42 @@ impl From<types::ToolResultEvent> for ToolResultCallbackEvent {
     }
 }
 
+/// `on_response_render`: the run's final answer, about to be returned
+/// (symfonic's `ResponseRenderEvent`, with the hook's `content` and
+/// `state`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseRenderEvent {
+    /// The agent run this turn belongs to.
+    pub run_id: String,
+    /// 0-indexed React loop iteration that produced the final answer.
+    pub iteration_index: u32,
+    /// The model that produced the final answer.
+    pub model: String,
+    /// The node that produced the final answer.
+    pub node_name: String,
+    /// The final answer before any guard rewrote it.
+    pub original_content: String,
+    /// The answer as it stands: the previous guard's output (the hook's
+    /// `content`).
+    pub content: String,
+    /// The caller's state as a JSON object (`{}` when there is none).
+    pub state: Value,
+}
+
+impl From<types::ResponseEvent> for ResponseRenderEvent {
+    fn from(e: types::ResponseEvent) -> Self {
+        Self {
+            state: parse_json("state", &e.state),
+            run_id: e.run_id,
+            iteration_index: e.iteration_index,
+            model: e.model,
+            node_name: e.node_name,
+            original_content: e.original_content,
+            content: e.content,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Answers
 // ---------------------------------------------------------------------------
@@ -428,6 +465,15 @@ pub trait ResultGuard {
     fn on_tool_result(event: ToolResultCallbackEvent);
 }
 
+/// The response seam (`on_response_render`): rewrite the run's final
+/// answer.
+///
+/// Export it with `toolgate_guest::export!(MyGuard: response)`.
+pub trait ResponseGuard {
+    /// The answer to give instead of `event.content`, or `None` to keep it.
+    fn on_response_render(event: ResponseRenderEvent) -> Option<String>;
+}
+
 // ---------------------------------------------------------------------------
 // Host imports
 // ---------------------------------------------------------------------------
@@ -461,8 +507,9 @@ pub fn config_json() -> String {
 /// guard component.
 ///
 /// Name the type, a colon, then one or more of `steering`, `rewrite`,
-/// `routing`, `result`; the type must implement the matching traits
-/// ([`SteeringGuard`], [`RewriteGuard`], [`RoutingGuard`], [`ResultGuard`]).
+/// `routing`, `result`, `response`; the type must implement the matching
+/// traits ([`SteeringGuard`], [`RewriteGuard`], [`RoutingGuard`],
+/// [`ResultGuard`], [`ResponseGuard`]).
 /// The component exports exactly those seams' interfaces, which is how the
 /// host knows where to consult it. Call it once per crate, at module level:
 ///
@@ -521,11 +568,19 @@ macro_rules! __export_seam {
             );
         };
     };
+    (response, $ty:ty) => {
+        const _: () = {
+            type __ToolgateResponse = $crate::__private::Adapter<$ty>;
+            $crate::__private::response::export_response!(
+                __ToolgateResponse with_types_in $crate::__private::response
+            );
+        };
+    };
     ($other:ident, $ty:ty) => {
         ::core::compile_error!(::core::concat!(
             "toolgate_guest::export!: unknown seam `",
             ::core::stringify!($other),
-            "`; expected one of: steering, rewrite, routing, result, config"
+            "`; expected one of: steering, rewrite, routing, result, response, config"
         ));
     };
 }
@@ -533,7 +588,7 @@ macro_rules! __export_seam {
 /// Implementation details of [`export!`]; not public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::bindings::{config, result, rewrite, routing, steering};
+    pub use crate::bindings::{config, response, result, rewrite, routing, steering};
 
     use super::*;
 
@@ -567,6 +622,12 @@ pub mod __private {
     impl<T: ResultGuard + ?Sized> result::exports::toolgate::guard::result::Guest for Adapter<T> {
         fn on_result(event: types::ToolResultEvent) {
             T::on_tool_result(event.into())
+        }
+    }
+
+    impl<T: ResponseGuard + ?Sized> response::exports::toolgate::guard::response::Guest for Adapter<T> {
+        fn render(event: types::ResponseEvent) -> Option<String> {
+            T::on_response_render(event.into())
         }
     }
 }

@@ -37,13 +37,13 @@ toolgate_guest::export!(Everywhere: steering, rewrite, routing, result);
 // linking this test fails if `export!` exported any seam under another name
 // (or not at all).
 unsafe extern "C" {
-    #[link_name = "toolgate:guard/steering@0.2.0#before-tool-call"]
+    #[link_name = "toolgate:guard/steering@0.3.0#before-tool-call"]
     fn before_tool_call();
-    #[link_name = "toolgate:guard/rewrite@0.2.0#dispatch"]
+    #[link_name = "toolgate:guard/rewrite@0.3.0#dispatch"]
     fn dispatch();
-    #[link_name = "toolgate:guard/routing@0.2.0#narrow"]
+    #[link_name = "toolgate:guard/routing@0.3.0#narrow"]
     fn narrow();
-    #[link_name = "toolgate:guard/result@0.2.0#on-result"]
+    #[link_name = "toolgate:guard/result@0.3.0#on-result"]
     fn on_result();
 }
 

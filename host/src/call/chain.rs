@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::call::guard_call::{
-    Called, GuestEvent, ResultHook, RewriteHook, RoutingHook, SteeringHook,
+    Called, GuestEvent, ResponseHook, ResultHook, RewriteHook, RoutingHook, SteeringHook,
 };
 use crate::call::plugin::{Mode, OnError, Plugin};
 use crate::event::{
-    BeforeToolCallEvent, Event, Rewrite, Seam, Skip, ToolCallDispatchEvent,
+    BeforeToolCallEvent, Event, ResponseRenderEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent,
     ToolResultCallbackEvent, ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
@@ -155,6 +155,10 @@ pub enum Verdict {
     Steering(Option<Skip>),
     /// Result: observed; nothing returned.
     Result,
+    /// Response: the answer to return, as symfonic's
+    /// `CallbackManager.on_response_render` returns it (the event's
+    /// `original_content` when no guard changed it).
+    Response(String),
 }
 
 impl Verdict {
@@ -165,6 +169,7 @@ impl Verdict {
             Verdict::Rewrite(_) => Seam::Rewrite,
             Verdict::Steering(_) => Seam::Steering,
             Verdict::Result => Seam::Result,
+            Verdict::Response(_) => Seam::Response,
         }
     }
 
@@ -177,6 +182,7 @@ impl Verdict {
             Verdict::Steering(Some(_)) => "skip",
             Verdict::Rewrite(None) | Verdict::Steering(None) => "proceed",
             Verdict::Result => "observed",
+            Verdict::Response(_) => "render",
         }
     }
 }
@@ -185,6 +191,15 @@ impl Verdict {
 pub fn fail_closed_message(plugin: &str, fault: Fault) -> String {
     format!(
         "[toolgate] This call was blocked: the guard `{plugin}` failed ({fault}) and is \
+         configured to fail closed."
+    )
+}
+
+/// The answer a fail-closed (`on_error = "deny"`) response guard's fault
+/// returns instead of the run's own.
+pub fn withheld_message(plugin: &str, fault: Fault) -> String {
+    format!(
+        "[toolgate] This answer was withheld: the guard `{plugin}` failed ({fault}) and is \
          configured to fail closed."
     )
 }
@@ -327,6 +342,7 @@ impl Chain {
             Event::Rewrite(e) => self.rewrite(e, state).await.map(Verdict::Rewrite),
             Event::Steering(e) => self.steering(e, state).await.map(Verdict::Steering),
             Event::Result(e) => self.result(e, state).await.map(|()| Verdict::Result),
+            Event::Response(e) => self.response(e, state).await.map(Verdict::Response),
         }
     }
 
@@ -474,6 +490,48 @@ impl Chain {
             }
         }
         Decision::new(visible, trace)
+    }
+
+    /// `on_response_render`: registration order; each guard sees the
+    /// previous guard's answer as `content` (the first sees
+    /// `original_content`) and returns a replacement or nothing (keep it).
+    /// A fault skips that guard's contribution and the chain goes on with
+    /// the content it had, as symfonic's manager does with a raising
+    /// handler; a fail-closed guard's fault withholds the answer
+    /// ([`withheld_message`]) and ends the chain. Returns the answer to
+    /// give (`original_content` when nothing changed it).
+    pub async fn response(&self, event: &ResponseRenderEvent, state: &Value) -> Decision<String> {
+        let mut trace = Vec::new();
+        let mut content = event.original_content.clone();
+        if self.subscribed(Seam::Response).next().is_none() {
+            return Decision::new(content, trace);
+        }
+        let state = state.to_string();
+        for plugin in self.subscribed(Seam::Response) {
+            let guest_event =
+                GuestEvent::<ResponseHook>::new((event, &content), &state, self.secrets.clone());
+            let Some(called) = plugin.call(&guest_event).await else {
+                continue;
+            };
+            let (entry, reply) = self.record(plugin, Seam::Response, called);
+            if entry.outcome == Outcome::Unavailable {
+                trace.push(entry);
+                return Decision::new(event.original_content.clone(), trace);
+            }
+            match reply {
+                Ok(Some(rendered)) => {
+                    content = rendered;
+                    trace.push(entry.with(true, Outcome::Rewrite, Outcome::Proceed));
+                }
+                Ok(None) => trace.push(entry.with(false, Outcome::Rewrite, Outcome::Proceed)),
+                Err(fault) if plugin.on_error() == OnError::Deny => {
+                    trace.push(entry);
+                    return Decision::new(withheld_message(plugin.name(), fault), trace);
+                }
+                Err(_) => trace.push(entry),
+            }
+        }
+        Decision::new(content, trace)
     }
 
     /// `on_tool_result`: every subscribed guard observes; nothing returned.

@@ -85,6 +85,8 @@ pub(crate) enum RewriteHook {}
 pub(crate) enum SteeringHook {}
 /// `on_tool_result`: observes; returns nothing.
 pub(crate) enum ResultHook {}
+/// `on_response_render`: the answer to show instead, or nothing.
+pub(crate) enum ResponseHook {}
 
 /// An event lowered for the guests of one seam, once, and handed to each
 /// guard in turn (shared: a call may move to the long lane's threads),
@@ -463,6 +465,10 @@ impl Plugin {
             }
             Event::Result(e) => {
                 self.call_kept_at::<ResultHook>(store, instance, e, state)
+                    .await
+            }
+            Event::Response(e) => {
+                self.call_kept_at::<ResponseHook>(store, instance, (e, &e.original_content), state)
                     .await
             }
         }

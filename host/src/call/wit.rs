@@ -14,34 +14,44 @@ use serde_json::{Map, Value};
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
-use crate::call::guard_call::{Hook, ResultHook, RewriteHook, RoutingHook, SteeringHook};
-use crate::event::{
-    BeforeToolCallEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent, ToolResultCallbackEvent,
-    ToolRoutingDecisionEvent,
+use crate::call::guard_call::{
+    Hook, ResponseHook, ResultHook, RewriteHook, RoutingHook, SteeringHook,
 };
-use crate::runtime::bindings::{config, result, rewrite, routing, steering, types, v0_1};
+use crate::event::{
+    BeforeToolCallEvent, ResponseRenderEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent,
+    ToolResultCallbackEvent, ToolRoutingDecisionEvent,
+};
+use crate::runtime::bindings::{
+    config, response, result, rewrite, routing, steering, types, v0_1, v0_2,
+};
 use crate::runtime::sandbox::Sandbox;
 
-/// A seam's export as a component has it: under the `0.2.0` contract's
-/// name, or under `0.1.0`'s (the same function and types).
+/// A seam's export as a component has it: under the `0.3.0` contract's
+/// name, under `0.2.0`'s or under `0.1.0`'s (the same function and types).
 #[derive(Clone)]
-pub(crate) enum Versioned<Now, Then> {
-    /// `toolgate:guard/<seam>@0.2.0`.
+pub(crate) enum Versioned<Now, Mid, Then> {
+    /// `toolgate:guard/<seam>@0.3.0`.
     Now(Now),
+    /// `toolgate:guard/<seam>@0.2.0`.
+    Mid(Mid),
     /// `toolgate:guard/<seam>@0.1.0`.
     Then(Then),
 }
 
-impl<Now, Then> Versioned<Now, Then> {
-    /// The export under either version's name, `0.2.0`'s first.
+impl<Now, Mid, Then> Versioned<Now, Mid, Then> {
+    /// The export under any version's name, the newest first.
     fn find(
         now: wasmtime::Result<Now>,
+        mid: impl FnOnce() -> wasmtime::Result<Mid>,
         then: impl FnOnce() -> wasmtime::Result<Then>,
     ) -> Option<Self> {
-        match now {
-            Ok(now) => Some(Versioned::Now(now)),
-            Err(_) => then().ok().map(Versioned::Then),
+        if let Ok(now) = now {
+            return Some(Versioned::Now(now));
         }
+        if let Ok(mid) = mid() {
+            return Some(Versioned::Mid(mid));
+        }
+        then().ok().map(Versioned::Then)
     }
 }
 
@@ -50,6 +60,7 @@ macro_rules! load_versioned {
     ($export:expr, $store:expr, $instance:expr) => {
         Ok(match $export {
             Versioned::Now(e) => Versioned::Now(e.load($store, $instance)?),
+            Versioned::Mid(e) => Versioned::Mid(e.load($store, $instance)?),
             Versioned::Then(e) => Versioned::Then(e.load($store, $instance)?),
         })
     };
@@ -61,39 +72,74 @@ macro_rules! call_versioned {
     ($guest:expr, $method:ident, $store:expr, $event:expr) => {
         match $guest {
             Versioned::Now(g) => g.$method($store, $event).await,
+            Versioned::Mid(g) => g.$method($store, $event).await,
             Versioned::Then(g) => g.$method($store, $event).await,
         }
     };
 }
 
 /// The typed export lookups of each seam a component exports, and of its
-/// `config` check (`0.2.0` only) when it has one.
+/// `config` check (since `0.2.0`) when it has one.
 #[derive(Clone, Default)]
 pub(crate) struct Exports {
-    routing: Option<Versioned<routing::GuestIndices, v0_1::routing::GuestIndices>>,
-    rewrite: Option<Versioned<rewrite::GuestIndices, v0_1::rewrite::GuestIndices>>,
-    steering: Option<Versioned<steering::GuestIndices, v0_1::steering::GuestIndices>>,
-    result: Option<Versioned<result::GuestIndices, v0_1::result::GuestIndices>>,
-    config: Option<config::GuestIndices>,
+    routing: Option<
+        Versioned<routing::GuestIndices, v0_2::routing::GuestIndices, v0_1::routing::GuestIndices>,
+    >,
+    rewrite: Option<
+        Versioned<rewrite::GuestIndices, v0_2::rewrite::GuestIndices, v0_1::rewrite::GuestIndices>,
+    >,
+    steering: Option<
+        Versioned<
+            steering::GuestIndices,
+            v0_2::steering::GuestIndices,
+            v0_1::steering::GuestIndices,
+        >,
+    >,
+    result: Option<
+        Versioned<result::GuestIndices, v0_2::result::GuestIndices, v0_1::result::GuestIndices>,
+    >,
+    response: Option<response::GuestIndices>,
+    config: Option<ConfigExport>,
+}
+
+/// The `config` export under `0.3.0`'s name or `0.2.0`'s.
+#[derive(Clone)]
+enum ConfigExport {
+    /// `toolgate:guard/config@0.3.0`.
+    Now(config::GuestIndices),
+    /// `toolgate:guard/config@0.2.0`.
+    Mid(v0_2::config::GuestIndices),
 }
 
 impl Exports {
     /// The seams `pre` exports.
     pub(crate) fn new(pre: &InstancePre<Sandbox>) -> Exports {
         Exports {
-            routing: Versioned::find(routing::GuestIndices::new(pre), || {
-                v0_1::routing::GuestIndices::new(pre)
-            }),
-            rewrite: Versioned::find(rewrite::GuestIndices::new(pre), || {
-                v0_1::rewrite::GuestIndices::new(pre)
-            }),
-            steering: Versioned::find(steering::GuestIndices::new(pre), || {
-                v0_1::steering::GuestIndices::new(pre)
-            }),
-            result: Versioned::find(result::GuestIndices::new(pre), || {
-                v0_1::result::GuestIndices::new(pre)
-            }),
-            config: config::GuestIndices::new(pre).ok(),
+            routing: Versioned::find(
+                routing::GuestIndices::new(pre),
+                || v0_2::routing::GuestIndices::new(pre),
+                || v0_1::routing::GuestIndices::new(pre),
+            ),
+            rewrite: Versioned::find(
+                rewrite::GuestIndices::new(pre),
+                || v0_2::rewrite::GuestIndices::new(pre),
+                || v0_1::rewrite::GuestIndices::new(pre),
+            ),
+            steering: Versioned::find(
+                steering::GuestIndices::new(pre),
+                || v0_2::steering::GuestIndices::new(pre),
+                || v0_1::steering::GuestIndices::new(pre),
+            ),
+            result: Versioned::find(
+                result::GuestIndices::new(pre),
+                || v0_2::result::GuestIndices::new(pre),
+                || v0_1::result::GuestIndices::new(pre),
+            ),
+            response: response::GuestIndices::new(pre).ok(),
+            config: config::GuestIndices::new(pre)
+                .map(ConfigExport::Now)
+                .or_else(|_| v0_2::config::GuestIndices::new(pre).map(ConfigExport::Mid))
+                .ok(),
         }
     }
 
@@ -115,11 +161,17 @@ impl Exports {
         let Some(export) = &self.config else {
             return Ok(None);
         };
-        let guest = export.load(&mut *store, instance)?;
-        guest
-            .call_validate_config(store, &config.to_string())
-            .await
-            .map(Some)
+        let config = config.to_string();
+        match export {
+            ConfigExport::Now(e) => {
+                let guest = e.load(&mut *store, instance)?;
+                guest.call_validate_config(store, &config).await.map(Some)
+            }
+            ConfigExport::Mid(e) => {
+                let guest = e.load(&mut *store, instance)?;
+                guest.call_validate_config(store, &config).await.map(Some)
+            }
+        }
     }
 
     /// Whether `seam` is exported.
@@ -129,6 +181,7 @@ impl Exports {
             Seam::Rewrite => self.rewrite.is_some(),
             Seam::Steering => self.steering.is_some(),
             Seam::Result => self.result.is_some(),
+            Seam::Response => self.response.is_some(),
         }
     }
 
@@ -154,7 +207,8 @@ impl Exports {
         check::<RoutingHook>(self, store, instance)?;
         check::<RewriteHook>(self, store, instance)?;
         check::<SteeringHook>(self, store, instance)?;
-        check::<ResultHook>(self, store, instance)
+        check::<ResultHook>(self, store, instance)?;
+        check::<ResponseHook>(self, store, instance)
     }
 }
 
@@ -163,8 +217,9 @@ impl Hook for RoutingHook {
     /// The event and the tools visible so far (the chain's narrowing).
     type Input<'a> = (&'a ToolRoutingDecisionEvent, &'a [String]);
     type Event = types::RoutingEvent;
-    type Export = Versioned<routing::GuestIndices, v0_1::routing::GuestIndices>;
-    type Guest = Versioned<routing::Guest, v0_1::routing::Guest>;
+    type Export =
+        Versioned<routing::GuestIndices, v0_2::routing::GuestIndices, v0_1::routing::GuestIndices>;
+    type Guest = Versioned<routing::Guest, v0_2::routing::Guest, v0_1::routing::Guest>;
     type Returned = Option<Vec<String>>;
     /// The tools to keep, or `None`: no opinion.
     type Reply = Option<Vec<String>>;
@@ -235,8 +290,9 @@ impl Hook for RewriteHook {
     /// chain's rewrite so far, or the event's own call).
     type Input<'a> = (&'a ToolCallDispatchEvent, &'a str, &'a Map<String, Value>);
     type Event = types::DispatchEvent;
-    type Export = Versioned<rewrite::GuestIndices, v0_1::rewrite::GuestIndices>;
-    type Guest = Versioned<rewrite::Guest, v0_1::rewrite::Guest>;
+    type Export =
+        Versioned<rewrite::GuestIndices, v0_2::rewrite::GuestIndices, v0_1::rewrite::GuestIndices>;
+    type Guest = Versioned<rewrite::Guest, v0_2::rewrite::Guest, v0_1::rewrite::Guest>;
     type Returned = Option<types::Rewrite>;
     /// `None`: no rewrite; `Some(Err(why))`: a rewrite whose args are not a
     /// JSON object.
@@ -302,8 +358,12 @@ impl Hook for SteeringHook {
     const SEAM: Seam = Seam::Steering;
     type Input<'a> = &'a BeforeToolCallEvent;
     type Event = types::BeforeToolCallEvent;
-    type Export = Versioned<steering::GuestIndices, v0_1::steering::GuestIndices>;
-    type Guest = Versioned<steering::Guest, v0_1::steering::Guest>;
+    type Export = Versioned<
+        steering::GuestIndices,
+        v0_2::steering::GuestIndices,
+        v0_1::steering::GuestIndices,
+    >;
+    type Guest = Versioned<steering::Guest, v0_2::steering::Guest, v0_1::steering::Guest>;
     type Returned = types::Verdict;
     /// `None`: proceed; a skip's absent `is_error` is `true`, as in
     /// symfonic's `result.get("is_error", True)`.
@@ -365,8 +425,9 @@ impl Hook for ResultHook {
     const SEAM: Seam = Seam::Result;
     type Input<'a> = &'a ToolResultCallbackEvent;
     type Event = types::ToolResultEvent;
-    type Export = Versioned<result::GuestIndices, v0_1::result::GuestIndices>;
-    type Guest = Versioned<result::Guest, v0_1::result::Guest>;
+    type Export =
+        Versioned<result::GuestIndices, v0_2::result::GuestIndices, v0_1::result::GuestIndices>;
+    type Guest = Versioned<result::Guest, v0_2::result::Guest, v0_1::result::Guest>;
     type Returned = ();
     type Reply = ();
 
@@ -411,4 +472,61 @@ impl Hook for ResultHook {
     }
 
     fn lift((): Self::Returned) -> Self::Reply {}
+}
+
+impl Hook for ResponseHook {
+    const SEAM: Seam = Seam::Response;
+    /// The event and the answer as it stands (the previous guard's output,
+    /// or the event's `original_content`).
+    type Input<'a> = (&'a ResponseRenderEvent, &'a str);
+    type Event = types::ResponseEvent;
+    type Export = response::GuestIndices;
+    type Guest = response::Guest;
+    type Returned = Option<String>;
+    /// The answer to show instead, or `None`: keep it.
+    type Reply = Option<String>;
+
+    fn export(exports: &Exports) -> Option<&Self::Export> {
+        exports.response.as_ref()
+    }
+
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest> {
+        export.load(store, instance)
+    }
+
+    fn lower((event, content): Self::Input<'_>, state: &str) -> Self::Event {
+        types::ResponseEvent {
+            run_id: event.run_id.clone(),
+            iteration_index: event.iteration_index,
+            model: event.model.clone(),
+            node_name: event.node_name.clone(),
+            original_content: event.original_content.clone(),
+            content: content.to_string(),
+            state: state.to_string(),
+        }
+    }
+
+    async fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> wasmtime::Result<Self::Returned> {
+        guest.call_render(store, event).await
+    }
+
+    fn run_id(event: &Self::Event) -> &str {
+        &event.run_id
+    }
+
+    fn largest_string(returned: &Self::Returned) -> usize {
+        returned.as_ref().map_or(0, String::len)
+    }
+
+    fn lift(returned: Self::Returned) -> Self::Reply {
+        returned
+    }
 }

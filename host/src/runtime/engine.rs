@@ -8,7 +8,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::runtime::backlog::Backlog;
-use crate::runtime::bindings::{Guard, v0_1};
+use crate::runtime::bindings::{Guard, v0_1, v0_2};
 use crate::runtime::prepared::PreparedSlots;
 use crate::runtime::sandbox::Sandbox;
 use crate::runtime::state::StateStore;
@@ -160,13 +160,24 @@ impl Engine {
         let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config))
             .map_err(|e| crate::Error::Engine(format!("{e:#}")))?;
         let mut linker = Linker::new(&wasmtime);
-        // Both contracts' imports: `0.2.0`'s world, and `0.1.0`'s `host`
-        // and (function-less) `types` under their own names.
+        // Every contract's imports: `0.3.0`'s world, `0.2.0`'s `host`,
+        // `state` and `http`, `0.1.0`'s `host`, and the older (function-less)
+        // `types` under their own names.
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .and_then(|()| Guard::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s))
             .and_then(|()| {
                 v0_1::host::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
             })
+            .and_then(|()| {
+                v0_2::host::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
+            })
+            .and_then(|()| {
+                v0_2::state::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
+            })
+            .and_then(|()| {
+                v0_2::http::add_to_linker::<Sandbox, HasSelf<Sandbox>>(&mut linker, |s| s)
+            })
+            .and_then(|()| linker.instance("toolgate:guard/types@0.2.0").map(drop))
             .and_then(|()| linker.instance("toolgate:guard/types@0.1.0").map(drop))
             .map_err(|e| crate::Error::Engine(format!("{e:#}")))?;
         let state = Arc::new(config.state.open()?);

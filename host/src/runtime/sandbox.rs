@@ -14,7 +14,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::fault::{Fault, ImportRefused};
-use crate::runtime::bindings::{host, http, state, types, v0_1};
+use crate::runtime::bindings::{host, http, state, types, v0_1, v0_2};
 use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::http::CallHttp;
 use crate::runtime::limits::{Limiter, Limits};
@@ -253,6 +253,92 @@ impl v0_1::host::Host for Sandbox {
 
     fn config(&mut self) -> wasmtime::Result<String> {
         host::Host::config(self)
+    }
+}
+
+impl v0_2::host::Host for Sandbox {
+    fn log(&mut self, level: v0_2::host::Level, message: String) -> wasmtime::Result<()> {
+        use v0_2::host::Level as Then;
+        let level = match level {
+            Then::Trace => host::Level::Trace,
+            Then::Debug => host::Level::Debug,
+            Then::Info => host::Level::Info,
+            Then::Warn => host::Level::Warn,
+            Then::Error => host::Level::Error,
+        };
+        host::Host::log(self, level, message)
+    }
+
+    fn config(&mut self) -> wasmtime::Result<String> {
+        host::Host::config(self)
+    }
+}
+
+impl From<v0_2::state::Scope> for state::Scope {
+    fn from(scope: v0_2::state::Scope) -> state::Scope {
+        match scope {
+            v0_2::state::Scope::Run => state::Scope::Run,
+            v0_2::state::Scope::Tenant => state::Scope::Tenant,
+        }
+    }
+}
+
+/// `0.2.0`'s `state`: `0.3.0`'s, word for word.
+impl v0_2::state::Host for Sandbox {
+    async fn get(
+        &mut self,
+        scope: v0_2::state::Scope,
+        key: String,
+    ) -> wasmtime::Result<Option<String>> {
+        state::Host::get(self, scope.into(), key).await
+    }
+
+    async fn set(
+        &mut self,
+        scope: v0_2::state::Scope,
+        key: String,
+        value: String,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<()> {
+        state::Host::set(self, scope.into(), key, value, ttl_ms).await
+    }
+
+    async fn delete(&mut self, scope: v0_2::state::Scope, key: String) -> wasmtime::Result<()> {
+        state::Host::delete(self, scope.into(), key).await
+    }
+
+    async fn add(
+        &mut self,
+        scope: v0_2::state::Scope,
+        key: String,
+        delta: i64,
+        ttl_ms: Option<u64>,
+    ) -> wasmtime::Result<i64> {
+        state::Host::add(self, scope.into(), key, delta, ttl_ms).await
+    }
+}
+
+/// `0.2.0`'s `http`: `0.3.0`'s, word for word.
+impl v0_2::http::Host for Sandbox {
+    async fn send(
+        &mut self,
+        request: v0_2::http::Request,
+    ) -> wasmtime::Result<v0_2::http::Response> {
+        let response = http::Host::send(
+            self,
+            http::Request {
+                method: request.method,
+                url: request.url,
+                headers: request.headers,
+                body: request.body,
+            },
+        )
+        .await?;
+        Ok(v0_2::http::Response {
+            status: response.status,
+            headers: response.headers,
+            body: response.body,
+        })
     }
 }
 

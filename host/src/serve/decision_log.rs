@@ -27,14 +27,24 @@ pub(crate) fn secrets(mask: &[String], request: &DecideRequest) -> Option<Arc<re
     if mask.is_empty() {
         return None;
     }
+    let original = original_content(request);
     let (args, content) = match &request.event {
         Event::Routing(_) => (None, None),
         Event::Rewrite(e) => (Some(&e.args), None),
         Event::Steering(e) => (Some(&e.args), None),
         Event::Result(e) => (None, Some(&e.result)),
+        Event::Response(_) => (None, original.as_ref()),
     };
     let secrets = redact::Secrets::of(mask, args, content, &request.state);
     (!secrets.is_empty()).then(|| Arc::new(secrets))
+}
+
+/// A response event's `original_content`, the content of its line.
+fn original_content(request: &DecideRequest) -> Option<Value> {
+    match &request.event {
+        Event::Response(e) => Some(Value::String(e.original_content.clone())),
+        _ => None,
+    }
 }
 
 /// Writes `decision` of `request`, decided by `chain` of plugin set
@@ -48,8 +58,10 @@ pub(crate) fn record(
 ) {
     let config = log.config();
     let include = config.include;
+    let original = original_content(request);
     let (run_id, call_id, tool_name, args, content) = match &request.event {
         Event::Routing(e) => (&e.run_id, None, None, None, None),
+        Event::Response(e) => (&e.run_id, None, None, None, original.as_ref()),
         Event::Rewrite(e) => (
             &e.run_id,
             Some(&e.call_id),
@@ -98,6 +110,11 @@ pub(crate) fn record(
         }
         _ => None,
     };
+    // A response's answer is content: written only when content is.
+    let answer = decision.result.seam() == crate::event::Seam::Response;
+    if answer && !wanted(include.content, "content") {
+        verdict = Value::Null;
+    }
     let mut secrets = redact::Secrets::default();
     for path in &config.mask {
         let keys: Vec<&str> = path.split('.').collect();
@@ -114,6 +131,9 @@ pub(crate) fn record(
             && let Some(v) = &mut new_args
         {
             redact::mask(v, rest, &mut secrets, true);
+        }
+        if *root == "content" && answer {
+            redact::mask(&mut verdict, rest, &mut secrets, include.content);
         }
     }
     if include.args

@@ -661,6 +661,7 @@ impl<'de> Visitor<'de> for EventSeed {
             Seam::Rewrite => Event::Rewrite(Deserialize::deserialize(d)?),
             Seam::Steering => Event::Steering(Deserialize::deserialize(d)?),
             Seam::Result => Event::Result(Deserialize::deserialize(d)?),
+            Seam::Response => Event::Response(Deserialize::deserialize(d)?),
         }))
     }
 

@@ -7,7 +7,7 @@
 //!
 //! | method | path | answer |
 //! |---|---|---|
-//! | POST | `/v1/{routing,rewrite,steering,result}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
+//! | POST | `/v1/{routing,rewrite,steering,result,response}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
 //! | GET | `/readyz` | 200 `{"status": "ready", ...}` once every tenant's directory is loaded, else 503 `{"status": "loading", "pending": N, "tenants": [...]}` with `Retry-After` (never needs the token; the tenants' names only when no token is configured) |
 //! | GET, DELETE | `/v1/state?tenant=T[&plugin=P][&run=R]` | the guards' state the filter selects (`{"entries": [...]}`: tenant, plugin, run, key, value, ttl_ms), or removes it (`{"removed": N}`); operator only |

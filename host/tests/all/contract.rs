@@ -86,15 +86,15 @@ async fn core_module_is_refused() {
 
 #[tokio::test]
 async fn component_for_another_contract_version_is_refused() {
-    let other = WIT.replace("toolgate:guard@0.1.0", "toolgate:guard@0.3.0");
-    let core = steering_core("0.3.0", 64, "\\00");
+    let other = WIT.replace("toolgate:guard@0.1.0", "toolgate:guard@0.9.0");
+    let core = steering_core("0.9.0", 64, "\\00");
     let msg = refused(&componentize(&other, "steering-guard", core), "v3.wasm").await;
     assert!(
         msg.contains("exports none of the toolgate:guard seams"),
         "{msg}"
     );
     assert!(
-        msg.contains("toolgate:guard/steering@0.3.0"),
+        msg.contains("toolgate:guard/steering@0.9.0"),
         "names what it exports: {msg}"
     );
 }

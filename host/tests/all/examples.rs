@@ -137,6 +137,7 @@ fn bundled() -> tempfile::TempDir {
         ("result-audit.wasm", RESULT_AUDIT),
         ("sql-guard.wasm", SQL_GUARD),
         ("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT),
+        ("pii-redact.wasm", toolgate_tests::PII_REDACT),
     ] {
         std::fs::copy(component, dir.path().join(file)).expect("copy");
     }

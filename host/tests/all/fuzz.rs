@@ -120,6 +120,12 @@ fn valid_event(seam: Seam) -> BoxedStrategy<Value> {
                 json!({"run_id": run, "tool_name": tool, "result": result, "call_id": "c"})
             })
             .boxed(),
+        Seam::Response => (any::<String>(), any::<u32>(), any::<String>(), any::<String>())
+            .prop_map(|(run, i, model, content)| {
+                json!({"run_id": run, "iteration_index": i, "model": model,
+                    "node_name": "react", "original_content": content})
+            })
+            .boxed(),
     }
 }
 
@@ -436,6 +442,7 @@ fn fuzz_valid_events_round_trip_and_a_missing_field_is_named() {
             Event::Rewrite(e) => serde_json::to_value(e),
             Event::Steering(e) => serde_json::to_value(e),
             Event::Result(e) => serde_json::to_value(e),
+            Event::Response(e) => serde_json::to_value(e),
         }
         .expect("serialises");
         prop_assert_eq!(event_of(seam, back).expect("reparses"), event);
@@ -582,9 +589,11 @@ fn fuzz_request_bodies_get_200_or_a_named_400() {
         let (status, answer) = post(&runtime, &router, &format!("/v1/{seam}"), body);
         if status == StatusCode::OK {
             // No guards: the answer is the seam's neutral value, every
-            // visible tool at routing and null elsewhere.
+            // visible tool at routing, the original answer at response and
+            // null elsewhere.
             let neutral = match (seam, &sent) {
                 (Seam::Routing, Some(sent)) => sent["event"]["narrowed_tool_names"].clone(),
+                (Seam::Response, Some(sent)) => sent["event"]["original_content"].clone(),
                 _ => Value::Null,
             };
             prop_assert_eq!(&answer, &neutral, "{:?}", sent);
@@ -617,6 +626,8 @@ fn fuzz_valid_requests_are_answered() {
         let expected = match seam {
             // No guard narrows: every visible tool stays.
             Seam::Routing => event["narrowed_tool_names"].clone(),
+            // No guard renders: the answer is the original.
+            Seam::Response => event["original_content"].clone(),
             _ => Value::Null,
         };
         prop_assert_eq!(answer, expected);

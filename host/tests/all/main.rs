@@ -76,6 +76,7 @@ mod prepared;
 mod redis_server;
 mod reload;
 mod remote;
+mod response;
 mod server;
 mod server_log;
 mod shadow;

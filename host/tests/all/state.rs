@@ -1,6 +1,6 @@
 //! Guard state: scopes the host chooses, exact under concurrency, nothing
 //! of a faulted call left behind, budgets that fault by class, and the
-//! `0.1.0` contract loading beside `0.2.0`.
+//! `0.1.0` and `0.2.0` contracts loading beside `0.3.0`.
 //!
 //! The guest is `stateful` (tests/guests/stateful), whose state operations
 //! come from its config; two plugins of the same name share a scope, so a
@@ -599,6 +599,64 @@ async fn a_guard_built_against_0_1_0_loads_and_decides_as_before() {
         let b = chain(&[&new]).steering(&event, &no_state()).await;
         assert_eq!(a.result, b.result, "{event:?}");
         assert_eq!(a.trace[0].outcome, b.trace[0].outcome);
+    }
+}
+
+#[tokio::test]
+async fn a_guard_built_against_0_2_0_loads_and_decides_as_before() {
+    // Built from the last 0.2.0 SDK (host/tests/fixtures/v0.2.0/README.md):
+    // it imports `state@0.2.0` and exports `steering@0.2.0` and
+    // `config@0.2.0`.
+    let then = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/v0.2.0/tool-call-limit.wasm"
+    );
+    let engine = roomy();
+    let config = json!({"tool": "send_email", "run_limit": 2});
+    let old = plugin_with(
+        &engine,
+        "old",
+        then,
+        config.clone(),
+        Limits::default(),
+        OnError::Skip,
+    )
+    .await;
+    let new = plugin_with(
+        &engine,
+        "new",
+        TOOL_CALL_LIMIT,
+        config,
+        Limits::default(),
+        OnError::Skip,
+    )
+    .await;
+    assert!(old.uses_state() && old.validates_config());
+    let mut skips = 0;
+    for call in 0..4 {
+        let event = steering("send_email", json!({"n": call}));
+        let a = chain(&[&old]).steering(&event, &no_state()).await;
+        let b = chain(&[&new]).steering(&event, &no_state()).await;
+        assert_eq!(a.result, b.result, "call {call}");
+        assert_eq!(a.trace[0].fault, None, "call {call}: {:?}", a.trace[0]);
+        skips += usize::from(a.result.is_some());
+    }
+    assert_eq!(skips, 2, "the run's third and fourth calls are refused");
+    // Its `config@0.2.0` check still runs at load.
+    let spec = toolgate::PluginSpec {
+        config: json!({"tool": "send_email"}),
+        name: "old".into(),
+        ..toolgate::PluginSpec::new(then)
+    };
+    match Plugin::load(&engine, spec).await {
+        Err(toolgate::Error::ConfigRefused { message, .. }) => {
+            assert!(
+                message.contains("set run_limit, thread_limit or both"),
+                "{message}"
+            );
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(_) => panic!("loaded"),
     }
 }
 

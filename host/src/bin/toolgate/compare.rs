@@ -73,6 +73,7 @@ fn change(a: &Answer, b: &Answer) -> Option<&'static str> {
         (Verdict::Routing(_), _) => "narrowing changed",
         // Not met: a result is always observed, the same.
         (Verdict::Result, _) => "result changed",
+        (Verdict::Response(_), _) => "answer changed",
     })
 }
 
@@ -176,6 +177,7 @@ fn describe(event: &Event) -> String {
         Event::Rewrite(e) => (&e.run_id, Some(&e.call_id)),
         Event::Steering(e) => (&e.run_id, Some(&e.call_id)),
         Event::Result(e) => (&e.run_id, Some(&e.call_id)),
+        Event::Response(e) => (&e.run_id, None),
     };
     match call {
         Some(call) => format!("{} ({run}/{call})", what(event)),

@@ -153,6 +153,7 @@ pub(crate) fn what(event: &Event) -> String {
         Event::Rewrite(e) => format!("rewrite {}", e.tool_name),
         Event::Steering(e) => format!("steering {}", e.tool_name),
         Event::Result(e) => format!("result {}", e.tool_name),
+        Event::Response(e) => format!("response of {}", e.node_name),
     }
 }
 

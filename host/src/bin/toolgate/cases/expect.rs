@@ -110,6 +110,7 @@ fn actions(seam: Seam) -> &'static [&'static str] {
         Seam::Rewrite => &["rewrite", "proceed"],
         Seam::Steering => &["skip", "proceed"],
         Seam::Result => &["observed"],
+        Seam::Response => &["render"],
     }
 }
 
@@ -141,12 +142,15 @@ impl Expect {
                 Ok(())
             }
         };
-        only("content", raw.content.is_some(), Seam::Steering)?;
-        only(
-            "content_contains",
-            raw.content_contains.is_some(),
-            Seam::Steering,
-        )?;
+        // The response seam's answer is its content.
+        if seam != Seam::Response {
+            only("content", raw.content.is_some(), Seam::Steering)?;
+            only(
+                "content_contains",
+                raw.content_contains.is_some(),
+                Seam::Steering,
+            )?;
+        }
         only("is_error", raw.is_error.is_some(), Seam::Steering)?;
         only("tools", raw.tools.is_some(), Seam::Routing)?;
         only("tool_name", raw.tool_name.is_some(), Seam::Rewrite)?;
@@ -237,7 +241,11 @@ impl Expect {
                 a == got,
             );
         }
-        let field = |name: &str| result.get(name).cloned().unwrap_or(Value::Null);
+        let field = |name: &str| match result {
+            // The response seam's result is the answer: its content.
+            Value::String(_) if name == "content" => result.clone(),
+            _ => result.get(name).cloned().unwrap_or(Value::Null),
+        };
         // A key that expects one field of the result to be exactly a value.
         let same = |key: &'static str, expected: Option<Value>| {
             expected.map(|expected| {
@@ -308,11 +316,12 @@ impl Expect {
 }
 
 /// The chain's answer as an `action`: `narrow`, `rewrite`, `skip`,
-/// `proceed` or `observed`.
+/// `proceed`, `observed` or `render`.
 fn action(seam: Seam, result: &Value) -> &'static str {
     match (seam, result.is_null()) {
         (Seam::Routing, _) => "narrow",
         (Seam::Result, _) => "observed",
+        (Seam::Response, _) => "render",
         (Seam::Rewrite, false) => "rewrite",
         (Seam::Steering, false) => "skip",
         (_, true) => "proceed",

@@ -100,6 +100,13 @@ pub(crate) fn run(args: NewArgs) -> Result<()> {
                 "unknown seam {s:?}: routing, rewrite, steering or result"
             ))
         })?;
+        if seam == Seam::Response {
+            return Err(bad(
+                "the response seam has no project template yet: write it by hand against \
+                 the Rust SDK (plugins/rust has none yet either)"
+                    .to_string(),
+            ));
+        }
         if !seams.contains(&seam) {
             seams.push(seam);
         }
@@ -326,6 +333,11 @@ fn case(name: &str, seam: Seam, i: usize) -> String {
             "an error result is observed",
             r#"{ run_id = "r1", tool_name = "search", call_id = "c2", result = "timed out", is_error = true }"#,
             format!(r#"{{ guards = {{ {name} = "observed" }} }}"#),
+        ),
+        (Seam::Response, _) => (
+            "an answer is given as it is",
+            r#"{ run_id = "r1", iteration_index = 0, model = "m", node_name = "react", original_content = "done" }"#,
+            format!(r#"{{ action = "render", guards = {{ {name} = "proceed" }} }}"#),
         ),
     };
     format!("[[case]]\nname = \"{title}\"\nseam = \"{seam}\"\nevent = {event}\nexpect = {expect}\n")
