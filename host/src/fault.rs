@@ -1,5 +1,6 @@
 //! Classifying why a guard call failed, from the error's type alone.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use wasmtime::Trap;
 
@@ -16,7 +17,7 @@ use wasmtime::Trap;
 /// is not counted toward quarantine and never decides anything — the
 /// request is answered as not decided (backpressure: HTTP 503 with
 /// `Retry-After`, `toolgate.BusyError`), see docs/failures.md.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
     /// The call burnt its fuel budget.

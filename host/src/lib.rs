@@ -170,6 +170,7 @@ pub mod decision_log {
     pub use crate::runtime::decision_log::{
         DecisionLog, DecisionLogConfig, Include, Sink, dropped_total, redact::MASKED,
     };
+    pub use crate::serve::decision_line::schema;
 }
 
 /// The log every face writes (`$TOOLGATE_LOG`).

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -21,7 +22,7 @@ use crate::fault::Fault;
 use crate::runtime::decision_log::redact::Secrets;
 
 /// What one guard did with one event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// Steering: let the call run. Rewrite / routing: returned nothing.
@@ -173,8 +174,12 @@ impl Verdict {
         }
     }
 
+    /// Every name [`as_str`](Verdict::as_str) gives.
+    pub const WORDS: [&'static str; 6] =
+        ["proceed", "skip", "rewrite", "narrow", "observed", "render"];
+
     /// Its name in metrics: `narrow`, `rewrite`, `skip`, `proceed` (no
-    /// rewrite, no skip) or `observed`.
+    /// rewrite, no skip), `observed` or `render` (response).
     pub fn as_str(&self) -> &'static str {
         match self {
             Verdict::Routing(_) => "narrow",

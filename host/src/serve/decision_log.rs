@@ -2,15 +2,17 @@
 //! (they all decide through [`DecideRequest::decide`]): what was asked,
 //! what was answered, and each guard's part in it, with the input left
 //! out unless the operator opted in, masked and cut (`runtime/decision_log`
-//! queues and writes it). The line's shape is `docs/decision-log.schema.json`.
+//! queues and writes it). The line's shape is [`DecisionLine`], published as
+//! `docs/decision-log.schema.json`.
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::call::chain::{Chain, Decision, GuardTrace, Verdict};
 use crate::event::Event;
 use crate::runtime::decision_log::{DecisionLog, now_rfc3339, redact};
+use crate::serve::decision_line::{DecisionLine, GuardLine};
 use crate::serve::request::DecideRequest;
 
 /// The input parts a line may carry, by the name `include` and `mask` use.
@@ -141,56 +143,44 @@ pub(crate) fn record(
     {
         rewrite.insert("args".into(), a);
     }
-    let guard = |entry: &GuardTrace| {
-        let digest = chain
+    let shadow = decision.shadow.as_ref();
+    let line = DecisionLine {
+        time: now_rfc3339(),
+        seam: request.event.seam(),
+        tenant: request.tenant.as_deref(),
+        run_id: run_id.as_str(),
+        call_id: call_id.map(String::as_str),
+        tool_name: tool_name.map(String::as_str),
+        generation,
+        verdict: decision.result.as_str(),
+        decision: verdict,
+        guards: guard_lines(chain, &decision.trace),
+        shadow: shadow.map(|s| guard_lines(chain, &s.trace)),
+        shadow_verdict: shadow.map(|s| s.result.as_str()),
+        agrees: shadow.and_then(|s| s.agrees),
+        args: parts.args.filter(|_| include.args),
+        content: parts.content.filter(|_| include.content),
+        state: parts.state.filter(|_| include.state),
+    };
+    let Ok(mut line) = serde_json::to_value(&line) else {
+        return;
+    };
+    redact::scrub_and_cut(&mut line, &secrets, config.max_string_bytes);
+    log.submit(line);
+}
+
+/// `trace`'s entries as the line writes them, each with its component's
+/// digest.
+fn guard_lines<'a>(chain: &'a Chain, trace: &'a [GuardTrace]) -> Vec<GuardLine<'a>> {
+    let digest = |entry: &GuardTrace| {
+        chain
             .plugins()
             .iter()
             .find(|p| p.name() == entry.plugin)
-            .map(|p| p.digest());
-        let mut g = json!({
-            "plugin": entry.plugin,
-            "digest": digest,
-            "outcome": entry.outcome,
-            "fault": entry.fault,
-            "fuel": entry.fuel_used,
-            "micros": entry.micros,
-            "mode": entry.mode,
-        });
-        if let (Some(detail), Value::Object(g)) = (&entry.detail, &mut g) {
-            g.insert("detail".into(), detail.as_str().into());
-        }
-        g
+            .map(|p| p.digest())
     };
-    let guards: Vec<Value> = decision.trace.iter().map(guard).collect();
-    let mut line = Map::new();
-    line.insert("time".into(), now_rfc3339().into());
-    line.insert("seam".into(), request.event.seam().as_str().into());
-    line.insert("tenant".into(), request.tenant.as_deref().into());
-    line.insert("run_id".into(), run_id.as_str().into());
-    line.insert("call_id".into(), call_id.map(String::as_str).into());
-    line.insert("tool_name".into(), tool_name.map(String::as_str).into());
-    line.insert("generation".into(), generation.into());
-    line.insert("verdict".into(), decision.result.as_str().into());
-    line.insert("decision".into(), verdict);
-    line.insert("guards".into(), guards.into());
-    if let Some(shadow) = &decision.shadow {
-        let guards: Vec<Value> = shadow.trace.iter().map(guard).collect();
-        line.insert("shadow".into(), guards.into());
-        line.insert("shadow_verdict".into(), shadow.result.as_str().into());
-        if let Some(agrees) = shadow.agrees {
-            line.insert("agrees".into(), agrees.into());
-        }
-    }
-    for (name, part, on) in [
-        ("args", parts.args, include.args),
-        ("content", parts.content, include.content),
-        ("state", parts.state, include.state),
-    ] {
-        if let (true, Some(v)) = (on, part) {
-            line.insert(name.into(), v);
-        }
-    }
-    let mut line = Value::Object(line);
-    redact::scrub_and_cut(&mut line, &secrets, config.max_string_bytes);
-    log.submit(line);
+    trace
+        .iter()
+        .map(|entry| GuardLine::of(entry, digest(entry)))
+        .collect()
 }

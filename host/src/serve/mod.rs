@@ -7,6 +7,7 @@
 //! package).
 
 pub(crate) mod connections;
+pub(crate) mod decision_line;
 pub(crate) mod decision_log;
 pub(crate) mod describe;
 pub(crate) mod logging;

@@ -15,14 +15,13 @@ use toolgate::decision_log::DecisionLog;
 use toolgate::event::Seam;
 use toolgate::manifest::{Manifest, Scope};
 use toolgate::{DecideRequest, Metrics, Registry, RegistryOptions};
-use toolgate_tests::{ECHO, FETCHER, HIDE_ADMIN_TOOLS, RESULT_AUDIT, SQL_GUARD};
+use toolgate_tests::{ECHO, FETCHER, HIDE_ADMIN_TOOLS, RENDER, RESULT_AUDIT, SQL_GUARD, STATEFUL};
 
 use crate::engine;
 
-/// Parses `text`'s lines. (Each line's shape is checked against
-/// `docs/decision-log.schema.json` by `tests/langs/test_decision_log.py`,
-/// with Python's `jsonschema`: the Rust validators' dependencies would
-/// change `serde_json`'s features in test builds only.)
+/// Parses `text`'s lines. (Their shape is checked against the published
+/// schema by `every_line_the_host_writes_matches_the_published_schema`,
+/// and by `tests/langs/test_decision_log.py` for `replay` and `check`.)
 fn lines(text: &str) -> Vec<Value> {
     text.lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
@@ -608,4 +607,140 @@ fn a_tenant_manifest_cannot_set_the_decision_log_and_bad_keys_are_named() {
         Scope::Global,
     )
     .expect("valid");
+}
+
+/// `docs/decision-log.schema.json` is the schema the host generates from
+/// its line's types; `TOOLGATE_BLESS=1` writes it.
+#[test]
+fn the_published_schema_is_the_generated_one() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/decision-log.schema.json");
+    let generated =
+        serde_json::to_string_pretty(&toolgate::decision_log::schema()).expect("json") + "\n";
+    if std::env::var_os("TOOLGATE_BLESS").is_some() {
+        std::fs::write(&path, &generated).expect("write the schema");
+    }
+    let published = std::fs::read_to_string(&path).expect("the published schema");
+    assert!(
+        published == generated,
+        "docs/decision-log.schema.json differs from the schema generated from the line's \
+         types (serve/decision_line.rs); regenerate it with \
+         `TOOLGATE_BLESS=1 cargo test -p toolgate --test all -- decision_log::the_published_schema`"
+    );
+}
+
+/// `line`'s violations of the generated schema, one string each.
+fn violations(line: &Value) -> Vec<String> {
+    let schema = toolgate::decision_log::schema();
+    let id = schema["$id"].as_str().expect("an $id").to_string();
+    let mut compiler = boon::Compiler::new();
+    compiler.add_resource(&id, schema).expect("the schema");
+    let mut schemas = boon::Schemas::new();
+    let index = compiler.compile(&id, &mut schemas).expect("compiles");
+    match schemas.validate(line, index) {
+        Ok(()) => vec![],
+        Err(e) => vec![format!("{e:#}")],
+    }
+}
+
+/// Real lines, written by a registry's file sink: every seam (the
+/// response seam's final answer included), global and a tenant's, a
+/// shadow guard beside the enforced ones, and a shadow guard the host
+/// could not run (its tenant within its quarter of a full state store:
+/// `unavailable`, `state-full`, no `agrees`) — each matches the schema the
+/// host publishes. The host's other faults (`capacity`, `share-exhausted`,
+/// `overloaded`) cannot be had on demand in a shadow run (and an enforced
+/// one writes no line): the same real line with each of them matches too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_line_the_host_writes_matches_the_published_schema() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, out) = (
+        tmp.path().join("plugins"),
+        tmp.path().join("decisions.jsonl"),
+    );
+    let shadow = format!(
+        "\n[[plugin]]\npath = \"render.wasm\"\n[plugin.config]\nappend = \" ok\"\n\n\
+         [[plugin]]\npath = \"stateful.wasm\"\nmode = \"shadow\"\n[plugin.config]\n\
+         ops = [{{ op = \"set\", scope = \"run\", key = \"k\", value = \"{}\" }}]\n",
+        "v".repeat(30 << 10)
+    );
+    let manifest = masking_manifest(&format!("path = {:?}", out.display().to_string())) + &shadow;
+    plugin_dir(
+        &dir,
+        &[
+            HIDE_ADMIN_TOOLS,
+            FETCHER,
+            ECHO,
+            RESULT_AUDIT,
+            RENDER,
+            STATEFUL,
+        ],
+        &manifest,
+    );
+    for tenant in ["a", "b", "c", "d", "e"] {
+        std::fs::create_dir_all(dir.join("tenants").join(tenant)).expect("tenant dir");
+    }
+    // 400 KiB in all, a quarter each: four tenants' shadow writes fill
+    // it, and the fifth's second run, within its quarter, is refused.
+    let engine = crate::state::with_state(toolgate::StateBackend::Memory {
+        capacity: 400 << 10,
+    });
+    let reg = Registry::open_with(engine, &dir, RegistryOptions::default())
+        .await
+        .expect("registry");
+    assert!(
+        reg.plugin_set().errors.is_empty(),
+        "{:?}",
+        reg.plugin_set().errors
+    );
+    decide_every_seam(&reg, None).await;
+    decide_every_seam(&reg, Some("a")).await;
+    let response = json!({"event": {"run_id": "r", "iteration_index": 0, "model": "m",
+        "node_name": "react", "original_content": "hello"}, "state": {}});
+    assert_eq!(decide(&reg, Seam::Response, response).await, "hello ok");
+    let steer = |tenant: &str, run: &str| {
+        json!({"tenant": tenant, "state": {},
+               "event": {"run_id": run, "call_id": "c", "tool_name": "t", "args": {}}})
+    };
+    for tenant in ["b", "c", "d", "e"] {
+        for run in ["r1", "r2", "r3"] {
+            decide(&reg, Seam::Steering, steer(tenant, run)).await;
+        }
+    }
+    log_of(&reg).flush().await;
+    let lines = lines(&std::fs::read_to_string(&out).expect("the log"));
+    assert_eq!(lines.len(), 4 + 4 + 1 + 12, "one line per decision");
+    let seams: std::collections::BTreeSet<&str> =
+        lines.iter().filter_map(|l| l["seam"].as_str()).collect();
+    assert_eq!(seams.len(), Seam::ALL.len(), "{seams:?}");
+    let full: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["shadow"][0]["fault"] == "state-full")
+        .collect();
+    assert!(!full.is_empty(), "a shadow run on a full store");
+    assert!(
+        full.iter()
+            .all(|l| l["shadow"][0]["outcome"] == "unavailable" && l.get("agrees").is_none()),
+        "{full:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l["agrees"].is_boolean()),
+        "a shadow run that compared"
+    );
+    let mut checked = lines.clone();
+    for fault in ["capacity", "share-exhausted", "overloaded"] {
+        let mut line = full[0].clone();
+        line["shadow"][0]["fault"] = fault.into();
+        checked.push(line);
+    }
+    for line in &checked {
+        let errors = violations(line);
+        assert!(errors.is_empty(), "{line}: {errors:?}");
+    }
+    // The schema is not a yes to everything.
+    let mut wrong = full[0].clone();
+    wrong["shadow"][0]["fault"] = "no-such-fault".into();
+    assert!(
+        !violations(&wrong).is_empty(),
+        "an unknown fault is refused"
+    );
 }
