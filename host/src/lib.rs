@@ -71,7 +71,7 @@ pub use call::plugin::{Mode, OnError, Plugin, PluginSpec, digest};
 pub use call::snapshot::{SnapshotMode, SnapshotStatus};
 pub use error::{Error, ManifestError};
 pub use event::{Event, Seam};
-pub use fault::Fault;
+pub use fault::{Fault, Whose};
 pub use tenant::TenantName;
 
 // What every call shares: the engine, per-plugin limits, tenants' shares.

@@ -212,11 +212,7 @@ impl Drop for Ticket<'_> {
 /// Whether a fault counts toward quarantine: the guard's own doing, and
 /// not a call refused because it is quarantined already.
 fn counts(fault: Fault) -> bool {
-    fault.is_guards()
-        && !matches!(
-            fault,
-            Fault::Quarantined | Fault::StateUnavailable | Fault::HttpFailed
-        )
+    fault.counts_toward_quarantine()
 }
 
 impl Quarantine {
