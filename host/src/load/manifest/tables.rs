@@ -156,6 +156,18 @@ macro_rules! with_limit_keys {
             $($after)*
         }
 
+        impl $name {
+            /// Where `key` (one of the limit keys) is written in the
+            /// manifest; `None` for a key it does not set or does not know.
+            #[allow(dead_code, reason = "read on RawLimits; the other tables become one first")]
+            pub(super) fn span_of(&self, key: &str) -> Option<Range<usize>> {
+                match key {
+                    $( stringify!($key) => self.$key.as_ref().map(Spanned::span), )*
+                    _ => None,
+                }
+            }
+        }
+
         /// Its limit keys, as a table of their own.
         impl From<&$name> for RawLimits {
             fn from(table: &$name) -> RawLimits {
@@ -215,23 +227,7 @@ impl RawLimits {
         match limits.above(ceiling) {
             None => Ok(limits),
             Some((k, value, max)) => {
-                let span = match k {
-                    "fuel" => self.fuel.as_ref().map(Spanned::span),
-                    "memory_mib" => self.memory_mib.as_ref().map(Spanned::span),
-                    "timeout_ms" => self.timeout_ms.as_ref().map(Spanned::span),
-                    "max_return_kib" => self.max_return_kib.as_ref().map(Spanned::span),
-                    "host_calls" => self.host_calls.as_ref().map(Spanned::span),
-                    "state_ops" => self.state_ops.as_ref().map(Spanned::span),
-                    "state_keys" => self.state_keys.as_ref().map(Spanned::span),
-                    "state_kib" => self.state_kib.as_ref().map(Spanned::span),
-                    "state_run_ttl_s" => self.state_run_ttl_s.as_ref().map(Spanned::span),
-                    "state_max_ttl_s" => self.state_max_ttl_s.as_ref().map(Spanned::span),
-                    "http_requests" => self.http_requests.as_ref().map(Spanned::span),
-                    "http_request_kib" => self.http_request_kib.as_ref().map(Spanned::span),
-                    "http_response_kib" => self.http_response_kib.as_ref().map(Spanned::span),
-                    _ => self.log_kib.as_ref().map(Spanned::span),
-                }
-                .unwrap_or(0..0);
+                let span = self.span_of(k).unwrap_or(0..0);
                 Err((
                     span,
                     format!("{prefix}.{k}"),
@@ -308,5 +304,60 @@ impl RawLimits {
             limits.http_response_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::RawLimits;
+    use crate::runtime::limits::Limits;
+
+    /// A tenant's key above the operator's ceiling is named, and pointed
+    /// at, as itself: every limit key, each alone.
+    #[test]
+    fn every_limit_key_above_its_ceiling_is_pointed_at_where_it_is_written() {
+        let ceiling = Limits {
+            fuel: 1,
+            memory_bytes: 1 << 20,
+            timeout: Duration::from_millis(1),
+            max_return_bytes: 1 << 10,
+            host_calls: 1,
+            log_bytes: 1 << 10,
+            state_ops: 1,
+            state_keys: 1,
+            state_bytes: 1 << 10,
+            state_run_ttl: Duration::from_secs(1),
+            state_max_ttl: Duration::from_secs(1),
+            http_requests: 1,
+            http_request_bytes: 1 << 10,
+            http_response_bytes: 1 << 10,
+        };
+        let keys = [
+            "fuel",
+            "memory_mib",
+            "timeout_ms",
+            "max_return_kib",
+            "host_calls",
+            "log_kib",
+            "state_ops",
+            "state_keys",
+            "state_kib",
+            "state_run_ttl_s",
+            "state_max_ttl_s",
+            "http_requests",
+            "http_request_kib",
+            "http_response_kib",
+        ];
+        for key in keys {
+            let text = format!("# a comment\n{key} = 2\n");
+            let raw: RawLimits = toml::from_str(&text).expect("a limits table");
+            let (span, named, _) = raw
+                .apply(ceiling.clone(), "plugin", 1 << 30, Some(&ceiling))
+                .expect_err("above the ceiling");
+            assert_eq!(named, format!("plugin.{key}"));
+            assert_eq!(&text[span], "2", "{key}'s own value");
+        }
     }
 }
