@@ -155,10 +155,10 @@ pub mod bench {
     };
 }
 
-/// `toolgate serve`: the four seams over HTTP.
+/// `toolgate serve`: the seams over HTTP.
 pub mod server {
     pub use crate::serve::server::{
-        ServerConfig, exposure_warning, router, serve, serve_with, shutdown_signal,
+        Draining, ServerConfig, Stop, exposure_warning, router, serve, serve_with, shutdown_signal,
     };
 }
 

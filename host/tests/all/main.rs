@@ -63,6 +63,7 @@ mod contract;
 mod decision_log;
 mod examples;
 mod file_server;
+mod fleet;
 mod fresh;
 mod fuzz;
 mod hostile;
