@@ -5,7 +5,6 @@
 //! every call is answered by a guard, and a budget never lets more through
 //! than its limit.
 
-use std::io::Write;
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -33,33 +32,17 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// haproxy in the foreground, balancing over `replicas` (host:port) with
-/// `/readyz` as the health check, retrying a call whose replica refused
-/// the connection or closed it unanswered on another replica.
-fn haproxy(dir: &Path, port: u16, replicas: &[&str]) -> KillOnDrop {
-    let servers: String = replicas
-        .iter()
-        .enumerate()
-        .map(|(i, addr)| format!("    server r{i} {addr} check\n"))
-        .collect();
-    let config = format!(
-        "global\n    maxconn 256\n\
-         defaults\n    mode http\n    timeout connect 1s\n    timeout client 30s\n\
-         \x20   timeout server 30s\n    retries 3\n    option redispatch 1\n\
-         \x20   option http-buffer-request\n\
-         \x20   retry-on conn-failure empty-response\n\
-         frontend calls\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\
-         backend replicas\n    balance roundrobin\n    option httpchk GET /readyz\n\
-         \x20   http-check expect status 200\n    default-server inter 100ms fall 1 rise 2\n\
-         {servers}"
-    );
-    let path = dir.join("haproxy.cfg");
-    std::fs::File::create(&path)
-        .and_then(|mut f| f.write_all(config.as_bytes()))
-        .expect("haproxy.cfg");
+/// haproxy in the foreground with `deploy/local/haproxy.cfg` (the file
+/// the deploy recipe uses), balancing over `replicas` (host:port).
+fn haproxy(port: u16, replicas: [&str; 3]) -> KillOnDrop {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/local/haproxy.cfg");
     let spawned = Command::new("haproxy")
         .args(["-db", "-q", "-f"])
-        .arg(&path)
+        .arg(&config)
+        .env("TOOLGATE_LB", format!("127.0.0.1:{port}"))
+        .env("TOOLGATE_R0", replicas[0])
+        .env("TOOLGATE_R1", replicas[1])
+        .env("TOOLGATE_R2", replicas[2])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
@@ -212,7 +195,7 @@ async fn three_replicas_behind_haproxy_lose_no_call_and_keep_the_budget_while_on
         until_ok(&client, &format!("http://{addr}/readyz")).await;
     }
     let port = free_port();
-    let _balancer = haproxy(dir.path(), port, &[&addr_killed, &addr_drained, &addr_kept]);
+    let _balancer = haproxy(port, [&addr_killed, &addr_drained, &addr_kept]);
     let base = format!("http://127.0.0.1:{port}");
     until_ok(&client, &format!("{base}/readyz")).await;
 
