@@ -108,6 +108,7 @@ pub mod manifest {
 /// Plugins fetched by digest from a URL or an OCI registry, and publishing
 /// one (`toolgate push`; `docs/plugins.md`, "Remote plugin sources").
 pub mod remote {
+    pub use crate::load::remote::signature::{SigningKey, Trust, TrustedKey};
     pub use crate::load::remote::{
         PushOptions, Remote, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, push,
     };

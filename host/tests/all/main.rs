@@ -81,6 +81,7 @@ mod response;
 mod server;
 mod server_log;
 mod shadow;
+mod signatures;
 mod snapshot;
 mod state;
 mod state_redis;
