@@ -181,3 +181,65 @@ fn a_new_rust_guard_builds_and_passes_its_tests_as_generated() {
         "2 passed, 0 failed\n"
     );
 }
+
+/// The binary alone, copied into an empty directory outside the checkout
+/// with an empty cache: `new`, `build` and `test` work from the SDK the
+/// binary carries, for Rust and TypeScript. The toolchains (the Rust SDK's
+/// compiled dependencies, componentize-js's packages) are kept between runs
+/// under the tests' target directory; the SDK itself is extracted afresh.
+#[test]
+fn the_binary_alone_scaffolds_builds_and_tests_rust_and_ts_guards() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let bin = home.path().join("bin/toolgate");
+    std::fs::create_dir_all(bin.parent().expect("bin dir")).expect("mkdir");
+    std::fs::copy(BIN, &bin).expect("copy the binary");
+    let cache = home.path().join("cache");
+    let toolchains = Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-guard-toolchains");
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    let run = |dir: &Path, args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(args)
+            .current_dir(dir)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("TOOLGATE_TOOLCHAINS", &toolchains)
+            .env_remove("TOOLGATE_SDK")
+            .env_remove("CARGO_TARGET_DIR")
+            .env("TOOLGATE_LOG", "error")
+            .output()
+            .expect("run the copied toolgate");
+        assert!(
+            out.status.success(),
+            "toolgate {args:?} in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for (lang, name) in [("rust", "alone-rs"), ("ts", "alone-ts")] {
+        run(&work, &["new", lang, name, "--seam", "steering"]);
+        let project = work.join(name);
+        let built = run(&project, &["build", "."]);
+        assert!(built.starts_with(&format!("built {name}.wasm")), "{built}");
+        assert_eq!(run(&project, &["test"]), "2 passed, 0 failed\n", "{lang}");
+    }
+    // The SDK came out of the binary, into the cache; the Rust guard
+    // depends on that copy and builds in the shared target directory.
+    let sdk: Vec<_> = std::fs::read_dir(cache.join("toolgate/sdk"))
+        .expect("the SDK extracted into the cache")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(sdk.len(), 1, "{sdk:?}");
+    assert!(sdk[0].join("guest-sdk/rust/Cargo.toml").is_file());
+    let cargo = text(&work.join("alone-rs"), "Cargo.toml");
+    assert!(cargo.contains(&*sdk[0].to_string_lossy()), "{cargo}");
+    let config = text(&work.join("alone-rs"), ".cargo/config.toml");
+    assert!(
+        config.contains(&*toolchains.join("rust-target").to_string_lossy()),
+        "{config}"
+    );
+    // The cache cleared: the next build puts the SDK back.
+    std::fs::remove_dir_all(cache.join("toolgate/sdk")).expect("clear the cache");
+    run(&work.join("alone-rs"), &["build", "."]);
+    assert!(sdk[0].join("guest-sdk/rust/Cargo.toml").is_file());
+}

@@ -159,8 +159,26 @@ fn project(
     let (source, sdk_note) = match lang {
         Lang::Rust => {
             let root = sdk_root(sdk, Path::new("."), "rust/Cargo.toml")?;
-            let root = root.canonicalize().unwrap_or(root).display().to_string();
+            let root = root.canonicalize().unwrap_or(root);
+            // The SDK's lock file: the guard starts from the dependency versions the SDK
+            // is tested with, the ones the shared build cache already holds.
+            let lock =
+                std::fs::read_to_string(root.join("rust/Cargo.lock")).with_context(|| {
+                    format!("cannot read {}", root.join("rust/Cargo.lock").display())
+                })?;
+            let target = crate::sdk::toolchains()?.join("rust-target");
+            let root = root.display().to_string();
             files.push(("Cargo.toml".into(), fill(RUST_CARGO, &[("SDK", &root)])));
+            files.push(("Cargo.lock".into(), lock));
+            files.push((
+                ".cargo/config.toml".into(),
+                format!(
+                    "# Every guard made by `toolgate new` builds in one target directory, so the\n\
+                     # SDK's dependencies compile once for all of them.\n\
+                     [build]\ntarget-dir = {:?}\n",
+                    target.display().to_string()
+                ),
+            ));
             files.push((
                 "src/lib.rs".into(),
                 fill(RUST_LIB, &[("EXPORTS", &seam_list)]),
@@ -169,10 +187,13 @@ fn project(
                 "src/lib.rs",
                 format!(
                     "The crate `toolgate-guest`, by path: `Cargo.toml` names `{root}/rust`, \
-                     where `toolgate new` found it (`--sdk`, `$TOOLGATE_SDK`, or the first \
-                     `guest-sdk` above the current directory or the `toolgate` executable). \
-                     Move the SDK, and edit that path. Building needs the `wasm32-wasip2` \
-                     target (`rustup target add wasm32-wasip2`)."
+                     where `toolgate new` found it (`--sdk`, `$TOOLGATE_SDK`, the first \
+                     `guest-sdk` above the current directory or the `toolgate` executable, \
+                     else the copy the `toolgate` binary carries, extracted into its cache; \
+                     `toolgate build` extracts it again if the cache was cleared). \
+                     `.cargo/config.toml` builds in a target directory shared by every \
+                     guard, so the SDK's dependencies compile once. Building needs the \
+                     `wasm32-wasip2` target (`rustup target add wasm32-wasip2`)."
                 ),
             )
         }
