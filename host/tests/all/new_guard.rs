@@ -32,9 +32,21 @@ fn each_language_gets_its_files_with_the_hooks_of_the_seams_asked() {
             "fn on_tool_result",
             &["Cargo.toml"],
         ),
-        ("ts", "guard.ts", "onBeforeToolCall(", "onToolResult(", &[]),
+        (
+            "ts",
+            "guard.ts",
+            "onBeforeToolCall(",
+            "onToolResult(",
+            &["tsconfig.json"],
+        ),
         ("js", "guard.js", "onBeforeToolCall(", "onToolResult(", &[]),
-        ("go", "main.go", "steering.Handle(", "result.Handle(", &[]),
+        (
+            "go",
+            "main.go",
+            "steering.Handle(",
+            "result.Handle(",
+            &["go.mod"],
+        ),
         (
             "python",
             "guard.py",
@@ -88,6 +100,23 @@ fn each_language_gets_its_files_with_the_hooks_of_the_seams_asked() {
         .join("../guest-sdk")
         .canonicalize()
         .expect("the SDK");
+    // What an editor needs: the Go module and the TypeScript paths name the
+    // SDK the project was made with.
+    let go_mod = text(&dir.path().join("go-guard"), "go.mod");
+    assert!(
+        go_mod.contains(&format!(
+            "replace toolgate.dev/guest => {}/go",
+            sdk.display()
+        )),
+        "{go_mod}"
+    );
+    let tsconfig = text(&dir.path().join("ts-guard"), "tsconfig.json");
+    let tsconfig: serde_json::Value = serde_json::from_str(&tsconfig).expect("tsconfig is JSON");
+    assert_eq!(
+        tsconfig["compilerOptions"]["paths"]["@toolgate/guest"][0],
+        format!("{}/js/src/index.ts", sdk.display()),
+        "{tsconfig}"
+    );
     assert!(
         cargo.contains(&format!(
             "toolgate-guest = {{ path = \"{}/rust\" }}",
@@ -223,6 +252,25 @@ fn the_binary_alone_scaffolds_builds_and_tests_rust_and_ts_guards() {
         assert!(built.starts_with(&format!("built {name}.wasm")), "{built}");
         assert_eq!(run(&project, &["test"]), "2 passed, 0 failed\n", "{lang}");
     }
+    // A type error fails the TypeScript build, naming it.
+    let project = work.join("alone-ts");
+    let source = text(&project, "guard.ts");
+    std::fs::write(
+        project.join("guard.ts"),
+        format!("{source}\nconst n: number = \"x\";\n"),
+    )
+    .expect("write");
+    let out = Command::new(&bin)
+        .args(["build", "."])
+        .current_dir(&project)
+        .env("XDG_CACHE_HOME", &cache)
+        .env("TOOLGATE_TOOLCHAINS", &toolchains)
+        .env_remove("TOOLGATE_SDK")
+        .output()
+        .expect("run the copied toolgate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("TS2322"), "{stderr}");
     // The SDK came out of the binary, into the cache; the Rust guard
     // depends on that copy and builds in the shared target directory.
     let sdk: Vec<_> = std::fs::read_dir(cache.join("toolgate/sdk"))
