@@ -252,8 +252,19 @@ fn the_binary_alone_scaffolds_builds_and_tests_rust_and_ts_guards() {
         assert!(built.starts_with(&format!("built {name}.wasm")), "{built}");
         assert_eq!(run(&project, &["test"]), "2 passed, 0 failed\n", "{lang}");
     }
-    // A type error fails the TypeScript build, naming it.
+    // Built again unchanged: the same component, byte for byte (the JS
+    // toolchain's output differs on every run, so the build is skipped),
+    // and `toolgate test` finds it compiled already.
     let project = work.join("alone-ts");
+    let component = std::fs::read(project.join("alone-ts.wasm")).expect("the component");
+    let again = run(&project, &["build", "."]);
+    assert!(again.starts_with("unchanged alone-ts.wasm"), "{again}");
+    assert_eq!(
+        std::fs::read(project.join("alone-ts.wasm")).expect("the component"),
+        component,
+        "the component is kept as it was"
+    );
+    // A type error fails the TypeScript build, naming it.
     let source = text(&project, "guard.ts");
     std::fs::write(
         project.join("guard.ts"),

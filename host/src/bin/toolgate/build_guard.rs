@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, anyhow};
 use serde_json::Value;
 
-use crate::{bad, sdk};
+use crate::{bad, build_stamp, sdk};
 
 /// A guard's language, found from its files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,12 +153,31 @@ pub fn build(src: &Path, out: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<P
         Lang::Rust => build_rust(&source.path, &out)?,
         lang => {
             let script = sdk_script(lang, sdk, src)?;
+            // The inputs: the guard's directory, the SDK's language directory
+            // and the contract beside it.
+            let lang_dir = parent_dir(&script);
+            let sdk_dirs = [lang_dir.clone(), parent_dir(&lang_dir).join("../wit")];
+            let guard_dir = if source.path.is_dir() {
+                source.path.clone()
+            } else {
+                parent_dir(&source.path)
+            };
+            let inputs = build_stamp::inputs(&guard_dir, &sdk_dirs);
+            if build_stamp::up_to_date(&out, &inputs) {
+                println!(
+                    "unchanged {} ({} guard: its sources and SDK are as when it was built)",
+                    out.display(),
+                    lang.name()
+                );
+                return Ok(out);
+            }
             let mut cmd = Command::new(&script);
             cmd.arg(&source.path).arg("-o").arg(&out);
             if sdk::is_embedded(&script) && std::env::var_os("TOOLGATE_TOOLCHAINS").is_none() {
                 cmd.env("TOOLGATE_TOOLCHAINS", sdk::toolchains()?);
             }
             run(cmd, lang, &source.path)?;
+            build_stamp::record(&out, &inputs);
         }
     }
     let size = std::fs::metadata(&out)

@@ -8,6 +8,7 @@
 mod args;
 mod bench;
 mod build_guard;
+mod build_stamp;
 mod cases;
 mod check;
 mod compare;
