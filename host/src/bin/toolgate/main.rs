@@ -8,6 +8,7 @@
 mod args;
 mod bench;
 mod build_guard;
+mod build_stamp;
 mod cases;
 mod check;
 mod compare;
@@ -16,6 +17,7 @@ mod list;
 mod new;
 mod push;
 mod replay;
+mod sdk;
 mod serve;
 mod snapshot;
 mod state;
@@ -60,7 +62,8 @@ enum Command {
         #[arg(short, long)]
         out: Option<PathBuf>,
         /// The guest-sdk directory holding <lang>/build. Default: $TOOLGATE_SDK, else the
-        /// first guest-sdk directory above the guard or above this executable.
+        /// first guest-sdk directory above the guard or above this executable, else the
+        /// SDK this binary carries (extracted into the user's cache).
         #[arg(long)]
         sdk: Option<PathBuf>,
         /// Then pre-initialise the component (see `toolgate snapshot`).
