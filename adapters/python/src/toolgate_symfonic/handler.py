@@ -501,6 +501,13 @@ class ToolgateHandler(BaseCallbackHandler):
         """
         try:
             sub = state_subset(state)
+            # symfonic's render state lacks some of the run's keys (the
+            # query): what the run's earlier hooks knew fills them.
+            known = self._runs.get(str(sub.get("run_id") or metadata.run_id))
+            if known is not None:
+                for key, value in known.state.items():
+                    if sub.get(key) is None:
+                        sub[key] = value
             run = self._remember(sub, metadata.run_id)
             wire_event = {
                 "run_id": str(metadata.run_id),
