@@ -443,7 +443,7 @@ def test_bearer_token(serve: Callable[..., ToolgateServer], tmp_path: Path) -> N
     handler = ToolgateHandler(url=server.url, token="wrong", timeout=TIMEOUT)
     run_agent(agent, handler)
     assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
-    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
+    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1, "response": 1}
 
 
 # Tenants, refused requests ------------------------------------------------
