@@ -148,8 +148,8 @@ pub struct SeamCost {
     pub seam: Seam,
     /// How many distinct events of this seam were cycled through.
     pub events: usize,
-    /// The whole chain, one call at a time after each of
-    /// [`SPREAD_GAPS_MS`]: what a caller inside an agent pays (a call in a
+    /// The whole chain, one call at a time after idle gaps of
+    /// 1, 5, 20 and 100 ms: what a caller inside an agent pays (a call in a
     /// tight loop, `chain` at concurrency 1, is the other end).
     pub spread: Vec<Spread>,
     /// Per guard that subscribes to the seam, in chain order.
