@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Differential test: toolgate's chain rules against the real symfonic-core.
 
-Seeded random chains of 1-5 guards, over all four seams, run twice:
+Seeded random chains of 1-5 guards, over all five seams, run twice:
 
 - symfonic side: Python handlers (``ScriptedHandler``) built from the
   scripts, driven through symfonic-core's own code: its ``CallbackManager``
-  (every seam), the tool node's guard step (``_run_guards`` of
+  (every seam; ``on_response_render`` for the response seam), the tool node's guard step (``_run_guards`` of
   ``symfonic.observability.tool_span_seam``: steering) and a real
   ``SymfonicAgent`` whose React node chains the rewrites and validates the
   result against ``available_tools`` (rewrite).
@@ -27,7 +27,10 @@ the data passing through them. Compared, per seam:
   differences below for what is not compared);
 - result: which guards were consulted and what each logging guard saw
   (the scripted guard logs the result JSON it was handed; toolgate's log
-  line is read back).
+  line is read back);
+- response: the final answer, exactly, and which guards were consulted
+  (scripts rewrite to a text, append to the content they were given, pass
+  it on, raise, or return nothing: a non-string on symfonic's side).
 
 toolgate's side also fails a case when it refuses the event (exit 2: the
 case is reported and the rest replayed without it) or leaves a guard out of
@@ -43,7 +46,7 @@ cannot express at all are not generated (see ``NOT_GENERATED``).
 Usage (from the repository root, with the adapter's virtualenv):
 
     adapters/python/.venv/bin/python adapters/python/differential.py \\
-        [--cases N] [--seed S] [--seams steering,rewrite,routing,result] \\
+        [--cases N] [--seed S] [--seams steering,rewrite,routing,result,response] \\
         [--bin PATH] [--scripted PATH] [--batch N] [--no-directed] [--no-shrink]
 
 ``--cases`` is per seam (default 250). It prints, per seam, how many cases
@@ -83,7 +86,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
-SEAMS = ("steering", "rewrite", "routing", "result")
+SEAMS = ("steering", "rewrite", "routing", "result", "response")
 
 #: Where toolgate differs from symfonic on purpose (README, "Where toolgate
 #: goes beyond the seed", and the seam table). The comparison names these
@@ -131,6 +134,12 @@ NOT_GENERATED = {
     "non-object-event-args": (
         "symfonic builds dispatch and steering events from LangChain tool "
         "calls, whose args are always a dict."
+    ),
+    "negative-iteration-index": (
+        "symfonic 9.12 builds the ResponseRenderEvent of run() with "
+        "iteration_index=-1; the contract's iteration-index is unsigned, so "
+        "the adapter sends 0 for it and only indexes >= 0 are generated. "
+        "The scripts never read it."
     ),
     "nesting-beyond-adapter": (
         "args and results are nested at most 64 levels, what the adapter "
@@ -398,6 +407,33 @@ def gen_result_script(rng: random.Random) -> Any:
     return rng.choice([None, {"log": True}, {"log": True}, {"log": False}])
 
 
+#: What a ``nothing`` response script answers on symfonic's side: a
+#: non-string, which symfonic drops with a warning (toolgate: none).
+NOT_STRINGS = [0, 7, 1.5, True, False, [], ["x"], {"content": "x"}]
+
+
+def gen_text(rng: random.Random) -> str:
+    return rng.choice(ODD_STRINGS + PLAIN_CONTENTS + ["Mail ada@example.org.", "ok"])
+
+
+def gen_response_script(rng: random.Random) -> Any:
+    r = rng.random()
+    if r < 0.12:
+        return None
+    if r < 0.27:
+        return {"pass": True}
+    if r < 0.47:
+        return {"set": gen_text(rng)}
+    if r < 0.72:
+        return {"append": gen_text(rng)}
+    if r < 0.84:
+        return {"raise": True}
+    if r < 0.95:
+        return {"nothing": rng.choice(NOT_STRINGS)}
+    # Unreadable: the guard panics, the handler raises.
+    return rng.choice([{"set": 5}, {"append": ["x"]}, {"jump": True}, {"pass": False}])
+
+
 def gen_case(rng: random.Random, seam: str, n: int) -> Case:
     length = rng.randint(1, 5)
     run_id = f"run-{n}"
@@ -434,6 +470,15 @@ def gen_case(rng: random.Random, seam: str, n: int) -> Case:
             "total_tools": total,
             "narrowed_tool_names": narrowed,
             "saved_tokens_estimate": rng.randint(0, 5000),
+        }
+    elif seam == "response":
+        chain = [wrap(seam, gen_response_script(rng)) for _ in range(length)]
+        event = {
+            "run_id": run_id,
+            "iteration_index": rng.randint(0, 9),
+            "model": rng.choice(["fake-model", "claude", "\u00e9-model"]),
+            "node_name": "react",
+            "original_content": gen_text(rng),
         }
     else:
         chain = [wrap(seam, gen_result_script(rng)) for _ in range(length)]
@@ -662,6 +707,26 @@ def make_handler_class() -> type:
                     raise ScriptUnreadable(f"routing.keep holds a non-string: {name!r}")
             return list(keep)
 
+        async def on_response_render(self, content: str, state: Any, metadata: Any) -> Any:
+            self.journal.append(("response", self.name))
+            script = self._script("response")
+            if script is None:
+                return None
+            if _get(script, "pass") is True:
+                return content
+            for key in ("set", "append"):
+                if isinstance(script, dict) and key in script:
+                    text = script[key]
+                    if not isinstance(text, str):
+                        raise ScriptUnreadable(f"response.{key} is not a string: {text!r}")
+                    return text if key == "set" else content + text
+            if _get(script, "raise") is True:
+                raise RuntimeError("scripted: response raises")
+            if isinstance(script, dict) and "nothing" in script:
+                value = script["nothing"]
+                return None if isinstance(value, str) else copy.deepcopy(value)
+            raise ScriptUnreadable(f"unreadable response script {script!r}")
+
         async def on_tool_result(self, event: Any) -> None:
             self.journal.append(("result", self.name))
             script = self._script("result")
@@ -788,6 +853,25 @@ class SymfonicSide:
         )
         await self.CallbackManager(handlers).on_tool_result(event)
         return None
+
+    async def _response(self, case: Case, handlers: list[Any]) -> Any:
+        # The manager run() calls: registration order, each handler given
+        # the previous one's answer; a raise logged and skipped, a
+        # non-string dropped with a warning.
+        from symfonic.core.contracts.callbacks import ResponseRenderEvent
+
+        e = case.event
+        event = ResponseRenderEvent(
+            run_id=e["run_id"],
+            iteration_index=e["iteration_index"],
+            model=e["model"],
+            node_name=e["node_name"],
+            original_content=e["original_content"],
+        )
+        state = {"run_id": e["run_id"], "final_response": e["original_content"]}
+        return await self.CallbackManager(handlers).on_response_render(
+            e["original_content"], state, event
+        )
 
     def _agent(self, palette: tuple[str, ...]) -> tuple[Any, Any]:
         """A real ``SymfonicAgent`` whose tools are exactly ``palette`` (so
@@ -1083,6 +1167,8 @@ class ToolgateSide:
                 if result is None
                 else {"tool_name": result["tool_name"], "args": result["args"]}
             )
+        elif case.seam == "response":
+            answer.outcome = result
         elif case.seam == "result":
             tool = case.event["tool_name"]
             for guard, message in logs:
@@ -1196,6 +1282,14 @@ def compare(case: Case, sym: Answer, tg: Answer) -> str | None:
         if sym.consulted != tg.consulted:
             return "routing: different guards consulted"
         return None
+    if case.seam == "response":
+        if not isinstance(tg.outcome, str):
+            return "response: toolgate's answer is not a string"
+        if sym.outcome != tg.outcome:
+            return "response: a different answer is returned"
+        if sym.consulted != tg.consulted:
+            return "response: different guards consulted"
+        return None
     if sym.consulted != tg.consulted:
         return "result: different guards consulted"
     if [g for g, _, _ in sym.seen] != [g for g, _, _ in tg.seen]:
@@ -1279,6 +1373,9 @@ def smaller(case: Case) -> list[Case]:
                 if key == "args" and not isinstance(v, dict):
                     v = {"v": v}
                 out.append(replace(case, event={**e, key: v}))
+    if isinstance(e.get("original_content"), str) and len(e["original_content"]) > 1:
+        half = e["original_content"][: len(e["original_content"]) // 2]
+        out.append(replace(case, event={**e, "original_content": half}))
     if "available_tools" in e and len(e["available_tools"]) > 1:
         for i, name in enumerate(e["available_tools"]):
             if name == e["tool_name"]:
@@ -1306,6 +1403,9 @@ def smaller(case: Case) -> list[Case]:
                     out.append(with_script({**script, "args": v}))
         if isinstance(script.get("content"), str) and len(script["content"]) > 1:
             out.append(with_script({**script, "content": script["content"][: len(script["content"]) // 2]}))
+        for key in ("set", "append"):
+            if isinstance(script.get(key), str) and len(script[key]) > 1:
+                out.append(with_script({**script, key: script[key][: len(script[key]) // 2]}))
         for key in ("is_error", "tool_name"):
             if key in script and len(script) > 1:
                 out.append(with_script({k: v for k, v in script.items() if k != key}))
@@ -1400,6 +1500,8 @@ def show(case: Case, a: Answer) -> str:
         parts.append("runs the tool" if a.outcome is None else f"skips: {json.dumps(a.outcome, ensure_ascii=True)}")
     elif case.seam == "rewrite":
         parts.append(f"dispatches {json.dumps(a.outcome, ensure_ascii=True)}")
+    elif case.seam == "response":
+        parts.append(f"answers {json.dumps(a.outcome, ensure_ascii=True)}")
     parts.append(f"consulted {a.consulted}")
     if case.seam == "result":
         parts.append(f"saw {json.dumps([[g, v] for g, _, v in a.seen], ensure_ascii=True)}")

@@ -17,9 +17,9 @@
 //	func main() {}
 //
 // Importing a seam package is what makes the component export that seam
-// (toolgate:guard/steering@0.2.0 and so on); the host consults a guard only at
+// (toolgate:guard/steering@0.3.0 and so on); the host consults a guard only at
 // the seams its component exports. The seam packages are steering, rewrite,
-// routing and result.
+// routing, result and response.
 //
 // This package holds what every seam shares: the event and verdict types, the
 // verdict helpers, and what the host lends a guard ([Log], [Config],
@@ -28,7 +28,8 @@
 //
 // The events carry symfonic's class names, one per seam:
 // [ToolRoutingDecisionEvent] (routing), [ToolCallDispatchEvent] (rewrite),
-// [BeforeToolCallEvent] (steering) and [ToolResultCallbackEvent] (result).
+// [BeforeToolCallEvent] (steering), [ToolResultCallbackEvent] (result) and
+// [ResponseRenderEvent] (response).
 // RoutingEvent, DispatchEvent and ToolResultEvent are deprecated aliases.
 //
 // Events carry JSON values (args, state, tool results) as [json.RawMessage].
@@ -136,6 +137,31 @@ type ToolResultCallbackEvent struct {
 	// State is the caller's state, a JSON object.
 	State json.RawMessage
 }
+
+// ResponseRenderEvent is the response seam's event (symfonic's
+// on_response_render hook and ResponseRenderEvent class): the run's final
+// answer, about to be returned. WIT record: response-event.
+type ResponseRenderEvent struct {
+	RunID string
+	// IterationIndex is the 0-indexed React loop iteration that produced
+	// the final answer.
+	IterationIndex uint32
+	// Model is the model that produced the final answer.
+	Model string
+	// NodeName is the node that produced the final answer.
+	NodeName string
+	// OriginalContent is the final answer before any handler rewrote it.
+	OriginalContent string
+	// Content is the answer as it stands: the previous guard's (or
+	// handler's) output.
+	Content string
+	// State is the caller's state, a JSON object.
+	State json.RawMessage
+}
+
+// Answer is a response handler's answer: the final answer to give instead
+// of the event's Content (return nil to keep it).
+func Answer(s string) *string { return &s }
 
 // RoutingEvent is the former name of [ToolRoutingDecisionEvent].
 //

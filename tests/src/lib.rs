@@ -25,7 +25,7 @@
 //! | [`NO_EMAIL`] | steering | `send_email` → cancel |
 //! | [`RESULT_AUDIT`] | result | logs `tool=.. call=.. error=.. bytes=..` |
 //! | [`HOSTILE`] | all four | misbehaves as `config.attack` (or the tool name) says |
-//! | [`SCRIPTED`] | all four | answers as its config scripts |
+//! | [`SCRIPTED`] | all five | answers as its config scripts |
 //! | [`STEERING_ONLY`] | steering | always proceeds |
 //! | [`REWRITE_ONLY`] | rewrite | never rewrites |
 //! | [`MEMO`] | steering, rewrite, result | tries to carry state across calls; reports it and the event's `state` |

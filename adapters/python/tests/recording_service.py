@@ -22,6 +22,10 @@ def _default_answer(seam: str) -> Answer:
     def answer(body: dict[str, Any]) -> tuple[int, Any]:
         if seam == "routing":
             return 200, body["event"]["narrowed_tool_names"]
+        if seam == "response":
+            # No guard: the answer as the hook received it.
+            event = body["event"]
+            return 200, event.get("content", event["original_content"])
         return 200, None
 
     return answer
@@ -33,7 +37,7 @@ class RecordingService:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.answers: dict[str, Answer] = {
-            s: _default_answer(s) for s in ("steering", "rewrite", "routing", "result")
+            s: _default_answer(s) for s in ("steering", "rewrite", "routing", "result", "response")
         }
         self._lock = threading.Lock()
         service = self

@@ -44,6 +44,7 @@ from symfonic.core.contracts.callbacks import (
 )
 
 from toolgate_symfonic import (
+    FAIL_CLOSED_ANSWER,
     FAIL_CLOSED_MESSAGE,
     STATE_KEYS,
     ToolgateHandler,
@@ -131,15 +132,16 @@ def test_events_and_state_on_the_wire(service: Any) -> None:
     handler = ToolgateHandler(url=service.url)
     resp = run(drive(agent, handler, "count the users", scope=scope("acme")))
     assert resp.final_response == "done"
-    assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result"]
+    assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result", "response"]
     # Every answer comes with its trace, for the guards' faults.
     assert {r["path"] for r in service.requests} == {
         "/v1/rewrite?trace=1",
         "/v1/steering?trace=1",
         "/v1/result?trace=1",
+        "/v1/response?trace=1",
     }
 
-    rewrite, steering, result = (r["body"] for r in service.requests)
+    rewrite, steering, result, response = (r["body"] for r in service.requests)
     run_id = steering["state"]["run_id"]
     assert isinstance(run_id, str) and run_id
     assert steering["event"] == {
@@ -165,6 +167,16 @@ def test_events_and_state_on_the_wire(service: Any) -> None:
         "deferred": False,
         "is_error": False,
     }
+    # symfonic's engine sends iteration_index=-1: the contract's is unsigned.
+    assert response["event"] == {
+        "run_id": run_id,
+        "iteration_index": 0,
+        "model": response["event"]["model"],
+        "node_name": "react",
+        "original_content": "done",
+        "content": "done",
+    }
+    assert isinstance(response["event"]["model"], str)
     expected_state = {
         "run_id": run_id,
         "tenant_id": "acme",
@@ -179,6 +191,8 @@ def test_events_and_state_on_the_wire(service: Any) -> None:
     assert rewrite["state"] == {**expected_state, "tool_calls": []}
     # The result seam has no state in symfonic; the run's is sent, minus calls.
     assert result["state"] == {**expected_state, "tool_calls": []}
+    # The response seam gets the state symfonic hands it (its last turn has no calls).
+    assert response["state"] == {**expected_state, "tool_calls": []}
     # The tenant defaults to the run's TenantScope.
     assert {r["body"].get("tenant") for r in service.requests} == {"acme"}
     assert t.ran == [("run_query", {"sql": "SELECT 1 WHERE a"})]
@@ -197,7 +211,7 @@ def test_token_and_fixed_tenant(service: Any) -> None:
     agent, _ = make_agent([call("list_tables", "c1"), say("done")])
     handler = ToolgateHandler(url=service.url, token="s3cret", tenant="globex")
     run(drive(agent, handler, scope=scope("acme")))
-    assert len(service.requests) == 3
+    assert len(service.requests) == 4  # rewrite, steering, result, response
     for r in service.requests:
         assert r["headers"]["Authorization"] == "Bearer s3cret"
         assert r["headers"]["Content-Type"] == "application/json"
@@ -273,9 +287,10 @@ def test_connections_are_reused(serve: StartServer) -> None:
     opened = client_ports(server.url) - before
     assert len(t.ran) == 5
     assert handler.failures == {}
-    # Three hooks per call, all answered by the server, over one connection.
+    # Three hooks per call and the run's response, all answered by the
+    # server, over one connection.
     assert len(opened) == 1, opened
-    assert decisions(server) == 15
+    assert decisions(server) == 16
 
 
 # ---------------------------------------------------------------------------
@@ -301,7 +316,7 @@ def test_unreachable_service_fail_open(dead_url: str, caplog: Any) -> None:
     with caplog.at_level(logging.WARNING, logger="toolgate_symfonic"):
         run(drive(agent, handler))
     assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
-    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
+    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1, "response": 1}
     logged = [r.getMessage() for r in caplog.records if r.name == "toolgate_symfonic"]
     assert any("steering call to" in m and "letting the call proceed" in m for m in logged), logged
     assert any("ConnectError" in m for m in logged), logged
@@ -314,7 +329,7 @@ def test_unreachable_service_fail_closed(dead_url: str) -> None:
     assert t.ran == []
     msg = t.tool_message("c1")
     assert (msg.status, msg.content) == ("error", FAIL_CLOSED_MESSAGE)
-    assert handler.failures == {"rewrite": 1, "steering": 1}
+    assert handler.failures == {"rewrite": 1, "steering": 1, "response": 1}
 
 
 @pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
@@ -625,8 +640,9 @@ def test_routing_failure_fail_open_and_fail_closed(dead_url: str) -> None:
         handler = ToolgateHandler(url=dead_url, failure_policy=policy)  # type: ignore[arg-type]
         handler.install(agent)
         resp = run(drive(agent, handler, ROUTED_QUERY))
-        assert resp.final_response == "done"
-        assert handler.failures == {"routing": 1}
+        # The answer could not be checked either: fail_closed withholds it.
+        assert resp.final_response == ("done" if policy == "fail_open" else FAIL_CLOSED_ANSWER)
+        assert handler.failures == {"routing": 1, "response": 1}
         # fail_closed binds no tool at all (symfonic skips bind_tools).
         assert t.bound == bound
 
@@ -671,7 +687,7 @@ def test_routing_reaches_only_per_run_callbacks(service: Any) -> None:
 
     run(go())
     assert service.seam_requests("routing") == []
-    assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result"]
+    assert [r["seam"] for r in service.requests] == ["rewrite", "steering", "result", "response"]
     assert "send_email" in t.bound[0]
 
 

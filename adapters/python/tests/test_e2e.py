@@ -443,7 +443,7 @@ def test_bearer_token(serve: Callable[..., ToolgateServer], tmp_path: Path) -> N
     handler = ToolgateHandler(url=server.url, token="wrong", timeout=TIMEOUT)
     run_agent(agent, handler)
     assert t.ran == [("run_query", {"sql": "DELETE FROM users"})]
-    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1}
+    assert handler.failures == {"rewrite": 1, "steering": 1, "result": 1, "response": 1}
 
 
 # Tenants, refused requests ------------------------------------------------
@@ -844,3 +844,105 @@ def test_tool_call_limit_cancels_the_third_email_of_a_run_and_the_next_run_start
     for sent in ("e1", "e2", "e4", "e5"):
         assert "sent to" in seen[sent].content
     assert handler.failures == {}
+
+
+# (r) the response seam ------------------------------------------------------
+
+PII_ANSWER = "Write to ann@example.com or call +1 555 123 4567."
+REDACTED = "Write to [redacted] or call [redacted]."
+
+
+class RecordingRenderer:
+    """A plain Python ``on_response_render`` handler: appends ``suffix`` to
+    what it is given (``None``: answers a non-string, which symfonic drops)
+    and records every content it saw."""
+
+    def __init__(self, suffix: str | None) -> None:
+        self.suffix = suffix
+        self.seen: list[str] = []
+
+    async def on_response_render(self, content: str, state: Any, metadata: Any) -> Any:
+        self.seen.append(content)
+        return None if self.suffix is None else content + self.suffix
+
+
+def test_pii_redact_redacts_the_answer_the_caller_receives(guards: StartGuards) -> None:
+    g = guards("pii-redact")
+    agent, t = make_agent([call("list_tables", "c1"), say(PII_ANSWER)])
+    handler = g.handler()
+    resp = run_agent(agent, handler, "who do I write to?", scope=scope("acme"))
+
+    assert resp.final_response == REDACTED
+    assert t.ran == [("list_tables", {})], "the run's tool calls went on"
+    assert handler.calls["response"] == 1, "once per run"
+    assert handler.failures == {}
+
+
+def test_response_guards_take_the_previous_handlers_answer_and_pass_theirs_on(
+    guards: StartGuards,
+) -> None:
+    """symfonic's chain around toolgate: a Python handler registered before
+    rewrites the answer, the guards redact what it added, the one after
+    receives the redacted answer; a non-string answer of the last one is
+    dropped."""
+    g = guards("pii-redact")
+    agent, _ = make_agent([say("Done.")])
+    before = RecordingRenderer(" Mail bob@example.org for more.")
+    after = RecordingRenderer(None)
+    handler = g.handler()
+
+    async def go() -> Any:
+        try:
+            return await agent.run("q", callbacks=[before, handler, after])
+        finally:
+            await handler.aclose()
+
+    resp = asyncio.run(go())
+    assert before.seen == ["Done."]
+    assert after.seen == ["Done. Mail [redacted] for more."]
+    assert resp.final_response == "Done. Mail [redacted] for more."
+    assert handler.failures == {}
+
+
+def test_a_clean_answer_comes_back_unchanged(guards: StartGuards) -> None:
+    g = guards("pii-redact")
+    agent, _ = make_agent([say("The report is due on 2024-01-15.")])
+    handler = g.handler()
+    resp = run_agent(agent, handler)
+    assert resp.final_response == "The report is due on 2024-01-15."
+    assert handler.calls["response"] == 1
+    assert handler.failures == {}
+
+
+def test_the_response_seam_never_fires_from_stream(guards: StartGuards) -> None:
+    g = guards("pii-redact")
+    agent, _ = make_agent([say(PII_ANSWER)])
+    handler = g.handler()
+
+    async def go() -> list[Any]:
+        try:
+            return [event async for event in agent.stream("q", callbacks=[handler])]
+        finally:
+            await handler.aclose()
+
+    events = asyncio.run(go())
+    assert events, "the stream ran"
+    assert handler.calls["response"] == 0
+
+
+@pytest.mark.parametrize("policy", ["fail_open", "fail_closed"])
+def test_unreachable_response_guards_resolve_by_the_policy(policy: str) -> None:
+    """No service: fail_open delivers the run's answer, fail_closed withholds
+    it with the fixed message; the run completes either way."""
+    from toolgate_server import free_port
+
+    from toolgate_symfonic import FAIL_CLOSED_ANSWER
+
+    agent, _ = make_agent([say(PII_ANSWER)])
+    handler = ToolgateHandler(
+        url=f"http://127.0.0.1:{free_port()}", failure_policy=policy, timeout=5.0
+    )
+    resp = run_agent(agent, handler)
+    expected = PII_ANSWER if policy == "fail_open" else FAIL_CLOSED_ANSWER
+    assert resp.final_response == expected
+    assert handler.failures["response"] == 1

@@ -222,6 +222,37 @@ def test_routing_and_result(tmp_path: Path) -> None:
     assert [e["outcome"] for e in observed["trace"]] == ["observed"]
 
 
+def response_event(content: str) -> dict[str, Any]:
+    return {
+        "run_id": "r", "iteration_index": 0, "model": "m", "node_name": "react",
+        "original_content": content,
+    }
+
+
+def test_response_gives_the_final_answer_string(tmp_path: Path) -> None:
+    host = host_over(tmp_path, {"pii-redact.wasm": rust_plugin("pii-redact")})
+    pii = "Write to ann@example.com or call +1 555 123 4567."
+
+    async def go() -> list[Any]:
+        return [
+            await host.response(response_event(pii)),
+            await host.response(response_event("nothing to hide")),
+            await host.response(response_event(pii), trace=True),
+            # A handler before toolgate rewrote it: the guards start from `content`.
+            await host.response({**response_event("hi"), "content": "hi bob@example.org"}),
+        ]
+
+    redacted, clean, traced, rewritten = asyncio.run(go())
+    assert redacted == "Write to [redacted] or call [redacted]."
+    assert clean == "nothing to hide"
+    assert traced["result"] == redacted
+    assert [e["outcome"] for e in traced["trace"]] == ["rewrite"]
+    assert rewritten == "hi [redacted]"
+    assert host.seams() == ["response"]
+    with pytest.raises(RequestError, match="original_content"):
+        asyncio.run(host.response({"run_id": "r", "iteration_index": 0, "model": "m", "node_name": "n"}))
+
+
 def test_tenants_run_their_own_guards(tmp_path: Path) -> None:
     host = host_over(tmp_path, {"tenants/acme/sql-guard.wasm": rust_plugin("sql-guard")})
 

@@ -1,8 +1,8 @@
 // Package config checks a guard's configuration once, when its plugin
-// loads (the contract's optional config export, toolgate:guard@0.2.0).
+// loads (the contract's optional config export, toolgate:guard@0.3.0).
 //
 // Importing this package makes the guard's component export
-// toolgate:guard/config@0.2.0 (validate-config); a guard that does not
+// toolgate:guard/config@0.3.0 (validate-config); a guard that does not
 // import it exports no check, and the host loads it whatever its config. The
 // host calls the check with the manifest's config table as JSON (`{}` when
 // none is set): an error refuses the plugin with the error's text as the

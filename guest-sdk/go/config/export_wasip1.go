@@ -14,7 +14,7 @@ type resultRet struct {
 
 var ret resultRet
 
-//go:wasmexport toolgate:guard/config@0.2.0#validate-config
+//go:wasmexport toolgate:guard/config@0.3.0#validate-config
 func validateConfig(cfg, cfgLen uint32) uint32 {
 	abi.BeginCall()
 	raw := abi.Bytes(cfg, cfgLen)

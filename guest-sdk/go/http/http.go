@@ -1,6 +1,6 @@
 // Package http makes outbound HTTP requests from a guard, when the operator
 // grants the plugin some (the contract's http interface,
-// toolgate:guard@0.2.0).
+// toolgate:guard@0.3.0).
 //
 // The host makes each request with its own client and hands back the whole
 // response, whatever its status. A request the plugin is not granted (host,

@@ -7,7 +7,7 @@ import (
 	"toolgate.dev/guest/internal/abi"
 )
 
-//go:wasmexport toolgate:guard/result@0.2.0#on-result
+//go:wasmexport toolgate:guard/result@0.3.0#on-result
 func onResult(runID, runIDLen, tool, toolLen, result, resultLen, callID, callIDLen, deferred, isError, state, stateLen uint32) {
 	abi.BeginCall()
 	e := guest.ToolResultCallbackEvent{

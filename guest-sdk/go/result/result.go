@@ -1,6 +1,6 @@
 // Package result is the result seam (symfonic's on_tool_result): observe
 // what a tool returned. Importing it makes the guard's component export
-// toolgate:guard/result@0.2.0.
+// toolgate:guard/result@0.3.0.
 package result
 
 import "toolgate.dev/guest"

@@ -18,7 +18,7 @@ type rewriteRet struct {
 
 var ret rewriteRet
 
-//go:wasmexport toolgate:guard/rewrite@0.2.0#dispatch
+//go:wasmexport toolgate:guard/rewrite@0.3.0#dispatch
 func dispatch(runID, runIDLen, iteration, node, nodeLen, callID, callIDLen, tool, toolLen, args, argsLen, tools, toolsLen, state, stateLen uint32) uint32 {
 	abi.BeginCall()
 	e := guest.ToolCallDispatchEvent{

@@ -1,6 +1,6 @@
 // Package rewrite is the rewrite seam (symfonic's on_tool_call_dispatch):
 // replace a call's tool name and args before it is dispatched. Importing it
-// makes the guard's component export toolgate:guard/rewrite@0.2.0.
+// makes the guard's component export toolgate:guard/rewrite@0.3.0.
 package rewrite
 
 import "toolgate.dev/guest"

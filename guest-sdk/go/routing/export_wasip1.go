@@ -37,7 +37,7 @@ func str(rec, off uint32) string {
 	return abi.String(abi.Load32(rec+off), abi.Load32(rec+off+4))
 }
 
-//go:wasmexport toolgate:guard/routing@0.2.0#narrow
+//go:wasmexport toolgate:guard/routing@0.3.0#narrow
 func narrow(rec uint32) uint32 {
 	abi.BeginCall()
 	e := guest.ToolRoutingDecisionEvent{

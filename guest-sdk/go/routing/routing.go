@@ -1,6 +1,6 @@
 // Package routing is the routing seam (symfonic's on_tool_routing_decision):
 // narrow the tools visible this turn. Importing it makes the guard's
-// component export toolgate:guard/routing@0.2.0.
+// component export toolgate:guard/routing@0.3.0.
 package routing
 
 import "toolgate.dev/guest"

@@ -1,5 +1,5 @@
 // Package state keeps what a guard remembers between calls, in a scope the
-// host chooses (the contract's state interface, toolgate:guard@0.2.0).
+// host chooses (the contract's state interface, toolgate:guard@0.3.0).
 //
 // Every hook call runs on a fresh instance, so a guard that must remember —
 // count calls, notice a loop, enforce a rate — keeps what it needs here. A

@@ -19,7 +19,7 @@ type verdictRet struct {
 
 var ret verdictRet
 
-//go:wasmexport toolgate:guard/steering@0.2.0#before-tool-call
+//go:wasmexport toolgate:guard/steering@0.3.0#before-tool-call
 func beforeToolCall(runID, runIDLen, tool, toolLen, callID, callIDLen, args, argsLen, state, stateLen uint32) uint32 {
 	abi.BeginCall()
 	e := guest.BeforeToolCallEvent{

@@ -1,6 +1,6 @@
 // Package steering is the steering seam (symfonic's on_before_tool_call):
 // decide whether one tool call runs. Importing it makes the guard's
-// component export toolgate:guard/steering@0.2.0.
+// component export toolgate:guard/steering@0.3.0.
 package steering
 
 import "toolgate.dev/guest"

@@ -8,12 +8,13 @@ import { fileURLToPath } from 'node:url';
 export const SDK_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** The contract package every guard is built against. */
-export const WIT_PACKAGE = 'toolgate:guard@0.2.0';
+export const WIT_PACKAGE = 'toolgate:guard@0.3.0';
 
 /**
- * The four seams: the WIT interface each one exports, the function in it (`export`: its name
+ * The five seams: the WIT interface each one exports, the function in it (`export`: its name
  * in camelCase, as componentize-js maps it), the hook a guard implements for it (symfonic's
- * hook name in camelCase) and the hook's deprecated former name (the function's).
+ * hook name in camelCase) and the hook's deprecated former name (the function's; `null` for
+ * the response seam, which never had another).
  */
 export const SEAMS = [
   { seam: 'routing', iface: 'routing', func: 'narrow', export: 'narrow', hook: 'onToolRoutingDecision', deprecatedHook: 'narrow' },
@@ -27,13 +28,14 @@ export const SEAMS = [
     deprecatedHook: 'beforeToolCall',
   },
   { seam: 'result', iface: 'result', func: 'on-result', export: 'onResult', hook: 'onToolResult', deprecatedHook: 'onResult' },
+  { seam: 'response', iface: 'response', func: 'render', export: 'render', hook: 'onResponseRender', deprecatedHook: null },
 ];
 
 /** The hook names a guard may implement, one per seam. */
 export const HOOKS = SEAMS.map((s) => s.hook);
 
-/** Deprecated: the hooks' former names, still accepted (one per seam). */
-export const DEPRECATED_HOOKS = SEAMS.map((s) => s.deprecatedHook);
+/** Deprecated: the hooks' former names, still accepted (one per seam that had one). */
+export const DEPRECATED_HOOKS = SEAMS.map((s) => s.deprecatedHook).filter((h) => h !== null);
 
 /** Every name a hook may have: its own, or its deprecated one. */
 export const ALL_HOOKS = [...HOOKS, ...DEPRECATED_HOOKS];
@@ -45,7 +47,7 @@ export const ALL_HOOKS = [...HOOKS, ...DEPRECATED_HOOKS];
 export function seamsOf(hooks) {
   return SEAMS.filter((s) => {
     const own = hooks.includes(s.hook);
-    const old = hooks.includes(s.deprecatedHook);
+    const old = s.deprecatedHook !== null && hooks.includes(s.deprecatedHook);
     if (own && old) {
       throw new Error(`the guard implements both ${s.hook} and ${s.deprecatedHook}, its deprecated name; keep ${s.hook}`);
     }
@@ -60,7 +62,7 @@ export function seamsOf(hooks) {
 export function findGuardWit(explicit) {
   const candidates = explicit
     ? [explicit, join(explicit, 'guard.wit')]
-    : [join(SDK_DIR, 'wit', 'guard.wit'), join(SDK_DIR, '..', '..', 'wit', 'v0.2.0', 'guard.wit')];
+    : [join(SDK_DIR, 'wit', 'guard.wit'), join(SDK_DIR, '..', '..', 'wit', 'guard.wit')];
   for (const c of candidates) {
     if (existsSync(c) && c.endsWith('.wit')) return resolve(c);
   }

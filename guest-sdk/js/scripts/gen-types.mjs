@@ -29,8 +29,11 @@ const EVENT_NAMES = {
   RoutingEvent: 'ToolRoutingDecisionEvent',
   DispatchEvent: 'ToolCallDispatchEvent',
   ToolResultEvent: 'ToolResultCallbackEvent',
+  ResponseEvent: 'ResponseRenderEvent',
 };
 const sdkName = (record) => EVENT_NAMES[record] ?? record;
+/** Events that came with symfonic's name from the start: no deprecated alias. */
+const NO_ALIAS = new Set(['ResponseEvent']);
 
 /** Every generated file, as a map of path (relative to src/generated) to text. */
 async function generate() {
@@ -118,7 +121,7 @@ function hookTypes(typesDts, out) {
       lines.push(`  ${f.name}${f.optional}: ${type};`);
     }
     lines.push('}', '');
-    if (name !== r.name) {
+    if (name !== r.name && !NO_ALIAS.has(r.name)) {
       lines.push(`/** @deprecated The former name of \`${name}\`, symfonic's name for it. */`);
       lines.push(`export type ${r.name} = ${name};`, '');
     }
@@ -154,8 +157,10 @@ function hookTypes(typesDts, out) {
     lines.push('  /**', `   * Seam \`${s.seam}\` (\`${modName(s.iface)}\`, function \`${s.func}\`).`, '   *');
     lines.push(...doc.map((l) => '   ' + l), '   */');
     lines.push(`  ${s.hook}?(event: ${event}): ${hookRet};`);
-    lines.push(`  /** @deprecated The former name of \`${s.hook}\`. */`);
-    lines.push(`  ${s.deprecatedHook}?(event: ${event}): ${hookRet};`);
+    if (s.deprecatedHook !== null) {
+      lines.push(`  /** @deprecated The former name of \`${s.hook}\`. */`);
+      lines.push(`  ${s.deprecatedHook}?(event: ${event}): ${hookRet};`);
+    }
     eventFields.push(`  ${s.seam}: ${JSON.stringify(parsed.get(fn[3]) ?? [])},`);
   }
   lines.push('}', '');

@@ -7,24 +7,29 @@
 // what it returned. A hook that throws (or returns something malformed) is logged through the
 // host and the exception rethrown: the call traps, and the host counts a fault for this guard.
 
-import { log as hostLog } from 'toolgate:guard/host@0.2.0';
-import type * as Routing from 'toolgate:guard/routing@0.2.0';
-import type * as Rewriting from 'toolgate:guard/rewrite@0.2.0';
-import type * as Steering from 'toolgate:guard/steering@0.2.0';
-import type * as Result from 'toolgate:guard/result@0.2.0';
-import type * as Config from 'toolgate:guard/config@0.2.0';
+import { log as hostLog } from 'toolgate:guard/host@0.3.0';
+import type * as Routing from 'toolgate:guard/routing@0.3.0';
+import type * as Rewriting from 'toolgate:guard/rewrite@0.3.0';
+import type * as Steering from 'toolgate:guard/steering@0.3.0';
+import type * as Result from 'toolgate:guard/result@0.3.0';
+import type * as Response from 'toolgate:guard/response@0.3.0';
+import type * as Config from 'toolgate:guard/config@0.3.0';
 import type { wire } from './generated/types.js';
 import { EVENT_JSON_FIELDS, type Hooks, type JsonObject, type Verdict } from './generated/types.js';
 import { parseJson, stringifyJson } from './json.js';
 
 type SeamName = keyof typeof EVENT_JSON_FIELDS;
 
-/** Each seam's hook: symfonic's name, then its deprecated former name (the WIT function's). */
-const HOOKS: { [S in SeamName]: readonly [keyof Hooks, keyof Hooks] } = {
+/**
+ * Each seam's hook: symfonic's name, then its deprecated former name (the WIT function's;
+ * `null` for the response seam, which never had another).
+ */
+const HOOKS: { [S in SeamName]: readonly [keyof Hooks, keyof Hooks | null] } = {
   routing: ['onToolRoutingDecision', 'narrow'],
   rewrite: ['onToolCallDispatch', 'dispatch'],
   steering: ['onBeforeToolCall', 'beforeToolCall'],
   result: ['onToolResult', 'onResult'],
+  response: ['onResponseRender', null],
 };
 
 const MAX_LOGGED_ERROR = 4000;
@@ -98,11 +103,11 @@ function call<T, R>(hook: string, run: () => T, convert: (value: T, hook: string
 function hookOf(guard: Hooks, seam: SeamName): [(event: any) => unknown, string] {
   const [name, deprecated] = HOOKS[seam];
   const own = typeof guard?.[name] === 'function';
-  const old = typeof guard?.[deprecated] === 'function';
+  const old = deprecated !== null && typeof guard?.[deprecated] === 'function';
   if (own && old) {
     throw new TypeError(`the guard implements both ${name} and ${deprecated}, its deprecated name; keep ${name}`);
   }
-  const key = own ? name : deprecated;
+  const key = own || deprecated === null ? name : deprecated;
   const fn = guard?.[key];
   if (typeof fn !== 'function') throw new TypeError(`the guard has no ${name} hook`);
   return [(fn as (event: any) => unknown).bind(guard), key];
@@ -133,6 +138,12 @@ function toRewrite(value: unknown, hook: string): wire.Rewrite | undefined {
   );
 }
 
+function toAnswer(value: unknown, hook: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return value;
+  throw new TypeError(`${hook} returned ${describe(value)}; return the answer to give (a string) or nothing`);
+}
+
 function toNames(value: unknown, hook: string): string[] | undefined {
   if (value === undefined || value === null) return undefined;
   if (Array.isArray(value) && value.every((n) => typeof n === 'string')) return [...value];
@@ -141,7 +152,7 @@ function toNames(value: unknown, hook: string): string[] | undefined {
 
 /**
  * Per seam, the object componentize-js exports for that seam's interface: its WIT function
- * (`narrow`, `dispatch`, `beforeToolCall`, `onResult`) calling the guard's hook.
+ * (`narrow`, `dispatch`, `beforeToolCall`, `onResult`, `render`) calling the guard's hook.
  */
 export const bind = {
   routing(guard: Hooks): typeof Routing {
@@ -163,6 +174,10 @@ export const bind = {
         call(name, () => hook(parseEvent('result', e)), () => undefined);
       },
     };
+  },
+  response(guard: Hooks): typeof Response {
+    const [hook, name] = hookOf(guard, 'response');
+    return { render: (e) => call(name, () => hook(parseEvent('response', e)), toAnswer) };
   },
 };
 

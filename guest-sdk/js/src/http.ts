@@ -1,4 +1,4 @@
-// Outbound HTTP (contract 0.2.0, `http`), when the operator grants it to the plugin.
+// Outbound HTTP (contract 0.3.0, `http`), when the operator grants it to the plugin.
 //
 //   import { http } from '@toolgate/guest';
 //   const answer = http.postJson(config().url as string, { text });
@@ -18,7 +18,7 @@
 // A guard that uses `http` imports `toolgate:guard/http`; one that does not, does not.
 // Off WebAssembly (`@toolgate/guest/testing`), requests go to the test's responder.
 
-import { send as witSend } from 'toolgate:guard/http@0.2.0';
+import { send as witSend } from 'toolgate:guard/http@0.3.0';
 import type { JsonValue } from './generated/types.js';
 import { parseJson, stringifyJson } from './json.js';
 

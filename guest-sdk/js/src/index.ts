@@ -11,13 +11,14 @@
 //
 // Hooks and events carry symfonic's names (camelCase): onToolRoutingDecision
 // (ToolRoutingDecisionEvent), onToolCallDispatch (ToolCallDispatchEvent), onBeforeToolCall
-// (BeforeToolCallEvent), onToolResult (ToolResultCallbackEvent). The former names (narrow,
+// (BeforeToolCallEvent), onToolResult (ToolResultCallbackEvent), onResponseRender
+// (ResponseRenderEvent: return the final answer to give, or nothing). The former names (narrow,
 // dispatch, beforeToolCall, onResult; RoutingEvent, DispatchEvent, ToolResultEvent) are
 // deprecated aliases.
 
 /// <reference path="./env.d.ts" />
 
-import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.2.0';
+import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.3.0';
 import type { Hooks, JsonObject, JsonValue, Level, Rewrite, Verdict } from './generated/types.js';
 import { parseJson } from './json.js';
 
@@ -34,6 +35,7 @@ export type {
   JsonObject,
   JsonValue,
   Level,
+  ResponseRenderEvent,
   Rewrite,
   RoutingEvent,
   Skip,
@@ -48,9 +50,18 @@ export type {
 } from './generated/types.js';
 
 /** The names of the hooks a guard may implement, one per seam (symfonic's, in camelCase). */
-export const HOOK_NAMES = ['onToolRoutingDecision', 'onToolCallDispatch', 'onBeforeToolCall', 'onToolResult'] as const;
+export const HOOK_NAMES = [
+  'onToolRoutingDecision',
+  'onToolCallDispatch',
+  'onBeforeToolCall',
+  'onToolResult',
+  'onResponseRender',
+] as const;
 
-/** Deprecated: the hooks' former names (the WIT functions'), in the order of `HOOK_NAMES`. */
+/**
+ * Deprecated: the hooks' former names (the WIT functions'), in the order of `HOOK_NAMES`
+ * (the response seam's hook never had another).
+ */
 export const DEPRECATED_HOOK_NAMES = ['narrow', 'dispatch', 'beforeToolCall', 'onResult'] as const;
 
 /**
@@ -97,8 +108,8 @@ export function defineGuard<H extends Guard>(hooks: H & NoExtraKeys<H>): H {
   if (keys.length === 0) {
     throw new TypeError(`a guard implements at least one hook: ${HOOK_NAMES.join(', ')}`);
   }
-  HOOK_NAMES.forEach((name, i) => {
-    const deprecated = DEPRECATED_HOOK_NAMES[i];
+  DEPRECATED_HOOK_NAMES.forEach((deprecated, i) => {
+    const name = HOOK_NAMES[i];
     if (keys.includes(name) && keys.includes(deprecated)) {
       throw new TypeError(`the guard implements both ${name} and ${deprecated}, its deprecated name; keep ${name}`);
     }

@@ -1,4 +1,4 @@
-// State a guard keeps between calls, in a scope the host chooses (contract 0.2.0, `state`).
+// State a guard keeps between calls, in a scope the host chooses (contract 0.3.0, `state`).
 //
 //   import { state } from '@toolgate/guest';
 //   const sent = state.add('run', 'send_email', 1);
@@ -9,8 +9,8 @@
 //
 // A guard that uses `state` imports `toolgate:guard/state`; one that does not, does not.
 
-import { add as witAdd, delete as witDelete, get as witGet, set as witSet } from 'toolgate:guard/state@0.2.0';
-import type { Scope as WitScope } from 'toolgate:guard/state@0.2.0';
+import { add as witAdd, delete as witDelete, get as witGet, set as witSet } from 'toolgate:guard/state@0.3.0';
+import type { Scope as WitScope } from 'toolgate:guard/state@0.3.0';
 
 /**
  * Whose state an operation reads or writes. `'run'`: this run's (tenant, plugin, the event's

@@ -49,11 +49,11 @@ describe('a guard using http, built', () => {
 
   test('imports http, and only what it uses', async () => {
     const { imports, exports } = await componentInterfaces(await readFile(join(work, 'http-client.wasm')));
-    assert.deepEqual(exports, ['toolgate:guard/steering@0.2.0']);
+    assert.deepEqual(exports, ['toolgate:guard/steering@0.3.0']);
     assert.deepEqual([...imports].sort(), [
-      'toolgate:guard/host@0.2.0',
-      'toolgate:guard/http@0.2.0',
-      'toolgate:guard/types@0.2.0',
+      'toolgate:guard/host@0.3.0',
+      'toolgate:guard/http@0.3.0',
+      'toolgate:guard/types@0.3.0',
     ]);
     assert.equal(built.world, 'js-guard-steering-http');
     assert.deepEqual([built.http, built.state, built.config], [true, false, false]);

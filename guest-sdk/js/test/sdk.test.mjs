@@ -39,13 +39,13 @@ describe('a guard implementing every hook', () => {
   test('exports exactly the four seams and imports nothing but the contract', async () => {
     const { imports, exports } = await componentInterfaces(await readFile(join(work, 'all-seams.wasm')));
     assert.deepEqual([...exports].sort(), [
-      'toolgate:guard/result@0.2.0',
-      'toolgate:guard/rewrite@0.2.0',
-      'toolgate:guard/routing@0.2.0',
-      'toolgate:guard/steering@0.2.0',
+      'toolgate:guard/result@0.3.0',
+      'toolgate:guard/rewrite@0.3.0',
+      'toolgate:guard/routing@0.3.0',
+      'toolgate:guard/steering@0.3.0',
     ]);
     // No state, no http, no config: a guard imports and exports only what it uses.
-    assert.deepEqual([...imports].sort(), ['toolgate:guard/host@0.2.0', 'toolgate:guard/types@0.2.0']);
+    assert.deepEqual([...imports].sort(), ['toolgate:guard/host@0.3.0', 'toolgate:guard/types@0.3.0']);
     assert.equal(built.world, 'js-guard-routing-rewrite-steering-result');
     assert.equal(built.stringLowering, 'native');
     assert.equal(built.config, false);
@@ -182,7 +182,8 @@ describe("a guard naming its hooks as symfonic does", () => {
 
   test('every seam is exported and reaches its hook', async () => {
     const { exports: seams } = await componentInterfaces(await readFile(join(work, 'named-hooks.wasm')));
-    assert.equal(seams.length, 4);
+    assert.equal(seams.length, 5);
+    assert.ok(seams.includes('toolgate:guard/response@0.3.0'), seams.join(', '));
     const { exports, logs } = await instance();
     const routing = {
       runId: 'r',
@@ -216,6 +217,24 @@ describe("a guard naming its hooks as symfonic does", () => {
     const result = { runId: 'r', toolName: 't', result: '[1]', callId: 'c', deferred: false, isError: false, state: '{}' };
     assert.equal(exports.result.onResult(result), undefined);
     assert.deepEqual(logs, [['info', 'saw t [1]']]);
+  });
+
+  test('the response hook answers a string, or nothing to keep the content; anything else traps', async () => {
+    const { exports, logs } = await instance();
+    const render = (content) =>
+      exports.response.render({
+        runId: 'r',
+        iterationIndex: 2,
+        model: 'm',
+        nodeName: 'react',
+        originalContent: 'orig',
+        content,
+        state: '{"mode":"x"}',
+      });
+    assert.equal(render('now'), 'now|orig|m|2|x');
+    assert.equal(render('keep'), undefined);
+    assert.throws(() => render('bad'));
+    assert.match(logs[0][1], /onResponseRender returned 42; return the answer to give \(a string\) or nothing/);
   });
 
   test('a malformed reply names the hook as the guard wrote it', async () => {
@@ -276,7 +295,7 @@ describe('contract handling', () => {
     // The contract's own <seam>-guard worlds import state and http: never used as they are.
     const one = worldFor(['beforeToolCall']);
     assert.equal(one.worldName, 'js-guard-steering');
-    assert.match(one.extraFile.text, /^package toolgate:guard@0\.2\.0;$/m);
+    assert.match(one.extraFile.text, /^package toolgate:guard@0\.3\.0;$/m);
     assert.match(one.extraFile.text, /world js-guard-steering \{\n    import host;\n    export %steering;\n\}/);
     const w = worldFor(['onResult', 'dispatch']);
     assert.equal(w.worldName, 'js-guard-rewrite-result');

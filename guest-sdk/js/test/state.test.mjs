@@ -37,11 +37,11 @@ describe('a guard using state and checking its config, built', () => {
 
   test('imports state and exports config beside its seam', async () => {
     const { imports, exports } = await componentInterfaces(await readFile(join(work, 'stateful.wasm')));
-    assert.deepEqual([...exports].sort(), ['toolgate:guard/config@0.2.0', 'toolgate:guard/steering@0.2.0']);
+    assert.deepEqual([...exports].sort(), ['toolgate:guard/config@0.3.0', 'toolgate:guard/steering@0.3.0']);
     assert.deepEqual([...imports].sort(), [
-      'toolgate:guard/host@0.2.0',
-      'toolgate:guard/state@0.2.0',
-      'toolgate:guard/types@0.2.0',
+      'toolgate:guard/host@0.3.0',
+      'toolgate:guard/state@0.3.0',
+      'toolgate:guard/types@0.3.0',
     ]);
     assert.equal(built.world, 'js-guard-steering-config-state');
     assert.deepEqual([built.config, built.state, built.int64Lowering], [true, true, 'unsigned-bits']);

@@ -29,7 +29,7 @@ from toolgate_guest.wasminfo import read_component_file
 REPO = Path(__file__).resolve().parents[3]
 
 PKG = "toolgate:guard"
-VER = "@0.2.0"
+VER = "@0.3.0"
 
 GUARD = '''
 import sys
@@ -261,6 +261,13 @@ class Named(Guard):
 
     def on_tool_result(self, event):
         log(f"saw {event.tool_name}")
+
+    def on_response_render(self, event):
+        if event.content == "keep":
+            return None
+        if event.content == "bad":
+            return b"bytes"
+        return f"{event.content}|{event.original_content}|{event.model}|{event.iteration_index}|{event.state}"
 '''
 
 
@@ -282,6 +289,21 @@ def test_symfonic_hook_names_reach_every_seam(named: Host) -> None:
     with pytest.raises(Trap):
         steering(named, {"do": "bad"})
     assert named.logs[-1][1].startswith("guard raised TypeError: on_before_tool_call returned int")
+
+
+def test_the_response_hook_answers_a_string_or_keeps_the_content(named: Host) -> None:
+    named.logs.clear()
+    event = {"run_id": "r", "iteration_index": 2, "model": "m", "node_name": "react",
+             "original_content": "orig"}
+    assert named.call("response", **event) == "orig|orig|m|2|{}"
+    named.state = {"mode": "x"}
+    assert named.call("response", **event, content="now") == "now|orig|m|2|{'mode': 'x'}"
+    assert named.call("response", **event, content="keep") == "keep"
+    with pytest.raises(Trap):
+        named.call("response", **event, content="bad")
+    assert named.logs[-1][1].startswith("guard raised TypeError: on_response_render returned bytes")
+    info = read_component_file(named.plugins / "guard.wasm")
+    assert f"{PKG}/response{VER}" in info.export_names()
 
 
 # A guard that keeps state and checks its config: each steering call runs

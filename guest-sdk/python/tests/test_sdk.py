@@ -20,7 +20,7 @@ from toolgate_guest.wasminfo import ComponentFormatError, read_component
 
 SDK = Path(__file__).resolve().parents[1]
 # The contract this SDK builds against (the repository's `wit/` is newer).
-REPO_WIT = SDK.parents[1] / "wit" / "v0.2.0" / "guard.wit"
+REPO_WIT = SDK.parents[1] / "wit" / "guard.wit"
 
 
 # ------------------------------------------------------------------- events
@@ -124,6 +124,26 @@ def test_function_guard(tmp_path: Path) -> None:
         def helper(): pass
     """)
     assert (t.class_name, t.seams) == (None, ["routing", "rewrite"])
+
+
+def test_a_response_guard_exports_the_response_seam(tmp_path: Path) -> None:
+    t = find(tmp_path, """
+        from toolgate_guest import Guard
+        class G(Guard):
+            def on_response_render(self, event): return event.content.upper()
+    """)
+    assert (t.class_name, t.seams) == ("G", ["response"])
+    t = find(tmp_path, "def on_response_render(event): return None\n", name="f")
+    assert (t.class_name, t.seams) == (None, ["response"])
+    assert "Response = _exports.response(guard.G)\n" in build.app_source("guard", "G", ["response"])
+
+
+def test_response_event_parses_state() -> None:
+    wit = SimpleNamespace(run_id="r", iteration_index=3, model="m", node_name="react",
+                          original_content="a", content="b", state='{"k": [1]}')
+    e = tg.ResponseRenderEvent.from_wit(wit)
+    assert (e.run_id, e.iteration_index, e.model, e.node_name) == ("r", 3, "m", "react")
+    assert (e.original_content, e.content, e.state) == ("a", "b", {"k": [1]})
 
 
 def test_deprecated_hook_names_still_count(tmp_path: Path) -> None:
@@ -242,7 +262,7 @@ def test_keyword_escaping() -> None:
 
 
 def test_packaged_wit_is_the_contract() -> None:
-    packaged = build.default_wit() / "guard.wit"
+    packaged = build.default_wit()
     assert packaged.read_text() == REPO_WIT.read_text()
     assert f"package {build.WIT_PACKAGE}@{build.WIT_VERSION};" in REPO_WIT.read_text()
 
@@ -273,10 +293,11 @@ def test_the_generated_world_imports_and_exports_only_what_the_guard_uses(tmp_pa
 def test_copy_wit_refuses_another_package_or_version(tmp_path: Path) -> None:
     other = tmp_path / "other.wit"
     other.write_text("package acme:thing@1.0.0;\n")
-    with pytest.raises(build.BuildError, match="not the toolgate:guard@0.2.0 package"):
+    with pytest.raises(build.BuildError, match="not the toolgate:guard@0.3.0 package"):
         build.copy_wit(other, tmp_path / "out")
-    with pytest.raises(build.BuildError, match="not the toolgate:guard@0.2.0 package"):
-        build.copy_wit(REPO_WIT.parents[1] / "v0.1.0", tmp_path / "old")
+    for old in ("v0.1.0", "v0.2.0"):
+        with pytest.raises(build.BuildError, match="not the toolgate:guard@0.3.0 package"):
+            build.copy_wit(REPO_WIT.parent / old, tmp_path / old)
 
 
 def test_pyproject_pins_the_checked_componentize_py() -> None:

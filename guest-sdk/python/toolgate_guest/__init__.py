@@ -13,11 +13,13 @@ seam           method (symfonic's hook)                 event (symfonic's class)
 ``steering``   ``on_before_tool_call(event)``           :class:`BeforeToolCallEvent`        :func:`steer`, :func:`cancel`,
                                                                                             :func:`proceed`, or None
 ``result``     ``on_tool_result(event)``                :class:`ToolResultCallbackEvent`    nothing
+``response``   ``on_response_render(event)``            :class:`ResponseRenderEvent`        the answer to give (a str),
+                                                                                            or None to keep ``content``
 =============  =======================================  ==================================  ==============================
 
 The hooks and events carry symfonic's names; the hook's ``state`` argument
 is the event's ``state`` field. Events are dataclasses whose fields mirror
-the WIT records (``toolgate:guard/types@0.2.0``) in snake_case, with the JSON
+the WIT records (``toolgate:guard/types@0.3.0``) in snake_case, with the JSON
 fields (``args``, ``state``, ``result``) already parsed. Every hook call runs
 in a brand-new instance: nothing in memory survives from one call to the
 next; what a guard must remember it keeps with :mod:`toolgate_guest.state`.
@@ -60,6 +62,7 @@ __all__ = [
     "DispatchEvent",
     "Guard",
     "Proceed",
+    "ResponseRenderEvent",
     "Rewrite",
     "RoutingEvent",
     "SEAMS",
@@ -87,10 +90,12 @@ SEAMS: Dict[str, str] = {
     "rewrite": "on_tool_call_dispatch",
     "steering": "on_before_tool_call",
     "result": "on_tool_result",
+    "response": "on_response_render",
 }
 
 #: Deprecated: each seam's former hook name (its WIT function's), still
-#: accepted where the guard does not implement the hook under its own name.
+#: accepted where the guard does not implement the hook under its own name
+#: (the response seam's hook never had another).
 DEPRECATED_HOOKS: Dict[str, str] = {
     "routing": "narrow",
     "rewrite": "dispatch",
@@ -114,7 +119,7 @@ def _object(text: str, what: str) -> Dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# Events (toolgate:guard/types@0.2.0)
+# Events (toolgate:guard/types@0.3.0)
 # --------------------------------------------------------------------------
 
 
@@ -275,6 +280,42 @@ class ToolResultCallbackEvent:
         )
 
 
+@dataclass
+class ResponseRenderEvent:
+    """``on_response_render``: the run's final answer, about to be returned.
+
+    symfonic's ``ResponseRenderEvent``, plus the answer as it stands and the
+    state (WIT: ``response-event``).
+    """
+
+    #: The agent run this turn belongs to.
+    run_id: str
+    #: 0-indexed React loop iteration that produced the final answer.
+    iteration_index: int
+    #: The model that produced the final answer.
+    model: str
+    #: The node that produced the final answer.
+    node_name: str
+    #: The final answer before any handler rewrote it.
+    original_content: str
+    #: The answer as it stands: the previous guard's (or handler's) output.
+    content: str
+    #: The caller's state (``{}`` when there is none).
+    state: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wit(cls, e: Any) -> "ResponseRenderEvent":
+        return cls(
+            run_id=e.run_id,
+            iteration_index=e.iteration_index,
+            model=e.model,
+            node_name=e.node_name,
+            original_content=e.original_content,
+            content=e.content,
+            state=_object(e.state, "state"),
+        )
+
+
 # Deprecated: the former names of the events (aliases, the same classes).
 RoutingEvent = ToolRoutingDecisionEvent
 DispatchEvent = ToolCallDispatchEvent
@@ -383,6 +424,11 @@ class Guard:
         """Result: observe what a tool returned."""
         return None
 
+    def on_response_render(self, event: ResponseRenderEvent) -> Optional[str]:
+        """Response: the final answer to give instead of ``event.content``,
+        or None to keep it."""
+        return None
+
 
 def _implements(guard: Any, method: str) -> bool:
     impl = getattr(guard, method, None)
@@ -426,8 +472,9 @@ def hook_name(guard: Any, seam: str) -> Optional[str]:
     else None. A guard implementing both names of one seam is refused
     (``TypeError``): which one runs would be a guess.
     """
-    name, old = SEAMS[seam], DEPRECATED_HOOKS[seam]
-    new_impl, old_impl = _implements(guard, name), _implements(guard, old)
+    name, old = SEAMS[seam], DEPRECATED_HOOKS.get(seam)
+    new_impl = _implements(guard, name)
+    old_impl = old is not None and _implements(guard, old)
     if new_impl and old_impl:
         raise TypeError(f"the guard implements both {name} and {old}, its deprecated name; keep {name}")
     if new_impl:

@@ -225,6 +225,27 @@ def result(guard: Any) -> type:
     return Result
 
 
+def response(guard: Any) -> type:
+    """The ``Response`` export class for a guard."""
+    hook = _hook(guard, "response")
+
+    class Response(_wit.Response):
+        def render(self, event: Any) -> Optional[str]:
+            return _call(guard, hook, _tg.ResponseRenderEvent, event, to_answer)
+
+    return Response
+
+
+def to_answer(value: Any, hook: str = "on_response_render") -> Optional[str]:
+    """A guard's response answer as a WIT ``option<string>``: a str, or None
+    to keep the content."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{hook} returned {type(value).__name__}; expected the answer (a str) or None")
+    return value
+
+
 def _nothing(value: Any, hook: str = "on_tool_result") -> None:
     return None
 
@@ -254,5 +275,6 @@ FACTORIES: dict[str, Callable[[Any], type]] = {
     "rewrite": rewrite,
     "steering": steering,
     "result": result,
+    "response": response,
     "config": config,
 }

@@ -48,7 +48,7 @@ COMPONENTIZE_PY_VERSION = "0.25.1"
 
 #: The WIT package the SDK targets.
 WIT_PACKAGE = "toolgate:guard"
-WIT_VERSION = "0.2.0"
+WIT_VERSION = "0.3.0"
 
 _APP_MODULE = "_toolgate_guest_app"
 _RUNTIME_FILES = ("__init__.py", "_exports.py", "state.py", "http.py")
@@ -192,11 +192,13 @@ def find_target(module: ModuleType, class_name: Optional[str] = None,
 
 
 def default_wit() -> Path:
-    """The WIT to build against: $TOOLGATE_WIT, else the copy shipped in the SDK."""
+    """The WIT to build against: $TOOLGATE_WIT, else the contract shipped in
+    the SDK (its current version, ``wit/guard.wit``; earlier ones are frozen
+    in ``wit/v<version>/``)."""
     env = os.environ.get("TOOLGATE_WIT")
     if env:
         return Path(env)
-    return Path(toolgate_guest.__file__).resolve().parent / "wit" / f"v{WIT_VERSION}"
+    return Path(toolgate_guest.__file__).resolve().parent / "wit" / "guard.wit"
 
 
 # WIT parsers (componentize-py 0.25.1's included) read `result` as a keyword, so

@@ -158,7 +158,7 @@ pub enum Verdict {
     Result,
     /// Response: the answer to return, as symfonic's
     /// `CallbackManager.on_response_render` returns it (the event's
-    /// `original_content` when no guard changed it).
+    /// `content`, else `original_content`, when no guard changed it).
     Response(String),
 }
 
@@ -498,16 +498,17 @@ impl Chain {
     }
 
     /// `on_response_render`: registration order; each guard sees the
-    /// previous guard's answer as `content` (the first sees
-    /// `original_content`) and returns a replacement or nothing (keep it).
+    /// previous guard's answer as `content` (the first sees the event's
+    /// `content`, else `original_content`) and returns a replacement or
+    /// nothing (keep it).
     /// A fault skips that guard's contribution and the chain goes on with
     /// the content it had, as symfonic's manager does with a raising
     /// handler; a fail-closed guard's fault withholds the answer
     /// ([`withheld_message`]) and ends the chain. Returns the answer to
-    /// give (`original_content` when nothing changed it).
+    /// give (the first guard's `content` when nothing changed it).
     pub async fn response(&self, event: &ResponseRenderEvent, state: &Value) -> Decision<String> {
         let mut trace = Vec::new();
-        let mut content = event.original_content.clone();
+        let mut content = event.content().to_owned();
         if self.subscribed(Seam::Response).next().is_none() {
             return Decision::new(content, trace);
         }

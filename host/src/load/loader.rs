@@ -30,6 +30,7 @@ use crate::load::files::PluginDir;
 use crate::load::manifest::{self};
 use crate::load::plan::{Location, Plan, list_tenants, plan_scope};
 use crate::load::policy::Policy;
+use crate::load::remote::signature::Trust;
 use crate::load::remote::{FetchLimits, Fetcher};
 use crate::runtime::engine::Engine;
 use crate::runtime::prepared::PreparedShare;
@@ -44,6 +45,9 @@ pub struct LoadedPlugin {
     pub tenants: Option<Vec<TenantName>>,
     /// Digest and settings, to tell an unchanged plugin on reload.
     fingerprint: String,
+    /// The id of the trusted key that signed it, if one did: whether it
+    /// may keep serving when the keys change.
+    signer: Option<String>,
 }
 
 impl LoadedPlugin {
@@ -101,6 +105,9 @@ pub enum IssueKind {
     /// A remote source (`url`, `oci`) not fetched, or whose bytes are not
     /// the ones its digest pins.
     Fetch,
+    /// A component without the signature the operator requires, or signed
+    /// by no trusted key.
+    Signature,
     /// Not a failure to load: a plugin whose snapshot at load failed (see
     /// `crate::call::snapshot`) serves as its bytes are.
     Snapshot,
@@ -128,6 +135,7 @@ impl IssueKind {
             Error::ConfigRefused { .. } => IssueKind::Config,
             Error::Limits { .. } => IssueKind::Limits,
             Error::Fetch { .. } | Error::Digest { .. } => IssueKind::Fetch,
+            Error::Signature { .. } => IssueKind::Signature,
             _ => IssueKind::Host,
         }
     }
@@ -359,6 +367,8 @@ struct ScopeLoad<'a> {
     fits_mib: u64,
     previous: &'a ScopeState,
     share: Arc<PreparedShare>,
+    /// The keys its components must be signed with.
+    trust: &'a Trust,
 }
 
 impl ScopeState {
@@ -535,7 +545,8 @@ impl Loader {
                 refused,
             }) => (dir, entries, set, refused),
         };
-        let shares = &set_policy.as_deref().unwrap_or(policy).shares;
+        let effective = set_policy.as_deref().unwrap_or(policy);
+        let shares = &effective.shares;
         let mut state = ScopeState {
             policy: set_policy.as_deref().cloned(),
             errors: refused,
@@ -549,6 +560,7 @@ impl Loader {
             fits_mib: at.fits_mib(shares),
             previous,
             share: self.prepared_share(key),
+            trust: &effective.signatures,
         };
         for entry in at.named(entries) {
             self.load_entry(&scope, entry, &mut state, report).await;
@@ -608,6 +620,8 @@ impl Loader {
             .iter()
             .find(|p| p.plugin.name() == entry.spec.name);
         let path = entry.spec.path.clone();
+        // ... unless the keys trusted now would refuse it.
+        let old = old.filter(|o| scope.trust.admits(o.signer.as_deref()));
         let failed = |state: &mut ScopeState, why: LoadIssue| {
             state.errors.push(why);
             state.plugins.extend(old.cloned());
@@ -623,15 +637,21 @@ impl Loader {
             return failed(state, LoadIssue::new(IssueKind::Share, &path, why));
         }
         // A remote source: from the blobs kept, else fetched and verified.
+        // Either way signed as the operator requires, checked before the
+        // bytes are compared with what serves (a key no longer trusted
+        // takes out what it signed).
         let bytes = match &entry.remote {
-            None => self.read_component(scope, &path).await,
+            None => match self.read_component(scope, &path).await {
+                Ok(bytes) => self.signed_file(scope, &path, bytes).await,
+                Err(e) => Err(e),
+            },
             Some(remote) => {
                 self.fetcher
-                    .component(&self.cache, &entry.spec.name, remote)
+                    .component(&self.cache, &entry.spec.name, remote, scope.trust)
                     .await
             }
         };
-        let bytes = match bytes {
+        let (bytes, signer) = match bytes {
             Ok(b) => b,
             Err(e) => return failed(state, LoadIssue::of(&path, &e)),
         };
@@ -643,7 +663,10 @@ impl Loader {
             .iter()
             .find(|p| p.fingerprint == fingerprint)
         {
-            return state.plugins.push(same.clone());
+            return state.plugins.push(LoadedPlugin {
+                signer,
+                ..same.clone()
+            });
         }
         if let Some((_, why)) = previous.failed.iter().find(|(f, _)| *f == fingerprint) {
             // Failed before with these very bytes and settings: report
@@ -668,6 +691,7 @@ impl Loader {
                     plugin: Arc::new(plugin),
                     tenants: entry.tenants,
                     fingerprint,
+                    signer,
                 });
             }
             Err(e) => {
@@ -693,6 +717,48 @@ impl Loader {
             .await
             .map_err(join_error)
             .and_then(|r| r)
+    }
+
+    /// `bytes`, the component file at `path`, when it is signed as the
+    /// scope's trust requires: by its `<file>.sig` (base64 of an ECDSA
+    /// P-256 signature of the bytes, as `cosign sign-blob` writes it),
+    /// read under the same file rules as the component; with the id of the
+    /// key that signed it, if one did.
+    async fn signed_file(
+        &self,
+        scope: &ScopeLoad<'_>,
+        path: &Path,
+        bytes: Vec<u8>,
+    ) -> Result<(Vec<u8>, Option<String>), Error> {
+        if !scope.trust.active() {
+            return Ok((bytes, None));
+        }
+        let mut sig = path.as_os_str().to_owned();
+        sig.push(".sig");
+        let sig = PathBuf::from(sig);
+        let refused = |message: String| Error::Signature {
+            location: path.display().to_string(),
+            message,
+        };
+        let signature = match self.read_component(scope, &sig).await {
+            Ok(text) => String::from_utf8(text)
+                .map_err(|_| refused(format!("{} is not a base64 signature", sig.display())))?,
+            Err(_) if !scope.trust.required => return Ok((bytes, None)),
+            Err(e) => {
+                return Err(refused(format!(
+                    "signatures are required (`[ceilings] require_signatures`) and its \
+                     signature file {} cannot be read: {e}",
+                    sig.display()
+                )));
+            }
+        };
+        match scope.trust.signer(&bytes, [signature.as_str()]) {
+            Ok(key) => {
+                tracing::debug!(path = %path.display(), key = key.id(), "signature verified");
+                Ok((bytes, Some(key.id().to_string())))
+            }
+            Err(why) => Err(refused(format!("{}: {why}", sig.display()))),
+        }
     }
 
     /// Compiles (or finds compiled) and links one plugin: the compile waits

@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use crate::call::quarantine::QuarantinePolicy;
+use crate::load::remote::signature::Trust;
 use crate::runtime::decision_log::DecisionLogConfig;
 use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::limits::Limits;
@@ -44,6 +45,11 @@ pub struct Policy {
     /// Where every decision is logged, and what of its input (`[decision_log]`,
     /// `serve --decision-log`). Default: off.
     pub decision_log: DecisionLogConfig,
+    /// The keys components must be signed with, and whether a signature is
+    /// required (`[ceilings] trusted_keys`, `require_signatures`); held to
+    /// by the global directory and every tenant alike. Default: no key,
+    /// nothing required.
+    pub signatures: Trust,
 }
 
 impl Policy {

@@ -29,13 +29,24 @@ pub(crate) fn secrets(mask: &[String], request: &DecideRequest) -> Option<Arc<re
     if mask.is_empty() {
         return None;
     }
-    let original = original_content(request);
+    // A response's content masks in both its forms: the original and the
+    // answer as it stood when the guards were consulted.
+    let answers = match &request.event {
+        Event::Response(e) => Some(Value::Array(
+            [Some(&e.original_content), e.content.as_ref()]
+                .into_iter()
+                .flatten()
+                .map(|s| Value::String(s.clone()))
+                .collect(),
+        )),
+        _ => None,
+    };
     let (args, content) = match &request.event {
         Event::Routing(_) => (None, None),
         Event::Rewrite(e) => (Some(&e.args), None),
         Event::Steering(e) => (Some(&e.args), None),
         Event::Result(e) => (None, Some(&e.result)),
-        Event::Response(_) => (None, original.as_ref()),
+        Event::Response(_) => (None, answers.as_ref()),
     };
     let secrets = redact::Secrets::of(mask, args, content, &request.state);
     (!secrets.is_empty()).then(|| Arc::new(secrets))

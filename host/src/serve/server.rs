@@ -132,6 +132,28 @@ pub struct ServerConfig {
     /// under `request_timeout`: otherwise the request timeout answers
     /// first (503), the reload still going on. Default: 10 s.
     pub reload_wait: Duration,
+    /// Whether the server is draining: once [`Draining::start`] is called
+    /// `/readyz` answers 503 `{"status": "draining"}` (so a load balancer
+    /// takes the replica out) and every answer carries `Connection:
+    /// close`, while calls are still served. Default: not draining.
+    pub draining: Draining,
+}
+
+/// A server's draining switch (see [`ServerConfig::draining`]): clones
+/// share one switch, which only ever turns on.
+#[derive(Clone, Debug, Default)]
+pub struct Draining(Arc<std::sync::atomic::AtomicBool>);
+
+impl Draining {
+    /// Turns draining on, for good.
+    pub fn start(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether draining has started.
+    pub fn is_draining(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 impl Default for ServerConfig {
@@ -145,6 +167,7 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             reload_wait: Duration::from_secs(10),
+            draining: Draining::default(),
         }
     }
 }
@@ -158,6 +181,7 @@ struct App {
     request_timeout: Duration,
     reload_wait: Duration,
     reloads: Arc<Reloads>,
+    draining: Draining,
 }
 
 type Shared = Arc<App>;
@@ -210,6 +234,7 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
         request_timeout: config.request_timeout,
         reload_wait: config.reload_wait,
         reloads: Arc::default(),
+        draining: config.draining,
     });
     let operator_only = Router::new()
         .route("/v1/plugins", get(plugins))
@@ -277,14 +302,23 @@ pub async fn serve_with(
     crate::serve::connections::serve_connections(listener, router, limits, metrics, shutdown).await
 }
 
-/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+/// The signal that asked the server to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT (Ctrl-C): someone at a terminal.
+    Interrupt,
+    /// SIGTERM: a supervisor (systemd, Kubernetes) stopping the process.
+    Terminate,
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM, with which.
 ///
 /// The handlers are installed when this is called (it must be called on a
 /// Tokio runtime), not when the future is first polled: a signal that
 /// arrives while the server is busy before it first looks at the future is
 /// still a graceful shutdown, never the default action.
 #[cfg(unix)]
-pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+pub fn shutdown_signal() -> impl Future<Output = Stop> + Send + 'static {
     use tokio::signal::unix::{Signal, SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).ok();
     let mut int = signal(SignalKind::interrupt()).ok();
@@ -298,19 +332,20 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     }
     async move {
         tokio::select! {
-            () = recv(&mut term) => {}
-            () = recv(&mut int) => {}
+            () = recv(&mut term) => Stop::Terminate,
+            () = recv(&mut int) => Stop::Interrupt,
         }
     }
 }
 
 /// Completes on Ctrl-C.
 #[cfg(not(unix))]
-pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+pub fn shutdown_signal() -> impl Future<Output = Stop> + Send + 'static {
     async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
+        Stop::Interrupt
     }
 }
 
@@ -477,7 +512,14 @@ fn panicked(_: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
 async fn count(State(app): State<Shared>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let (endpoint, _) = endpoint_of(&request);
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    // A draining server sends its clients elsewhere: each connection
+    // closes after the answer in hand.
+    if app.draining.is_draining() {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     app.metrics
         .record_request(&endpoint, response.status().as_u16(), started.elapsed());
     response
@@ -507,8 +549,20 @@ async fn healthz(State(app): State<Shared>) -> Response {
 }
 
 /// 200 once every tenant with a directory is loaded, else 503 with the
-/// tenants still loading; never needs the token.
+/// tenants still loading; 503 `draining` once the server drains; never
+/// needs the token.
 async fn readyz(State(app): State<Shared>) -> Response {
+    if app.draining.is_draining() {
+        let mut response = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"status": "draining"})),
+        )
+            .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    }
     let set = app.registry.plugin_set();
     let pending: Vec<&str> = set.pending.iter().map(String::as_str).collect();
     let status = if pending.is_empty() {

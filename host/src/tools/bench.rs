@@ -127,6 +127,20 @@ pub struct ChainLoad {
     pub faults: u64,
 }
 
+/// The whole chain called as an agent calls it: one decision, then an
+/// idle gap (the model's turn), then the next.
+#[derive(Clone, Debug, Serialize)]
+pub struct Spread {
+    /// The idle time before each call, in milliseconds.
+    pub gap_ms: u64,
+    /// Latency of each decision after its gap.
+    pub latency: Latency,
+}
+
+/// The idle gaps [`Spread`] is measured after: from a tight tool loop to a
+/// slow model turn.
+pub const SPREAD_GAPS_MS: [u64; 4] = [1, 5, 20, 100];
+
 /// The cost of one seam of a chain.
 #[derive(Clone, Debug, Serialize)]
 pub struct SeamCost {
@@ -134,6 +148,10 @@ pub struct SeamCost {
     pub seam: Seam,
     /// How many distinct events of this seam were cycled through.
     pub events: usize,
+    /// The whole chain, one call at a time after idle gaps of
+    /// 1, 5, 20 and 100 ms: what a caller inside an agent pays (a call in a
+    /// tight loop, `chain` at concurrency 1, is the other end).
+    pub spread: Vec<Spread>,
     /// Per guard that subscribes to the seam, in chain order.
     pub guards: Vec<GuardCost>,
     /// The whole chain under load.
@@ -188,9 +206,11 @@ pub async fn measure(
             costs.push(guard_cost(plugin, &mine, settings.window).await?);
         }
         let load = chain_load(chain, &mine, settings).await;
+        let spread = spread(chain, &mine, settings.window).await;
         seams.push(SeamCost {
             seam,
             events: mine.len(),
+            spread,
             guards: costs,
             chain: load,
         });
@@ -270,6 +290,28 @@ async fn guard_cost(
         reused,
         faults: fault_count,
     })
+}
+
+/// The chain after each idle gap: between 5 and 40 calls per gap, as many
+/// as fit in `window` of gaps.
+async fn spread(chain: &Chain, events: &[(Event, Value)], window: Duration) -> Vec<Spread> {
+    let mut out = Vec::new();
+    for gap_ms in SPREAD_GAPS_MS {
+        let gap = Duration::from_millis(gap_ms);
+        let n = (window.as_millis() / u128::from(gap_ms)).clamp(5, 40);
+        let mut samples = Vec::new();
+        for (event, state) in events.iter().cycle().take(usize::try_from(n).unwrap_or(5)) {
+            tokio::time::sleep(gap).await;
+            let t = Instant::now();
+            let _ = chain.decide(event, state).await;
+            samples.push(t.elapsed());
+        }
+        out.push(Spread {
+            gap_ms,
+            latency: Latency::of(&mut samples),
+        });
+    }
+    out
 }
 
 async fn chain_load(chain: &Chain, events: &[(Event, Value)], settings: &Settings) -> ChainLoad {

@@ -441,6 +441,23 @@ fn bench_reports_each_guard_and_the_chain() {
         assert!(calls > 0, "{path}: {steering}");
     }
     assert_eq!(steering["guards"][0]["faults"], 0);
+    // The chain one call at a time after each idle gap, 5 calls at least.
+    let spread: Vec<(u64, u64)> = steering["spread"]
+        .as_array()
+        .expect("spread")
+        .iter()
+        .map(|s| {
+            (
+                s["gap_ms"].as_u64().expect("gap"),
+                s["latency"]["calls"].as_u64().expect("calls"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        spread.iter().map(|s| s.0).collect::<Vec<_>>(),
+        [1, 5, 20, 100]
+    );
+    assert!(spread.iter().all(|s| s.1 >= 5), "{spread:?}");
     assert_eq!(steering["chain"]["concurrency"], 3);
     assert!(steering["chain"]["decisions"].as_u64().expect("decisions") > 0);
     assert!(

@@ -32,9 +32,21 @@ fn each_language_gets_its_files_with_the_hooks_of_the_seams_asked() {
             "fn on_tool_result",
             &["Cargo.toml"],
         ),
-        ("ts", "guard.ts", "onBeforeToolCall(", "onToolResult(", &[]),
+        (
+            "ts",
+            "guard.ts",
+            "onBeforeToolCall(",
+            "onToolResult(",
+            &["tsconfig.json"],
+        ),
         ("js", "guard.js", "onBeforeToolCall(", "onToolResult(", &[]),
-        ("go", "main.go", "steering.Handle(", "result.Handle(", &[]),
+        (
+            "go",
+            "main.go",
+            "steering.Handle(",
+            "result.Handle(",
+            &["go.mod"],
+        ),
         (
             "python",
             "guard.py",
@@ -88,6 +100,23 @@ fn each_language_gets_its_files_with_the_hooks_of_the_seams_asked() {
         .join("../guest-sdk")
         .canonicalize()
         .expect("the SDK");
+    // What an editor needs: the Go module and the TypeScript paths name the
+    // SDK the project was made with.
+    let go_mod = text(&dir.path().join("go-guard"), "go.mod");
+    assert!(
+        go_mod.contains(&format!(
+            "replace toolgate.dev/guest => {}/go",
+            sdk.display()
+        )),
+        "{go_mod}"
+    );
+    let tsconfig = text(&dir.path().join("ts-guard"), "tsconfig.json");
+    let tsconfig: serde_json::Value = serde_json::from_str(&tsconfig).expect("tsconfig is JSON");
+    assert_eq!(
+        tsconfig["compilerOptions"]["paths"]["@toolgate/guest"][0],
+        format!("{}/js/src/index.ts", sdk.display()),
+        "{tsconfig}"
+    );
     assert!(
         cargo.contains(&format!(
             "toolgate-guest = {{ path = \"{}/rust\" }}",
@@ -180,4 +209,96 @@ fn a_new_rust_guard_builds_and_passes_its_tests_as_generated() {
         String::from_utf8_lossy(&test.stdout),
         "2 passed, 0 failed\n"
     );
+}
+
+/// The binary alone, copied into an empty directory outside the checkout
+/// with an empty cache: `new`, `build` and `test` work from the SDK the
+/// binary carries, for Rust and TypeScript. The toolchains (the Rust SDK's
+/// compiled dependencies, componentize-js's packages) are kept between runs
+/// under the tests' target directory; the SDK itself is extracted afresh.
+#[test]
+fn the_binary_alone_scaffolds_builds_and_tests_rust_and_ts_guards() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let bin = home.path().join("bin/toolgate");
+    std::fs::create_dir_all(bin.parent().expect("bin dir")).expect("mkdir");
+    std::fs::copy(BIN, &bin).expect("copy the binary");
+    let cache = home.path().join("cache");
+    let toolchains = Path::new(env!("CARGO_TARGET_TMPDIR")).join("new-guard-toolchains");
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    let run = |dir: &Path, args: &[&str]| {
+        let out = Command::new(&bin)
+            .args(args)
+            .current_dir(dir)
+            .env("XDG_CACHE_HOME", &cache)
+            .env("TOOLGATE_TOOLCHAINS", &toolchains)
+            .env_remove("TOOLGATE_SDK")
+            .env_remove("CARGO_TARGET_DIR")
+            .env("TOOLGATE_LOG", "error")
+            .output()
+            .expect("run the copied toolgate");
+        assert!(
+            out.status.success(),
+            "toolgate {args:?} in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for (lang, name) in [("rust", "alone-rs"), ("ts", "alone-ts")] {
+        run(&work, &["new", lang, name, "--seam", "steering"]);
+        let project = work.join(name);
+        let built = run(&project, &["build", "."]);
+        assert!(built.starts_with(&format!("built {name}.wasm")), "{built}");
+        assert_eq!(run(&project, &["test"]), "2 passed, 0 failed\n", "{lang}");
+    }
+    // Built again unchanged: the same component, byte for byte (the JS
+    // toolchain's output differs on every run, so the build is skipped),
+    // and `toolgate test` finds it compiled already.
+    let project = work.join("alone-ts");
+    let component = std::fs::read(project.join("alone-ts.wasm")).expect("the component");
+    let again = run(&project, &["build", "."]);
+    assert!(again.starts_with("unchanged alone-ts.wasm"), "{again}");
+    assert_eq!(
+        std::fs::read(project.join("alone-ts.wasm")).expect("the component"),
+        component,
+        "the component is kept as it was"
+    );
+    // A type error fails the TypeScript build, naming it.
+    let source = text(&project, "guard.ts");
+    std::fs::write(
+        project.join("guard.ts"),
+        format!("{source}\nconst n: number = \"x\";\n"),
+    )
+    .expect("write");
+    let out = Command::new(&bin)
+        .args(["build", "."])
+        .current_dir(&project)
+        .env("XDG_CACHE_HOME", &cache)
+        .env("TOOLGATE_TOOLCHAINS", &toolchains)
+        .env_remove("TOOLGATE_SDK")
+        .output()
+        .expect("run the copied toolgate");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("TS2322"), "{stderr}");
+    // The SDK came out of the binary, into the cache; the Rust guard
+    // depends on that copy and builds in the shared target directory.
+    let sdk: Vec<_> = std::fs::read_dir(cache.join("toolgate/sdk"))
+        .expect("the SDK extracted into the cache")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(sdk.len(), 1, "{sdk:?}");
+    assert!(sdk[0].join("guest-sdk/rust/Cargo.toml").is_file());
+    let cargo = text(&work.join("alone-rs"), "Cargo.toml");
+    assert!(cargo.contains(&*sdk[0].to_string_lossy()), "{cargo}");
+    let config = text(&work.join("alone-rs"), ".cargo/config.toml");
+    assert!(
+        config.contains(&*toolchains.join("rust-target").to_string_lossy()),
+        "{config}"
+    );
+    // The cache cleared: the next build puts the SDK back.
+    std::fs::remove_dir_all(cache.join("toolgate/sdk")).expect("clear the cache");
+    run(&work.join("alone-rs"), &["build", "."]);
+    assert!(sdk[0].join("guest-sdk/rust/Cargo.toml").is_file());
 }

@@ -30,7 +30,7 @@ fn sha(path: &str) -> String {
 }
 
 /// Writes `text` as `dir`'s manifest, by the atomic-rename convention.
-fn manifest(dir: &Path, text: &str) {
+pub(crate) fn manifest(dir: &Path, text: &str) {
     std::fs::create_dir_all(dir).expect("mkdir");
     let tmp = dir.join(".toolgate.toml.tmp");
     std::fs::write(&tmp, text).expect("write");
@@ -61,13 +61,13 @@ async fn open_with(dir: &Path, cache: Option<&Path>, load: LoadLimits) -> Regist
         .expect("registry opens")
 }
 
-async fn open(dir: &Path, cache: Option<&Path>) -> Registry {
+pub(crate) async fn open(dir: &Path, cache: Option<&Path>) -> Registry {
     open_with(dir, cache, load_limits(64 << 20)).await
 }
 
 /// What the chain for `tenant` answers a `DELETE` without `WHERE`: `true`
 /// when some guard steers it (the sql-guard does; the others let it by).
-async fn steers_delete(reg: &Registry, tenant: Option<&str>) -> bool {
+pub(crate) async fn steers_delete(reg: &Registry, tenant: Option<&str>) -> bool {
     reg.plugin_set()
         .chain(tenant)
         .steering(
@@ -102,7 +102,7 @@ fn described(reg: &Registry) -> serde_json::Value {
     serde_json::to_value(reg.plugin_set().describe()).expect("JSON")
 }
 
-fn errors_of(reg: &Registry, kind: IssueKind) -> Vec<String> {
+pub(crate) fn errors_of(reg: &Registry, kind: IssueKind) -> Vec<String> {
     reg.plugin_set()
         .errors
         .iter()

@@ -52,6 +52,30 @@ async fn guards_run_in_order_each_seeing_the_previous_content() {
 }
 
 #[tokio::test]
+async fn the_first_guard_sees_the_hooks_content_when_a_handler_rewrote_it() {
+    let e = engine();
+    let a = plugin(&e, "a", RENDER, json!({"append": "+a"})).await;
+    let keep = plugin(&e, "keep", RENDER, json!({"keep": true})).await;
+    let mut event = answer("x");
+    event.content = Some("x+py".into());
+    let d = chain(&[&a]).response(&event, &no_state()).await;
+    assert_eq!(
+        d.result, "x+py+a",
+        "the chain starts from the hook's content"
+    );
+    let d = chain(&[&keep]).response(&event, &no_state()).await;
+    assert_eq!(d.result, "x+py", "none keeps the content it was given");
+    let d = chain(&[]).response(&event, &no_state()).await;
+    assert_eq!(d.result, "x+py", "no guard: the content as it came");
+    let p = plugin(&e, "fields", RENDER, json!({})).await;
+    let d = chain(&[&p]).response(&event, &no_state()).await;
+    assert_eq!(
+        d.result, "x|m-1|react|2|r1",
+        "original_content stays the original"
+    );
+}
+
+#[tokio::test]
 async fn a_faulting_guard_is_skipped_and_the_chain_goes_on() {
     let e = engine();
     let a = plugin(&e, "a", RENDER, json!({"append": "+a"})).await;
@@ -154,7 +178,7 @@ async fn over_http_post_v1_response_answers_the_final_string() {
     let (status, body) = s.post("/v1/response", event.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body, json!("x+a+b"));
-    let (status, body) = s.post("/v1/response?trace=1", event).await;
+    let (status, body) = s.post("/v1/response?trace=1", event.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["result"], json!("x+a+b"));
     let outcomes: Vec<&str> = body["trace"]
@@ -164,6 +188,11 @@ async fn over_http_post_v1_response_answers_the_final_string() {
         .map(|t| t["outcome"].as_str().expect("outcome"))
         .collect();
     assert_eq!(outcomes, ["rewrite", "rewrite"]);
+    let mut rewritten = event.clone();
+    rewritten["event"]["content"] = json!("y");
+    let (status, body) = s.post("/v1/response", rewritten).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!("y+a+b"), "the first guard is given `content`");
     let (status, body) = s
         .post(
             "/v1/response",
@@ -214,7 +243,7 @@ fn pii_redacts_case_file_passes_and_a_wrong_expectation_fails() {
         "{said}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(said, "4 passed, 0 failed\n");
+    assert_eq!(said, "6 passed, 0 failed\n");
     // The content key is checked: a wrong one fails, saying what it got.
     let out = run(&text.replace("call [redacted].", "call me."));
     let said = String::from_utf8_lossy(&out.stdout).into_owned();

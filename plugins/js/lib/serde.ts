@@ -32,6 +32,7 @@ export function configString(value: JsonValue): string {
 /** serde's refusal of a field not among `fields` (`deny_unknown_fields`). */
 export function unknownField(key: string, fields: readonly string[]): Error {
   const names = fields.map((f) => `\`${f}\``);
-  const expected = names.length === 2 ? `${names[0]} or ${names[1]}` : `one of ${names.join(', ')}`;
+  const expected =
+    names.length === 1 ? names[0] : names.length === 2 ? `${names[0]} or ${names[1]}` : `one of ${names.join(', ')}`;
   return new Error(`config: unknown field \`${key}\`, expected ${expected}`);
 }

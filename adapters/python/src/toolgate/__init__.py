@@ -39,8 +39,8 @@ for _exc in (BusyError, RequestError, ToolgateError):
 
 __all__ = ["BusyError", "Host", "RequestError", "ToolgateError", "SEAMS"]
 
-#: The four seams, in the order symfonic fires them.
-SEAMS: tuple[str, ...] = ("routing", "rewrite", "steering", "result")
+#: The five seams, in the order symfonic fires them.
+SEAMS: tuple[str, ...] = ("routing", "rewrite", "steering", "result", "response")
 
 
 def _dumps(value: Any) -> str:
@@ -176,7 +176,7 @@ class Host:
         return repr(self._native)
 
     # ------------------------------------------------------------------
-    # The four seams
+    # The five seams
     # ------------------------------------------------------------------
 
     async def decide(
@@ -259,6 +259,26 @@ class Host:
     ) -> Any:
         """``on_tool_result``: ``None`` (guards only observe)."""
         return await self.decide("result", event, state=state, tenant=tenant, trace=trace)
+
+    async def response(
+        self,
+        event: Mapping[str, Any],
+        *,
+        state: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        trace: bool = False,
+    ) -> Any:
+        """``on_response_render``: the final answer to give, a ``str``.
+
+        ``event`` carries ``ResponseRenderEvent``'s fields (``run_id``,
+        ``iteration_index``, ``model``, ``node_name``, ``original_content``).
+        The response guards run in registration order, each given the
+        previous one's answer as ``content``; the answer is the last one
+        (``original_content`` when no guard changed it). A guard that
+        faults is skipped; one configured ``on_error = "deny"`` withholds
+        the answer with a fixed message instead (docs/failures.md).
+        """
+        return await self.decide("response", event, state=state, tenant=tenant, trace=trace)
 
     # ------------------------------------------------------------------
     # What is loaded

@@ -10,6 +10,7 @@
 from ._transport import CircuitBreaker, ConfigurationError, ServiceError
 from ._wire import STATE_KEYS, json_safe, state_subset, tenant_dir
 from .handler import (
+    FAIL_CLOSED_ANSWER,
     FAIL_CLOSED_MESSAGE,
     FailurePolicy,
     ToolgateHandler,
@@ -17,6 +18,7 @@ from .handler import (
 from .palette import ToolgatePaletteResolver
 
 __all__ = [
+    "FAIL_CLOSED_ANSWER",
     "FAIL_CLOSED_MESSAGE",
     "STATE_KEYS",
     "CircuitBreaker",

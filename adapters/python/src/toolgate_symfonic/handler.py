@@ -1,4 +1,4 @@
-"""``ToolgateHandler``: symfonic's four tool seams, answered by toolgate guards.
+"""``ToolgateHandler``: symfonic's tool seams and final answer, answered by toolgate guards.
 
 The guards run either in this process (``ToolgateHandler(plugins="dir")``: a
 ``toolgate.Host`` over a plugin directory, the default) or in a
@@ -31,6 +31,7 @@ import httpx
 from symfonic.core.callbacks import BaseCallbackHandler
 from symfonic.core.contracts.callbacks import (
     BeforeToolCallEvent,
+    ResponseRenderEvent,
     ToolCallDispatchEvent,
     ToolResultCallbackEvent,
     ToolRoutingDecisionEvent,
@@ -74,10 +75,19 @@ FAIL_CLOSED_MESSAGE = (
     "be checked."
 )
 
+#: What the caller receives instead of the run's answer when the response
+#: guards could not be consulted under ``fail_closed``. Fixed, and labelled
+#: as coming from toolgate.
+FAIL_CLOSED_ANSWER = (
+    "[toolgate] This answer was withheld: the response guards could not be "
+    "consulted (fail-closed policy)."
+)
+
 #: Seam names, as in the HTTP paths.
-Seam = Literal["steering", "rewrite", "routing", "result"]
+Seam = Literal["steering", "rewrite", "routing", "result", "response"]
 
 __all__ = [
+    "FAIL_CLOSED_ANSWER",
     "FAIL_CLOSED_MESSAGE",
     "ConfigurationError",
     "FailurePolicy",
@@ -343,7 +353,7 @@ class ToolgateHandler(BaseCallbackHandler):
         await self.aclose()
 
     # ------------------------------------------------------------------
-    # The four symfonic hooks
+    # The symfonic hooks
     # ------------------------------------------------------------------
 
     async def on_before_tool_call(
@@ -469,6 +479,51 @@ class ToolgateHandler(BaseCallbackHandler):
         except Exception as exc:  # noqa: BLE001 - a hook never raises
             self._failed("result", exc, getattr(event, "call_id", None))
         return None
+
+    async def on_response_render(
+        self, content: str, state: dict[str, Any], metadata: ResponseRenderEvent
+    ) -> str:
+        """Response: the run's final answer, as the response guards leave it.
+
+        symfonic calls it once per ``agent.run()`` (never from ``stream()``),
+        after its own transformations and before ``on_agent_end``, with the
+        answer as it stands (``content``: the previous handler's output, or
+        the original) and returns what this handler answers to the next
+        handler. The guards run in registration order from ``content``
+        (each sees the previous guard's answer; ``original_content`` stays
+        the run's own); a guard that faults is skipped. When the guards
+        cannot be consulted, ``fail_open`` gives ``content`` back unchanged
+        and ``fail_closed`` gives :data:`FAIL_CLOSED_ANSWER`.
+
+        symfonic 9.12 sends ``iteration_index=-1`` ("emitted by the engine,
+        not the React loop"); the contract's ``iteration-index`` is
+        unsigned, so a negative index is sent as 0.
+        """
+        try:
+            sub = state_subset(state)
+            # symfonic's render state lacks some of the run's keys (the
+            # query): what the run's earlier hooks knew fills them.
+            known = self._runs.get(str(sub.get("run_id") or metadata.run_id))
+            if known is not None:
+                for key, value in known.state.items():
+                    if sub.get(key) is None:
+                        sub[key] = value
+            run = self._remember(sub, metadata.run_id)
+            wire_event = {
+                "run_id": str(metadata.run_id),
+                "iteration_index": max(int(metadata.iteration_index), 0),
+                "model": str(metadata.model),
+                "node_name": str(metadata.node_name),
+                "original_content": str(metadata.original_content),
+                "content": str(content),
+            }
+            value = await self._call("response", wire_event, sub, run.tenant)
+            if not isinstance(value, str):
+                raise ServiceError(f"response answer is not a string: {_preview(value)}")
+            return value
+        except Exception as exc:  # noqa: BLE001 - a hook never raises
+            self._failed("response", exc, None)
+            return FAIL_CLOSED_ANSWER if self.failure_policy == "fail_closed" else content
 
     # ------------------------------------------------------------------
     # Routing verdicts
@@ -680,6 +735,10 @@ class ToolgateHandler(BaseCallbackHandler):
             outcome = "dispatching the call unchanged"
         elif seam == "routing":
             outcome = "leaving the palette unchanged"
+        elif seam == "response" and closed:
+            outcome = "withholding the answer"
+        elif seam == "response":
+            outcome = "delivering the answer unchanged"
         else:
             outcome = "result not observed"
         cause = str(exc) if isinstance(exc, ServiceError) else f"{type(exc).__name__}: {exc}"

@@ -8,7 +8,8 @@
 //! `wasi_snapshot_preview1`. This program:
 //!
 //! 1. reads which interfaces the module exports, and the contract version
-//!    they name (one for all: `0.2.0` today; `0.1.0` modules still build);
+//!    they name (one for all: `0.3.0` today; `0.1.0` and `0.2.0` modules
+//!    still build);
 //! 2. builds a world that imports the contract's imports and exports exactly
 //!    those interfaces (so the host subscribes the guard to those seams and
 //!    no other); wit-component keeps only the imports the module uses;
@@ -35,12 +36,14 @@ use wit_parser::Resolve;
 const PACKAGE: &str = "toolgate:guard";
 /// The contract versions a module may be built against, each with the
 /// interfaces it may import (besides `host`) and export beyond the seams.
-const VERSIONS: [(&str, &[&str], &[&str]); 2] = [
+const VERSIONS: [(&str, &[&str], &[&str]); 3] = [
     ("0.1.0", &[], &[]),
     ("0.2.0", &["state", "http"], &["config"]),
+    ("0.3.0", &["state", "http"], &["config"]),
 ];
-/// The seam interfaces a guard may export, in the contract's order.
-const SEAMS: [&str; 4] = ["routing", "rewrite", "steering", "result"];
+/// The seam interfaces a guard may export, in the contract's order
+/// (`response` since `0.3.0`).
+const SEAMS: [&str; 5] = ["routing", "rewrite", "steering", "result", "response"];
 
 fn main() {
     if let Err(err) = run(std::env::args().skip(1).collect()) {
@@ -142,7 +145,7 @@ fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
     if !SEAMS.iter().any(|s| exported.contains(s)) {
         bail!(
             "the module exports no seam: a Go guard must import at least one of \
-             toolgate.dev/guest/{{steering,rewrite,routing,result}} and call its Handle"
+             toolgate.dev/guest/{{steering,rewrite,routing,result,response}} and call its Handle"
         );
     }
     let mut resolve = Resolve::default();

@@ -79,8 +79,8 @@ fn main() -> Result<()> {
 
     let mut linker: Linker<Host> = Linker::new(&engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-    linker.instance("toolgate:guard/types@0.2.0")?;
-    let mut host = linker.instance("toolgate:guard/host@0.2.0")?;
+    linker.instance("toolgate:guard/types@0.3.0")?;
+    let mut host = linker.instance("toolgate:guard/host@0.3.0")?;
     host.func_new("log", |mut store, _ty, params, _results| {
         store.data_mut().log_lines += 1;
         if let [Val::Enum(level), Val::String(msg)] = params {
@@ -201,7 +201,7 @@ fn rec(fields: Vec<(&str, Val)>) -> Val {
 fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'static str, Val)> {
     Ok(match seam {
         "steering" => (
-            "toolgate:guard/steering@0.2.0",
+            "toolgate:guard/steering@0.3.0",
             "before-tool-call",
             rec(vec![
                 ("run-id", s(e, "run_id")),
@@ -212,7 +212,7 @@ fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'sta
             ]),
         ),
         "rewrite" => (
-            "toolgate:guard/rewrite@0.2.0",
+            "toolgate:guard/rewrite@0.3.0",
             "dispatch",
             rec(vec![
                 ("run-id", s(e, "run_id")),
@@ -226,7 +226,7 @@ fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'sta
             ]),
         ),
         "routing" => (
-            "toolgate:guard/routing@0.2.0",
+            "toolgate:guard/routing@0.3.0",
             "narrow",
             rec(vec![
                 ("run-id", s(e, "run_id")),
@@ -261,7 +261,7 @@ fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'sta
             ]),
         ),
         "result" => (
-            "toolgate:guard/result@0.2.0",
+            "toolgate:guard/result@0.3.0",
             "on-result",
             rec(vec![
                 ("run-id", s(e, "run_id")),
@@ -270,6 +270,22 @@ fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'sta
                 ("call-id", s(e, "call_id")),
                 ("deferred", b(e, "deferred")),
                 ("is-error", b(e, "is_error")),
+                ("state", json(e, "state", "{}")),
+            ]),
+        ),
+        "response" => (
+            "toolgate:guard/response@0.3.0",
+            "render",
+            rec(vec![
+                ("run-id", s(e, "run_id")),
+                ("iteration-index", u(e, "iteration_index")),
+                ("model", s(e, "model")),
+                ("node-name", s(e, "node_name")),
+                ("original-content", s(e, "original_content")),
+                (
+                    "content",
+                    e.get("content").map_or_else(|| s(e, "original_content"), |_| s(e, "content")),
+                ),
                 ("state", json(e, "state", "{}")),
             ]),
         ),

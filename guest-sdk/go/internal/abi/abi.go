@@ -1,7 +1,7 @@
 //go:build wasip1
 
 // Package abi is the canonical-ABI glue between Go and the
-// toolgate:guard@0.2.0 contract: the allocator the host lowers arguments
+// toolgate:guard@0.3.0 contract: the allocator the host lowers arguments
 // with, lifting of arguments, lowering of results, and the host imports
 // (host, state and http).
 //
@@ -229,10 +229,10 @@ func Addr[T any](p *T) uint32 { return uint32(uintptr(unsafe.Pointer(p))) }
 
 // --- host imports -------------------------------------------------------------
 
-//go:wasmimport toolgate:guard/host@0.2.0 log
+//go:wasmimport toolgate:guard/host@0.3.0 log
 func hostLog(level uint32, msg unsafe.Pointer, n uint32)
 
-//go:wasmimport toolgate:guard/host@0.2.0 config
+//go:wasmimport toolgate:guard/host@0.3.0 config
 func hostConfig(ret unsafe.Pointer)
 
 // Log calls the host's log.
@@ -255,16 +255,16 @@ func Config() string {
 // is lowered through cabi_realloc into the arena; it is copied into Go memory
 // at once and the arena reset (nothing else in it is live during a call).
 
-//go:wasmimport toolgate:guard/state@0.2.0 get
+//go:wasmimport toolgate:guard/state@0.3.0 get
 func stateGet(scope uint32, key unsafe.Pointer, keyLen uint32, ret unsafe.Pointer)
 
-//go:wasmimport toolgate:guard/state@0.2.0 set
+//go:wasmimport toolgate:guard/state@0.3.0 set
 func stateSet(scope uint32, key unsafe.Pointer, keyLen uint32, value unsafe.Pointer, valueLen uint32, hasTTL uint32, ttlMs uint64)
 
-//go:wasmimport toolgate:guard/state@0.2.0 delete
+//go:wasmimport toolgate:guard/state@0.3.0 delete
 func stateDelete(scope uint32, key unsafe.Pointer, keyLen uint32)
 
-//go:wasmimport toolgate:guard/state@0.2.0 add
+//go:wasmimport toolgate:guard/state@0.3.0 add
 func stateAdd(scope uint32, key unsafe.Pointer, keyLen uint32, delta int64, hasTTL uint32, ttlMs uint64) int64
 
 // optionStringRet is the canonical-ABI layout of option<string>: tag at 0,
@@ -322,7 +322,7 @@ func StateReset() {}
 // through cabi_realloc into the arena, copied into Go memory at once and the
 // arena reset, as for state.get.
 
-//go:wasmimport toolgate:guard/http@0.2.0 send
+//go:wasmimport toolgate:guard/http@0.3.0 send
 func httpSend(method unsafe.Pointer, methodLen uint32, url unsafe.Pointer, urlLen uint32,
 	headers, headersLen uint32, body unsafe.Pointer, bodyLen uint32, ret unsafe.Pointer)
 

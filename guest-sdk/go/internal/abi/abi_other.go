@@ -1,7 +1,7 @@
 //go:build !wasip1
 
 // Package abi is the canonical-ABI glue between Go and the
-// toolgate:guard@0.2.0 contract. Off wasip1 (unit tests of a guard on the
+// toolgate:guard@0.3.0 contract. Off wasip1 (unit tests of a guard on the
 // build machine) only the host functions exist: Log writes to stderr,
 // Config returns OffWasmConfig ("{}" unless a test sets it) and the state
 // functions work on an in-memory map of the process's.

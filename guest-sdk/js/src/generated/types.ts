@@ -2,7 +2,7 @@
 
 /// <reference path="./wit/guard.d.ts" />
 
-import type * as wire from 'toolgate:guard/types@0.2.0';
+import type * as wire from 'toolgate:guard/types@0.3.0';
 
 /** Any JSON value; an integer beyond 2^53 is a `bigint` (exact). */
 export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | JsonObject;
@@ -194,6 +194,48 @@ export interface ToolResultCallbackEvent {
 export type ToolResultEvent = ToolResultCallbackEvent;
 
 /**
+ * `on_response_render`: the final answer of a run, about to be returned
+ * (the response seam, since `0.3.0`). Carries every field of
+ * `ResponseRenderEvent`, plus the content as it stands and the caller's
+ * state.
+ *
+ * WIT: record `response-event`.
+ */
+export interface ResponseRenderEvent {
+  /**
+   * The agent run this turn belongs to.
+   */
+  runId: string;
+  /**
+   * 0-indexed React loop iteration that produced the final answer.
+   */
+  iterationIndex: number;
+  /**
+   * The model that produced the final answer.
+   */
+  model: string;
+  /**
+   * The node that produced the final answer.
+   */
+  nodeName: string;
+  /**
+   * The final answer before any handler rewrote it.
+   */
+  originalContent: string;
+  /**
+   * The answer as it stands: the previous guard's output in the chain
+   * (the hook's `content`; `original-content` for the first guard).
+   */
+  content: string;
+  /**
+   * The caller's state as a JSON object (the hook's `state`).
+   *
+   * (JSON text on the wire; the SDK parses and serialises it.)
+   */
+  state: JsonObject;
+}
+
+/**
  * A rewritten call. It cannot carry a `call-id`: the host owns it.
  *
  * WIT: record `rewrite`.
@@ -212,9 +254,9 @@ export interface Rewrite {
   args: JsonObject;
 }
 
-export type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.2.0';
-import type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.2.0';
-export type { Level } from 'toolgate:guard/host@0.2.0';
+export type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.3.0';
+import type { Skip, ToolInfo, Verdict, VerdictProceed, VerdictSkip } from 'toolgate:guard/types@0.3.0';
+export type { Level } from 'toolgate:guard/host@0.3.0';
 
 /**
  * The hooks a guard may implement: one per seam it subscribes to, named as symfonic
@@ -222,7 +264,7 @@ export type { Level } from 'toolgate:guard/host@0.2.0';
  */
 export interface Hooks {
   /**
-   * Seam `routing` (`toolgate:guard/routing@0.2.0`, function `narrow`).
+   * Seam `routing` (`toolgate:guard/routing@0.3.0`, function `narrow`).
    *
    * Returns the tool names to keep visible, or none to leave the palette
    * as it is. Names that are not visible already are ignored: a guard can
@@ -232,7 +274,7 @@ export interface Hooks {
   /** @deprecated The former name of `onToolRoutingDecision`. */
   narrow?(event: ToolRoutingDecisionEvent): Array<string> | null | undefined | void;
   /**
-   * Seam `rewrite` (`toolgate:guard/rewrite@0.2.0`, function `dispatch`).
+   * Seam `rewrite` (`toolgate:guard/rewrite@0.3.0`, function `dispatch`).
    *
    * Returns a replacement call, or none to pass the call through. A
    * rewrite whose args are not a JSON object is dropped with a warning
@@ -245,7 +287,7 @@ export interface Hooks {
   /** @deprecated The former name of `onToolCallDispatch`. */
   dispatch?(event: ToolCallDispatchEvent): Rewrite | null | undefined | void;
   /**
-   * Seam `steering` (`toolgate:guard/steering@0.2.0`, function `before-tool-call`).
+   * Seam `steering` (`toolgate:guard/steering@0.3.0`, function `before-tool-call`).
    *
    * Decides whether this one call runs.
    */
@@ -253,13 +295,20 @@ export interface Hooks {
   /** @deprecated The former name of `onBeforeToolCall`. */
   beforeToolCall?(event: BeforeToolCallEvent): Verdict | null | undefined | void;
   /**
-   * Seam `result` (`toolgate:guard/result@0.2.0`, function `on-result`).
+   * Seam `result` (`toolgate:guard/result@0.3.0`, function `on-result`).
    *
    * Observes what a tool returned; nothing to return.
    */
   onToolResult?(event: ToolResultCallbackEvent): void;
   /** @deprecated The former name of `onToolResult`. */
   onResult?(event: ToolResultCallbackEvent): void;
+  /**
+   * Seam `response` (`toolgate:guard/response@0.3.0`, function `render`).
+   *
+   * Returns the answer to show instead (the next guard sees it as
+   * `content`), or none to keep `content` as it is.
+   */
+  onResponseRender?(event: ResponseRenderEvent): string | null | undefined | void;
 }
 
 /** Per seam, the event fields that arrive as JSON text and are parsed for its hook. */
@@ -268,6 +317,7 @@ export const EVENT_JSON_FIELDS = {
   rewrite: ["args","state"],
   steering: ["args","state"],
   result: ["result","state"],
+  response: ["state"],
 } as const;
 
 /** The wire types, for the glue. */

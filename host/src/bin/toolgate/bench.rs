@@ -138,6 +138,12 @@ fn print_table(report: &Report) {
             c.latency.p99_us,
             c.faults
         );
+        let spread: Vec<String> = seam
+            .spread
+            .iter()
+            .map(|s| format!("{} ms idle: p50 {:.1} µs", s.gap_ms, s.latency.p50_us))
+            .collect();
+        println!("  one call at a time, after {}", spread.join(", "));
         println!(
             "  {:<24} {:>10} {:>10} {:>11} {:>11} {:>13} {:>10} {:>10}",
             "guard",

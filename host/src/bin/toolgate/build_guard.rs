@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, anyhow};
 use serde_json::Value;
 
-use crate::bad;
+use crate::{bad, build_stamp, sdk};
 
 /// A guard's language, found from its files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,9 +153,31 @@ pub fn build(src: &Path, out: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<P
         Lang::Rust => build_rust(&source.path, &out)?,
         lang => {
             let script = sdk_script(lang, sdk, src)?;
+            // The inputs: the guard's directory, the SDK's language directory
+            // and the contract beside it.
+            let lang_dir = parent_dir(&script);
+            let sdk_dirs = [lang_dir.clone(), parent_dir(&lang_dir).join("../wit")];
+            let guard_dir = if source.path.is_dir() {
+                source.path.clone()
+            } else {
+                parent_dir(&source.path)
+            };
+            let inputs = build_stamp::inputs(&guard_dir, &sdk_dirs);
+            if build_stamp::up_to_date(&out, &inputs) {
+                println!(
+                    "unchanged {} ({} guard: its sources and SDK are as when it was built)",
+                    out.display(),
+                    lang.name()
+                );
+                return Ok(out);
+            }
             let mut cmd = Command::new(&script);
             cmd.arg(&source.path).arg("-o").arg(&out);
+            if sdk::is_embedded(&script) && std::env::var_os("TOOLGATE_TOOLCHAINS").is_none() {
+                cmd.env("TOOLGATE_TOOLCHAINS", sdk::toolchains()?);
+            }
             run(cmd, lang, &source.path)?;
+            build_stamp::record(&out, &inputs);
         }
     }
     let size = std::fs::metadata(&out)
@@ -204,6 +226,11 @@ fn build_rust(dir: &Path, out: &Path) -> Result<()> {
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", dir.display()))?;
     let manifest = dir.join("Cargo.toml");
+    // A crate made by `toolgate new` from the SDK this binary carries: put
+    // the SDK back if the cache was cleared since.
+    if let Ok(text) = std::fs::read_to_string(&manifest) {
+        sdk::extract_if_named(&text)?;
+    }
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     // Run in the crate's directory, so rustup honours its rust-toolchain.toml.
     cmd.current_dir(&dir)
@@ -254,7 +281,8 @@ fn sdk_script(lang: Lang, sdk: Option<PathBuf>, src: &Path) -> Result<PathBuf> {
 
 /// The `guest-sdk` directory holding `probe` (`go/build`, `rust/Cargo.toml`):
 /// `sdk` (`--sdk`), else `$TOOLGATE_SDK`, else the first `guest-sdk`
-/// directory above `near` or above this executable.
+/// directory above `near` or above this executable (a checkout), else the
+/// SDK this binary carries, extracted into the user's cache ([`sdk::embedded`]).
 pub(crate) fn sdk_root(sdk: Option<PathBuf>, near: &Path, probe: &str) -> Result<PathBuf> {
     if let Some(root) = sdk.or_else(|| std::env::var_os("TOOLGATE_SDK").map(PathBuf::from)) {
         return if root.join(probe).is_file() {
@@ -267,19 +295,16 @@ pub(crate) fn sdk_root(sdk: Option<PathBuf>, near: &Path, probe: &str) -> Result
         };
     }
     let starts = [near.canonicalize().ok(), std::env::current_exe().ok()];
-    starts
+    let found = starts
         .iter()
         .flatten()
         .flat_map(|start| start.ancestors())
         .map(|dir| dir.join("guest-sdk"))
-        .find(|root| root.join(probe).is_file())
-        .ok_or_else(|| {
-            bad(format!(
-                "cannot find the SDK (guest-sdk/{probe}) above {} or this executable; \
-                 pass --sdk <guest-sdk dir> or set TOOLGATE_SDK",
-                near.display()
-            ))
-        })
+        .find(|root| root.join(probe).is_file());
+    match found {
+        Some(root) => Ok(root),
+        None => sdk::embedded(),
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 mod args;
 mod bench;
 mod build_guard;
+mod build_stamp;
 mod cases;
 mod check;
 mod compare;
@@ -16,6 +17,7 @@ mod list;
 mod new;
 mod push;
 mod replay;
+mod sdk;
 mod serve;
 mod snapshot;
 mod state;
@@ -60,7 +62,8 @@ enum Command {
         #[arg(short, long)]
         out: Option<PathBuf>,
         /// The guest-sdk directory holding <lang>/build. Default: $TOOLGATE_SDK, else the
-        /// first guest-sdk directory above the guard or above this executable.
+        /// first guest-sdk directory above the guard or above this executable, else the
+        /// SDK this binary carries (extracted into the user's cache).
         #[arg(long)]
         sdk: Option<PathBuf>,
         /// Then pre-initialise the component (see `toolgate snapshot`).
@@ -87,6 +90,11 @@ enum Command {
     /// Push a component to an OCI registry as a wasm artifact and print its reference
     /// pinned by digest (`registry/repo:tag@sha256:...`), for a manifest's `oci` key.
     Push(push::PushArgs),
+    /// Sign component files with a private key: writes `<file>.sig` beside each
+    /// (what `[ceilings] trusted_keys` checks; as `cosign sign-blob` does).
+    Sign(push::SignArgs),
+    /// Make an ECDSA P-256 key pair for `push --sign` and `sign`: NAME.key, NAME.pub.
+    Keygen(push::KeygenArgs),
 }
 
 /// Bad input from the user: reported on one line, exit code 2.
@@ -155,6 +163,8 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Snapshot(args) => snapshot::run(args).await,
         Command::State(args) => state::run(args).await,
         Command::Push(args) => push::run(args).await,
+        Command::Sign(args) => push::sign(args),
+        Command::Keygen(args) => push::keygen(args),
         Command::Test(args) => test::run(args).await,
         Command::New(args) => new::run(args),
     }

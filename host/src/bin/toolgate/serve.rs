@@ -51,6 +51,14 @@ pub(crate) struct ServeArgs {
     /// --request-timeout-ms; 0 answers 202 unless the reload is done at once.
     #[arg(long, default_value_t = 10_000)]
     reload_wait_ms: u64,
+    /// On SIGTERM, how long to keep serving while draining, in milliseconds:
+    /// `/readyz` answers 503 `draining` at once (a load balancer takes the
+    /// replica out), calls are still answered, each with `Connection:
+    /// close`; then the listener closes and calls in flight finish (each
+    /// within --request-timeout-ms). Set it above the load balancer's
+    /// readiness check interval. SIGINT, or a second signal, skips the wait.
+    #[arg(long, default_value_t = 0)]
+    drain_ms: u64,
     /// Do not watch the plugin directory (reload only on SIGHUP or POST /v1/reload).
     #[arg(long)]
     no_watch: bool,
@@ -115,6 +123,7 @@ impl ServeArgs {
             header_read_timeout: millis(self.header_timeout_ms),
             idle_timeout: millis(self.idle_timeout_ms),
             reload_wait: std::time::Duration::from_millis(self.reload_wait_ms),
+            draining: server::Draining::default(),
         })
     }
 }
@@ -176,6 +185,34 @@ macro_rules! say {
     }};
 }
 
+/// Completes when the server is to stop accepting: at SIGINT at once; at
+/// SIGTERM after `drain` spent draining (cut short by a second signal).
+fn drain_on_signal(
+    draining: server::Draining,
+    drain: std::time::Duration,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let signal = server::shutdown_signal();
+    async move {
+        let stop = signal.await;
+        // Installed after the first signal (which it would see too).
+        let again = server::shutdown_signal();
+        if stop == server::Stop::Interrupt || drain.is_zero() {
+            say!("toolgate: shutting down: calls in flight finish, no new connection is accepted");
+            return;
+        }
+        draining.start();
+        say!(
+            "toolgate: draining for {} ms (/readyz answers 503), then shutting down",
+            drain.as_millis()
+        );
+        tokio::select! {
+            () = tokio::time::sleep(drain) => {}
+            _ = again => {}
+        }
+        say!("toolgate: shutting down: calls in flight finish, no new connection is accepted");
+    }
+}
+
 /// Runs `toolgate serve` until a shutdown signal.
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     SAY_JSON.store(
@@ -234,14 +271,11 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
             }
         })
     };
-    server::serve_with(
-        listener,
-        router,
-        &config,
-        Some(metrics),
-        server::shutdown_signal(),
-    )
-    .await?;
+    let shutdown = drain_on_signal(
+        config.draining.clone(),
+        std::time::Duration::from_millis(args.drain_ms),
+    );
+    server::serve_with(listener, router, &config, Some(metrics), shutdown).await?;
     #[cfg(unix)]
     hup.abort();
     loading.abort();

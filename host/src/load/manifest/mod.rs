@@ -148,6 +148,8 @@ with_limit_keys! {
         http_methods: Option<Spanned<Vec<String>>>,
         allowed_networks: Option<Spanned<Vec<String>>>,
         plugin_sources: Option<Spanned<Vec<String>>>,
+        trusted_keys: Option<Spanned<Vec<String>>>,
+        require_signatures: Option<Spanned<bool>>,
     }
 }
 
@@ -446,6 +448,7 @@ fn apply_tables(
             .map_err(|e| here.err(e))?;
         }
         source::apply_plugin_sources(policy, c).map_err(|e| here.err(e))?;
+        source::apply_signatures(policy, c).map_err(|e| here.err(e))?;
     }
     if let Some(sh) = &raw.shares {
         apply_shares(policy, sh.get_ref()).map_err(|e| here.err(e))?;

@@ -31,6 +31,42 @@ pub(super) fn apply_plugin_sources(
     Ok(())
 }
 
+/// Sets `policy.signatures` from `[ceilings] trusted_keys` (each a PEM
+/// public key) and `require_signatures` (which needs a key).
+pub(super) fn apply_signatures(
+    policy: &mut Policy,
+    raw: &super::RawCeilings,
+) -> Result<(), LimitError> {
+    use crate::load::remote::signature::TrustedKey;
+    if let Some(keys) = &raw.trusted_keys {
+        policy.signatures.keys = keys
+            .get_ref()
+            .iter()
+            .enumerate()
+            .map(|(i, pem)| {
+                TrustedKey::from_pem(pem).map_err(|why| {
+                    (
+                        keys.span(),
+                        "ceilings.trusted_keys".into(),
+                        format!("key {}: {why}", i + 1),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+    }
+    if let Some(required) = &raw.require_signatures {
+        if *required.get_ref() && policy.signatures.keys.is_empty() {
+            return Err((
+                required.span(),
+                "ceilings.require_signatures".into(),
+                "needs `trusted_keys`: the PEM public keys a signature may be made with".into(),
+            ));
+        }
+        policy.signatures.required = *required.get_ref();
+    }
+    Ok(())
+}
+
 /// A `[[plugin]]`'s source keys, as written.
 pub(super) struct SourceKeys<'a> {
     pub(super) path: Option<&'a Spanned<String>>,

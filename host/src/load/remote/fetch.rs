@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use serde::Deserialize;
 
+use super::signature::{MAX_PAYLOAD_BYTES, SIGNATURE_ANNOTATION, Trust, payload_names};
 use super::{FetchLimits, LEGACY_WASM_LAYER_MEDIA_TYPE, Remote, WASM_LAYER_MEDIA_TYPE, sha256_hex};
 use crate::error::Error;
 use crate::load::cache::CompiledCache;
@@ -32,7 +33,16 @@ pub(crate) struct Fetcher {
     memory: Mutex<HashMap<String, Arc<[u8]>>>,
     /// Failed fetches (not fetched, or refused for their digest), by plugin.
     failures: Mutex<BTreeMap<String, u64>>,
+    /// The cosign signatures found for an OCI manifest, by its repository's
+    /// URL and its digest (a signature is its repository's: the same bytes
+    /// in another repository are not signed by it): `(payload, signature)`
+    /// pairs, fetched once per process and checked against the trust of
+    /// each load.
+    signatures: Mutex<HashMap<String, Signatures>>,
 }
+
+/// An artifact's cosign signatures: `(payload, signature)` per layer.
+type Signatures = Arc<[(Vec<u8>, String)]>;
 
 /// Why one try failed, and whether another may do better.
 struct Failure {
@@ -55,6 +65,8 @@ enum Refusal {
     Fetch(String),
     /// Fetched bytes that are not the ones pinned.
     Digest { expected: String, found: String },
+    /// Not signed as the operator requires.
+    Signature(String),
 }
 
 /// The parts of an OCI image manifest read here.
@@ -70,6 +82,8 @@ struct OciDescriptor {
     media_type: String,
     digest: String,
     size: u64,
+    #[serde(default)]
+    annotations: HashMap<String, String>,
 }
 
 impl Fetcher {
@@ -81,6 +95,7 @@ impl Fetcher {
             client: OnceLock::new(),
             memory: Mutex::default(),
             failures: Mutex::default(),
+            signatures: Mutex::default(),
         }
     }
 
@@ -94,16 +109,26 @@ impl Fetcher {
 
     /// The component of plugin `plugin`'s `remote` source: kept from
     /// before (in `cache`'s blobs or this process's memory), else fetched,
-    /// verified and kept. A failure is logged (`warn`) and counted.
+    /// verified and kept; signed as `trust` requires (an `oci` source by
+    /// cosign's signatures, a `url` source cannot be). A failure is
+    /// logged (`warn`) and counted.
+    /// With the bytes, the id of the trusted key that signed them, if one
+    /// did.
     pub(crate) async fn component(
         &self,
         cache: &Arc<CompiledCache>,
         plugin: &str,
         remote: &Remote,
-    ) -> Result<Vec<u8>, Error> {
+        trust: &Trust,
+    ) -> Result<(Vec<u8>, Option<String>), Error> {
         let got = match remote {
-            Remote::Url { url, sha256 } => self.url(cache, url, sha256).await,
-            Remote::Oci { .. } => self.oci(cache, remote).await,
+            Remote::Url { .. } if trust.required => Err(Refusal::Signature(
+                "signatures are required and a `url` source carries none: publish it with \
+                 `toolgate push --sign` and name it by `oci`"
+                    .into(),
+            )),
+            Remote::Url { url, sha256 } => self.url(cache, url, sha256).await.map(|b| (b, None)),
+            Remote::Oci { .. } => self.oci(cache, remote, trust).await,
         };
         got.map_err(|refusal| {
             let location = remote.location();
@@ -114,6 +139,7 @@ impl Fetcher {
                     expected,
                     found,
                 },
+                Refusal::Signature(message) => Error::Signature { location, message },
             };
             tracing::warn!(plugin, source = %remote.location(), "plugin source not fetched: {e}");
             *self
@@ -142,8 +168,14 @@ impl Fetcher {
     }
 
     /// An OCI source: the manifest pinned by its digest (kept, or pulled),
-    /// its one wasm layer (kept, or pulled), each verified.
-    async fn oci(&self, cache: &Arc<CompiledCache>, remote: &Remote) -> Result<Vec<u8>, Refusal> {
+    /// its signature when some key is trusted, its one wasm layer (kept, or
+    /// pulled), each verified.
+    async fn oci(
+        &self,
+        cache: &Arc<CompiledCache>,
+        remote: &Remote,
+        trust: &Trust,
+    ) -> Result<(Vec<u8>, Option<String>), Refusal> {
         let Remote::Oci {
             registry,
             repository,
@@ -184,6 +216,16 @@ impl Fetcher {
                 bytes
             }
         };
+        let mut signer = None;
+        if trust.active() {
+            let t = match &token {
+                Some(t) => t.clone(),
+                None => self.token(&reference, *plain_http).await?,
+            };
+            let signatures = self.oci_signatures(&base, t.as_deref(), digest).await?;
+            signer = signed(trust, digest, &signatures)?;
+            token = Some(t);
+        }
         let layer = self.wasm_layer(&manifest)?;
         let bytes = match self.kept(cache, &layer, self.max_bytes).await {
             Some(kept) => kept,
@@ -203,7 +245,77 @@ impl Fetcher {
         };
         // Kept once its layer is: a manifest kept means its layer was too.
         self.keep(cache, digest, &manifest).await;
-        Ok(bytes)
+        Ok((bytes, signer))
+    }
+
+    /// The cosign signatures of the OCI manifest `digest` (the manifest at
+    /// the tag `sha256-<digest>.sig`): each layer's payload (verified by its
+    /// digest) and the signature its annotation holds; none when the tag is
+    /// not there. Fetched once per process.
+    async fn oci_signatures(
+        &self,
+        base: &str,
+        token: Option<&str>,
+        digest: &str,
+    ) -> Result<Signatures, Refusal> {
+        let url = format!("{base}/manifests/sha256-{digest}.sig");
+        if let Some(known) = self
+            .signatures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&url)
+        {
+            return Ok(Arc::clone(known));
+        }
+        let not_found = format!("HTTP {}", reqwest::StatusCode::NOT_FOUND);
+        let manifest = match self
+            .download(&url, token, Some(MANIFEST_ACCEPT), MAX_OCI_MANIFEST_BYTES)
+            .await
+        {
+            Ok(m) => Some(m),
+            Err(Refusal::Fetch(m)) if m == not_found => None,
+            Err(Refusal::Fetch(m)) => {
+                return Err(Refusal::Fetch(format!(
+                    "its signature (sha256-{digest}.sig): {m}"
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        let mut found = Vec::new();
+        if let Some(manifest) = manifest {
+            let parsed: OciManifest = serde_json::from_slice(&manifest).map_err(|e| {
+                Refusal::Signature(format!(
+                    "its signature manifest is not an OCI manifest: {e}"
+                ))
+            })?;
+            for layer in &parsed.layers {
+                let Some(signature) = layer.annotations.get(SIGNATURE_ANNOTATION) else {
+                    continue;
+                };
+                let Some(hex) = layer.digest.strip_prefix("sha256:") else {
+                    continue;
+                };
+                if layer.size > MAX_PAYLOAD_BYTES {
+                    continue;
+                }
+                let payload = self
+                    .download(
+                        &format!("{base}/blobs/{}", layer.digest),
+                        token,
+                        None,
+                        MAX_PAYLOAD_BYTES,
+                    )
+                    .await?;
+                verify(&payload, hex)?;
+                found.push((payload, signature.clone()));
+            }
+        }
+        let found: Signatures = found.into();
+        self.signatures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(url, Arc::clone(&found));
+        Ok(found)
     }
 
     /// The SHA-256 of the manifest's one wasm layer, checked: a wasm
@@ -379,6 +491,42 @@ impl Fetcher {
                 .insert(hex.to_string(), bytes.into());
         }
     }
+}
+
+/// The trusted key's id when one of `signatures` (payload, signature)
+/// names the manifest `digest` and was made by a key `trust` holds; `None`
+/// when there is none and none is required; else why not.
+fn signed(
+    trust: &Trust,
+    digest: &str,
+    signatures: &[(Vec<u8>, String)],
+) -> Result<Option<String>, Refusal> {
+    if signatures.is_empty() {
+        return if trust.required {
+            Err(Refusal::Signature(format!(
+                "signatures are required and it has none (no sha256-{digest}.sig in its repository)"
+            )))
+        } else {
+            Ok(None)
+        };
+    }
+    let mut why = Vec::new();
+    for (payload, signature) in signatures {
+        match payload_names(payload, digest)
+            .and_then(|()| trust.signer(payload, [signature.as_str()]))
+        {
+            Ok(key) => {
+                tracing::debug!(digest, key = key.id(), "signature verified");
+                return Ok(Some(key.id().to_string()));
+            }
+            Err(e) => why.push(e),
+        }
+    }
+    Err(Refusal::Signature(format!(
+        "none of its {} signature(s) is good: {}",
+        signatures.len(),
+        why.join("; ")
+    )))
 }
 
 /// `Err` unless `bytes` have SHA-256 `hex`.

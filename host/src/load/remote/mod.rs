@@ -13,7 +13,9 @@
 //!   [`Remote::oci`]), and whether the operator's `plugin_sources` allow
 //!   it for a tenant ([`Remote::allowed_by`]);
 //! - `fetch.rs`: the download (bounded, timed, retried) and the blobs;
-//! - `push.rs`: publishing a component as an OCI artifact (`toolgate push`).
+//! - `push.rs`: publishing a component as an OCI artifact (`toolgate push`);
+//! - [`signature`]: signatures on components and artifacts, and the keys
+//!   trusted to make them.
 
 use std::time::Duration;
 
@@ -21,6 +23,7 @@ use serde::Serialize;
 
 mod fetch;
 mod push;
+pub mod signature;
 
 pub(crate) use fetch::Fetcher;
 pub use push::{PushOptions, push};

@@ -4,6 +4,9 @@
 //! here byte for byte, so the digest printed is the digest of what the
 //! registry holds and the same file always pushes to the same digest.
 
+use super::signature::{
+    SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SigningKey, simple_signing_payload,
+};
 use super::{WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, host_of, is_loopback};
 use crate::call::plugin::digest;
 use crate::error::Error;
@@ -21,6 +24,10 @@ pub struct PushOptions {
     /// HTTP basic credentials, when the registry wants them; `None`:
     /// anonymous.
     pub credentials: Option<(String, String)>,
+    /// Sign what is pushed with this key, as cosign signs an image: a
+    /// signature manifest at the tag `sha256-<digest>.sig` (replacing any
+    /// signature there before).
+    pub sign: Option<std::sync::Arc<SigningKey>>,
 }
 
 /// Pushes `component` to `reference` (`[oci://]registry/repo[:tag]`; the
@@ -108,9 +115,56 @@ pub async fn push(
     let manifest_digest = digest(&manifest);
     let content_type = reqwest::header::HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE);
     client
-        .push_manifest_raw(&parsed, manifest, content_type)
+        .push_manifest_raw(&parsed, manifest, content_type.clone())
         .await
         .map_err(|e| failed("pushing the manifest", e))?;
+    if let Some(key) = &options.sign {
+        let repository = format!("{}/{}", parsed.registry(), parsed.repository());
+        let payload = simple_signing_payload(&repository, &manifest_digest);
+        let signature = key.sign(&payload).map_err(refused)?;
+        let payload_digest = format!("sha256:{}", digest(&payload));
+        // cosign's signature image config: empty, its one layer named.
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "", "config": {}, "created": "0001-01-01T00:00:00Z",
+            "history": [{"created": "0001-01-01T00:00:00Z"}], "os": "",
+            "rootfs": {"type": "layers", "diff_ids": [payload_digest]},
+        }))
+        .map_err(|e| refused(e.to_string()))?;
+        let config_digest = format!("sha256:{}", digest(&config));
+        let signature_manifest = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST_MEDIA_TYPE,
+            "config": {
+                "mediaType": "application/vnd.oci.image.config.v1+json",
+                "digest": config_digest,
+                "size": config.len(),
+            },
+            "layers": [{
+                "mediaType": SIMPLE_SIGNING_MEDIA_TYPE,
+                "digest": payload_digest,
+                "size": payload.len(),
+                "annotations": {SIGNATURE_ANNOTATION: signature},
+            }],
+        }))
+        .map_err(|e| refused(e.to_string()))?;
+        let at = oci_client::Reference::with_tag(
+            parsed.registry().to_string(),
+            parsed.repository().to_string(),
+            format!("sha256-{manifest_digest}.sig"),
+        );
+        client
+            .push_blob(&at, &payload, &payload_digest)
+            .await
+            .map_err(|e| failed("pushing the signature", e))?;
+        client
+            .push_blob(&at, &config, &config_digest)
+            .await
+            .map_err(|e| failed("pushing the signature's config", e))?;
+        client
+            .push_manifest_raw(&at, signature_manifest, content_type)
+            .await
+            .map_err(|e| failed("pushing the signature's manifest", e))?;
+    }
     Ok(format!(
         "{}/{}:{tag}@sha256:{manifest_digest}",
         parsed.registry(),

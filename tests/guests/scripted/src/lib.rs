@@ -1,4 +1,4 @@
-//! `scripted`: a guard whose answers at all four seams come entirely from
+//! `scripted`: a guard whose answers at all five seams come entirely from
 //! its configuration, for the host's chain tests. A seam whose key is absent
 //! (or `null`) returns none / proceed.
 //!
@@ -10,7 +10,9 @@
 //!                    | {"append_trail": "<name>"}
 //!                    | {"raw_args": "<JSON text, sent verbatim>", "tool_name"?: "..."},
 //!   "routing":  null | {"keep": ["name", ...]},
-//!   "result":   null | {"log": true}
+//!   "result":   null | {"log": true},
+//!   "response": null | {"pass": true} | {"set": "..."} | {"append": "..."}
+//!                    | {"raise": true} | {"nothing": <any>}
 //! }
 //! ```
 //!
@@ -19,14 +21,19 @@
 //!   previous `args.trail` (an array, `[]` when absent) plus `[name]`, so a
 //!   chain of scripted guards records the order it ran in.
 //! - `result.log` logs `saw <tool_name> <result JSON>` at info level.
+//! - `response`: `pass` returns the `content` it was given, `set` the given
+//!   text, `append` the content followed by the text (so a chain shows what
+//!   each guard saw); `raise` panics; `nothing` returns none (a Python
+//!   handler returning that non-string value, which symfonic drops).
 //!
 //! A script it cannot read (say `"action": "jump"`) panics, so a mistake in
 //! a test shows up as a fault rather than as a silent proceed.
 
 use toolgate_guest::serde_json::Value;
 use toolgate_guest::{
-    BeforeToolCallEvent, ResultGuard, Rewrite, RewriteGuard, RoutingGuard, SteeringGuard,
-    ToolCallDispatchEvent, ToolResultCallbackEvent, ToolRoutingDecisionEvent, Verdict, log,
+    BeforeToolCallEvent, ResponseGuard, ResponseRenderEvent, ResultGuard, Rewrite, RewriteGuard,
+    RoutingGuard, SteeringGuard, ToolCallDispatchEvent, ToolResultCallbackEvent,
+    ToolRoutingDecisionEvent, Verdict, log,
 };
 
 /// The guard.
@@ -118,4 +125,27 @@ impl ResultGuard for Scripted {
     }
 }
 
-toolgate_guest::export!(Scripted: steering, rewrite, routing, result);
+impl ResponseGuard for Scripted {
+    fn on_response_render(event: ResponseRenderEvent) -> Option<String> {
+        let script = script("response")?;
+        let text = |key: &str| match script.get(key) {
+            Some(Value::String(text)) => text.clone(),
+            other => panic!("scripted: response.{key} is not a string: {other:?}"),
+        };
+        if script.get("pass") == Some(&Value::Bool(true)) {
+            Some(event.content)
+        } else if script.get("set").is_some() {
+            Some(text("set"))
+        } else if script.get("append").is_some() {
+            Some(event.content + &text("append"))
+        } else if script.get("raise") == Some(&Value::Bool(true)) {
+            panic!("scripted: response raises");
+        } else if script.get("nothing").is_some() {
+            None
+        } else {
+            panic!("scripted: unreadable response script {script}")
+        }
+    }
+}
+
+toolgate_guest::export!(Scripted: steering, rewrite, routing, result, response);

@@ -159,8 +159,26 @@ fn project(
     let (source, sdk_note) = match lang {
         Lang::Rust => {
             let root = sdk_root(sdk, Path::new("."), "rust/Cargo.toml")?;
-            let root = root.canonicalize().unwrap_or(root).display().to_string();
+            let root = root.canonicalize().unwrap_or(root);
+            // The SDK's lock file: the guard starts from the dependency versions the SDK
+            // is tested with, the ones the shared build cache already holds.
+            let lock =
+                std::fs::read_to_string(root.join("rust/Cargo.lock")).with_context(|| {
+                    format!("cannot read {}", root.join("rust/Cargo.lock").display())
+                })?;
+            let target = crate::sdk::toolchains()?.join("rust-target");
+            let root = root.display().to_string();
             files.push(("Cargo.toml".into(), fill(RUST_CARGO, &[("SDK", &root)])));
+            files.push(("Cargo.lock".into(), lock));
+            files.push((
+                ".cargo/config.toml".into(),
+                format!(
+                    "# Every guard made by `toolgate new` builds in one target directory, so the\n\
+                     # SDK's dependencies compile once for all of them.\n\
+                     [build]\ntarget-dir = {:?}\n",
+                    target.display().to_string()
+                ),
+            ));
             files.push((
                 "src/lib.rs".into(),
                 fill(RUST_LIB, &[("EXPORTS", &seam_list)]),
@@ -169,23 +187,38 @@ fn project(
                 "src/lib.rs",
                 format!(
                     "The crate `toolgate-guest`, by path: `Cargo.toml` names `{root}/rust`, \
-                     where `toolgate new` found it (`--sdk`, `$TOOLGATE_SDK`, or the first \
-                     `guest-sdk` above the current directory or the `toolgate` executable). \
-                     Move the SDK, and edit that path. Building needs the `wasm32-wasip2` \
-                     target (`rustup target add wasm32-wasip2`)."
+                     where `toolgate new` found it (`--sdk`, `$TOOLGATE_SDK`, the first \
+                     `guest-sdk` above the current directory or the `toolgate` executable, \
+                     else the copy the `toolgate` binary carries, extracted into its cache; \
+                     `toolgate build` extracts it again if the cache was cleared). \
+                     `.cargo/config.toml` builds in a target directory shared by every \
+                     guard, so the SDK's dependencies compile once. Building needs the \
+                     `wasm32-wasip2` target (`rustup target add wasm32-wasip2`)."
                 ),
             )
         }
         Lang::Go => {
+            let root = sdk_root(sdk, Path::new("."), "go/build")?;
+            let root = root.canonicalize().unwrap_or(root).display().to_string();
             files.push(("main.go".into(), fill(GO_MAIN, &[])));
+            files.push((
+                "go.mod".into(),
+                format!(
+                    "module {name}\n\ngo 1.27\n\nrequire toolgate.dev/guest v0.0.0\n\n\
+                     // The toolgate guest SDK, where `toolgate new` found it.\n\
+                     replace toolgate.dev/guest => {root}/go\n"
+                ),
+            ));
             (
                 "main.go",
-                "There is no go.mod: `toolgate build` builds `main.go` in a temporary module \
-                 that points `toolgate.dev/guest` at the SDK it finds (`--sdk`, \
-                 `$TOOLGATE_SDK`, or the first `guest-sdk` above the project or the \
-                 `toolgate` executable), with its pinned Go toolchain, installed on first \
-                 use."
-                    .to_string(),
+                format!(
+                    "`go.mod` points `toolgate.dev/guest` at the SDK `toolgate new` found \
+                     (`{root}/go`: `--sdk`, `$TOOLGATE_SDK`, the first `guest-sdk` above the \
+                     current directory or the `toolgate` executable, else the copy the \
+                     `toolgate` binary carries, extracted into its cache), so an editor's \
+                     gopls resolves it; `toolgate build` builds the module in place with the \
+                     SDK's pinned Go toolchain, installed on first use."
+                ),
             )
         }
         Lang::Ts | Lang::Js => {
@@ -195,13 +228,29 @@ fn project(
                 "guard.js"
             };
             files.push((file.into(), fill(JS_GUARD, &[])));
+            if lang == Lang::Ts {
+                let root = sdk_root(sdk, Path::new("."), "js/build")?;
+                let js = root.canonicalize().unwrap_or(root).join("js");
+                let js = js.display();
+                files.push((
+                    "tsconfig.json".into(),
+                    format!(
+                        "{{\n  \"extends\": \"{js}/tsconfig.json\",\n  \"compilerOptions\": {{\n    \
+                         \"paths\": {{ \"@toolgate/guest\": [\"{js}/src/index.ts\"] }}\n  }},\n  \
+                         \"include\": [\"*.ts\", \"{js}/src/env.d.ts\", \"{js}/src/generated/wit/**/*.d.ts\"]\n}}\n"
+                    ),
+                ));
+            }
             (
                 file,
                 format!(
                     "`{file}` imports `@toolgate/guest`; `toolgate build` resolves it to the SDK \
-                     it finds (`--sdk`, `$TOOLGATE_SDK`, or the first `guest-sdk` above the \
-                     project or the `toolgate` executable) and installs the SDK's pinned \
-                     toolchain (componentize-js) on first use."
+                     it finds (`--sdk`, `$TOOLGATE_SDK`, the first `guest-sdk` above the \
+                     project or the `toolgate` executable, else the copy the `toolgate` binary \
+                     carries) and installs the SDK's pinned toolchain (componentize-js) on \
+                     first use. A TypeScript guard is type-checked first (`tsc --noEmit` with \
+                     the SDK's types): a type error fails the build. `tsconfig.json` lets an \
+                     editor find the same types."
                 ),
             )
         }

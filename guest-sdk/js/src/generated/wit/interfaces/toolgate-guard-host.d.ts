@@ -1,6 +1,6 @@
 // Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.
 /// <reference path="./toolgate-guard-types.d.ts" />
-declare module 'toolgate:guard/host@0.2.0' {
+declare module 'toolgate:guard/host@0.3.0' {
   /**
    * Writes one line to the host's log, tagged with the plugin's name.
    * Calls and bytes per hook call are budgeted: going over the budget
@@ -12,7 +12,7 @@ declare module 'toolgate:guard/host@0.2.0' {
    * JSON object; `{}` when none is set.
    */
   export function config(): Json;
-  export type Json = import('toolgate:guard/types@0.2.0').Json;
+  export type Json = import('toolgate:guard/types@0.3.0').Json;
   /**
    * Severity of a log line.
    * # Variants

@@ -1,5 +1,5 @@
 // Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.
-declare module 'toolgate:guard/http@0.2.0' {
+declare module 'toolgate:guard/http@0.3.0' {
   /**
    * Sends `request` and waits for the whole response.
    */

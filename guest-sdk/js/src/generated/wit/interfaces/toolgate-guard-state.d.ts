@@ -1,5 +1,5 @@
 // Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.
-declare module 'toolgate:guard/state@0.2.0' {
+declare module 'toolgate:guard/state@0.3.0' {
   /**
    * The value at `key`, or none when it is absent or expired.
    */

@@ -1,10 +1,10 @@
 // Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.
 /// <reference path="./toolgate-guard-types.d.ts" />
-declare module 'toolgate:guard/steering@0.2.0' {
+declare module 'toolgate:guard/steering@0.3.0' {
   /**
    * Decides whether this one call runs.
    */
   export function beforeToolCall(event: BeforeToolCallEvent): Verdict;
-  export type BeforeToolCallEvent = import('toolgate:guard/types@0.2.0').BeforeToolCallEvent;
-  export type Verdict = import('toolgate:guard/types@0.2.0').Verdict;
+  export type BeforeToolCallEvent = import('toolgate:guard/types@0.3.0').BeforeToolCallEvent;
+  export type Verdict = import('toolgate:guard/types@0.3.0').Verdict;
 }

@@ -1,5 +1,5 @@
 // Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.
-declare module 'toolgate:guard/types@0.2.0' {
+declare module 'toolgate:guard/types@0.3.0' {
   /**
    * A JSON document, serialised as UTF-8 text.
    */
@@ -199,6 +199,43 @@ declare module 'toolgate:guard/types@0.2.0' {
   export interface VerdictSkip {
     tag: 'skip',
     val: Skip,
+  }
+  /**
+   * `on_response_render`: the final answer of a run, about to be returned
+   * (the response seam, since `0.3.0`). Carries every field of
+   * `ResponseRenderEvent`, plus the content as it stands and the caller's
+   * state.
+   */
+  export interface ResponseEvent {
+    /**
+     * The agent run this turn belongs to.
+     */
+    runId: string,
+    /**
+     * 0-indexed React loop iteration that produced the final answer.
+     */
+    iterationIndex: number,
+    /**
+     * The model that produced the final answer.
+     */
+    model: string,
+    /**
+     * The node that produced the final answer.
+     */
+    nodeName: string,
+    /**
+     * The final answer before any handler rewrote it.
+     */
+    originalContent: string,
+    /**
+     * The answer as it stands: the previous guard's output in the chain
+     * (the hook's `content`; `original-content` for the first guard).
+     */
+    content: string,
+    /**
+     * The caller's state as a JSON object (the hook's `state`).
+     */
+    state: Json,
   }
   /**
    * A rewritten call. It cannot carry a `call-id`: the host owns it.
