@@ -358,6 +358,7 @@ impl Chain {
         if self.subscribed(Seam::Steering).next().is_none() {
             return Decision::new(None, trace);
         }
+        self.after_observations(&event.run_id).await;
         let guest_event =
             GuestEvent::<SteeringHook>::new(event, &state.to_string(), self.secrets.clone());
         for plugin in self.subscribed(Seam::Steering) {
@@ -414,6 +415,7 @@ impl Chain {
         if self.subscribed(Seam::Rewrite).next().is_none() {
             return Decision::new(None, trace);
         }
+        self.after_observations(&event.run_id).await;
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Rewrite) {
             let (tool_name, args) = match &current {
@@ -463,6 +465,9 @@ impl Chain {
     ) -> Decision<Vec<String>> {
         let mut trace = Vec::new();
         let mut visible = event.narrowed_tool_names.clone();
+        if self.subscribed(Seam::Routing).next().is_some() {
+            self.after_observations(&event.run_id).await;
+        }
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Routing) {
             let guest_event =
@@ -506,6 +511,7 @@ impl Chain {
         if self.subscribed(Seam::Response).next().is_none() {
             return Decision::new(content, trace);
         }
+        self.after_observations(&event.run_id).await;
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Response) {
             let guest_event =
@@ -540,6 +546,7 @@ impl Chain {
         if self.subscribed(Seam::Result).next().is_none() {
             return Decision::new((), trace);
         }
+        self.after_observations(&event.run_id).await;
         let guest_event =
             GuestEvent::<ResultHook>::new(event, &state.to_string(), self.secrets.clone());
         for plugin in self.subscribed(Seam::Result) {

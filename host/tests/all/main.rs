@@ -66,6 +66,7 @@ mod file_server;
 mod fresh;
 mod fuzz;
 mod hostile;
+mod lifecycle;
 mod http_limits;
 mod logged;
 mod manifest;
