@@ -79,8 +79,8 @@ mod tests;
 use bindings::{host, types};
 pub use observe::{
     AgentEndEvent, AgentStartEvent, FabricationDetectedEvent, Hook, LLMEndEvent, LLMPreCallEvent,
-    LLMStartEvent, NodeEndEvent, NodeErrorEvent, NodeStartEvent, Observer,
-    ProcedureSelectionEvent, ReactLoopEndEvent, TokenCompositionEvent, UserCorrectionEvent,
+    LLMStartEvent, NodeEndEvent, NodeErrorEvent, NodeStartEvent, Observer, ProcedureSelectionEvent,
+    ReactLoopEndEvent, TokenCompositionEvent, UserCorrectionEvent,
 };
 
 /// A JSON object with no keys, the default for a missing JSON value.

@@ -530,7 +530,6 @@ pub trait Observer {
     fn on_fabrication_detected(event: FabricationDetectedEvent) {
         let _ = event;
     }
-
 }
 
 /// The `subscriptions` answer for `hooks`.

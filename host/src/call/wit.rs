@@ -611,31 +611,37 @@ impl Hook for ObserveHook {
 /// A lifecycle event lowered into the `observe` interface's variant.
 fn lower_lifecycle(event: &LifecycleEvent) -> observe::LifecycleEvent {
     match event {
-        LifecycleEvent::AgentStart(e) => observe::LifecycleEvent::AgentStart(observe::AgentStartEvent {
-            query: e.query.clone(),
-            run_id: e.run_id.clone(),
-        }),
+        LifecycleEvent::AgentStart(e) => {
+            observe::LifecycleEvent::AgentStart(observe::AgentStartEvent {
+                query: e.query.clone(),
+                run_id: e.run_id.clone(),
+            })
+        }
         LifecycleEvent::AgentEnd(e) => observe::LifecycleEvent::AgentEnd(observe::AgentEndEvent {
             run_id: e.run_id.clone(),
             final_response: e.final_response.clone(),
             duration_ms: e.duration_ms,
             node_count: e.node_count,
         }),
-        LifecycleEvent::NodeStart(e) => observe::LifecycleEvent::NodeStart(observe::NodeStartEvent {
-            node_name: e.node_name.clone(),
-            run_id: e.run_id.clone(),
-        }),
+        LifecycleEvent::NodeStart(e) => {
+            observe::LifecycleEvent::NodeStart(observe::NodeStartEvent {
+                node_name: e.node_name.clone(),
+                run_id: e.run_id.clone(),
+            })
+        }
         LifecycleEvent::NodeEnd(e) => observe::LifecycleEvent::NodeEnd(observe::NodeEndEvent {
             node_name: e.node_name.clone(),
             run_id: e.run_id.clone(),
             duration_ms: e.duration_ms,
         }),
-        LifecycleEvent::NodeError(e) => observe::LifecycleEvent::NodeError(observe::NodeErrorEvent {
-            node_name: e.node_name.clone(),
-            run_id: e.run_id.clone(),
-            error: e.error.clone(),
-            error_type: e.error_type.clone(),
-        }),
+        LifecycleEvent::NodeError(e) => {
+            observe::LifecycleEvent::NodeError(observe::NodeErrorEvent {
+                node_name: e.node_name.clone(),
+                run_id: e.run_id.clone(),
+                error: e.error.clone(),
+                error_type: e.error_type.clone(),
+            })
+        }
         LifecycleEvent::LlmStart(e) => observe::LifecycleEvent::LlmStart(observe::LlmStartEvent {
             model: e.model.clone(),
             messages: Value::Array(e.messages.clone()).to_string(),
@@ -644,14 +650,16 @@ fn lower_lifecycle(event: &LifecycleEvent) -> observe::LifecycleEvent {
             node_name: e.node_name.clone(),
             turn_index: e.turn_index,
         }),
-        LifecycleEvent::LlmPreCall(e) => observe::LifecycleEvent::LlmPreCall(observe::LlmPreCallEvent {
-            model: e.model.clone(),
-            messages: Value::Array(e.messages.clone()).to_string(),
-            tools: Value::Array(e.tools.clone()).to_string(),
-            run_id: e.run_id.clone(),
-            invocation_params: Value::Object(e.invocation_params.clone()).to_string(),
-            node_name: e.node_name.clone(),
-        }),
+        LifecycleEvent::LlmPreCall(e) => {
+            observe::LifecycleEvent::LlmPreCall(observe::LlmPreCallEvent {
+                model: e.model.clone(),
+                messages: Value::Array(e.messages.clone()).to_string(),
+                tools: Value::Array(e.tools.clone()).to_string(),
+                run_id: e.run_id.clone(),
+                invocation_params: Value::Object(e.invocation_params.clone()).to_string(),
+                node_name: e.node_name.clone(),
+            })
+        }
         LifecycleEvent::LlmEnd(e) => observe::LifecycleEvent::LlmEnd(observe::LlmEndEvent {
             model: e.model.clone(),
             output: e.output.clone(),
@@ -664,47 +672,57 @@ fn lower_lifecycle(event: &LifecycleEvent) -> observe::LifecycleEvent {
             iteration_index: e.iteration_index,
             turn_index: e.turn_index,
         }),
-        LifecycleEvent::TokenComposition(e) => observe::LifecycleEvent::TokenComposition(observe::TokenCompositionEvent {
-            system_prompt_tokens: e.system_prompt_tokens,
-            tool_definitions_tokens: e.tool_definitions_tokens,
-            conversation_history_tokens: e.conversation_history_tokens,
-            memory_context_tokens: e.memory_context_tokens,
-            run_id: e.run_id.clone(),
-        }),
-        LifecycleEvent::UserCorrection(e) => observe::LifecycleEvent::UserCorrection(observe::UserCorrectionEvent {
-            turn_id: e.turn_id.clone(),
-            original_response: e.original_response.clone(),
-            correction_text: e.correction_text.clone(),
-            activation_log: Value::Object(e.activation_log.clone()).to_string(),
-            tenant_id: e.tenant_id.clone(),
-            scope: e.scope.to_string(),
-        }),
-        LifecycleEvent::ProcedureSelection(e) => observe::LifecycleEvent::ProcedureSelection(observe::ProcedureSelectionEvent {
-            procedure_id: e.procedure_id.clone(),
-            action_tool: e.action_tool.clone(),
-            pre_tool: e.pre_tool.clone(),
-            force_mode: e.force_mode.clone(),
-            candidate_count: e.candidate_count,
-        }),
-        LifecycleEvent::ReactLoopEnd(e) => observe::LifecycleEvent::ReactLoopEnd(observe::ReactLoopEndEvent {
-            run_id: e.run_id.clone(),
-            iteration_index: e.iteration_index,
-            content_type: e.content_type.clone(),
-            has_tool_calls: e.has_tool_calls,
-            tool_call_count: e.tool_call_count,
-            termination_reason: e.termination_reason.clone(),
-        }),
-        LifecycleEvent::FabricationDetected(e) => observe::LifecycleEvent::FabricationDetected(observe::FabricationDetectedEvent {
-            run_id: e.run_id.clone(),
-            mode: e.mode.clone(),
-            action_taken: e.action_taken.clone(),
-            findings: Value::Array(e.findings.clone()).to_string(),
-            refuse_threshold: e.refuse_threshold,
-            max_finding_confidence: e.max_finding_confidence,
-            original_draft_preview: e.original_draft_preview.clone(),
-            replacement_preview: e.replacement_preview.clone(),
-            preview_truncated: e.preview_truncated,
-        }),
+        LifecycleEvent::TokenComposition(e) => {
+            observe::LifecycleEvent::TokenComposition(observe::TokenCompositionEvent {
+                system_prompt_tokens: e.system_prompt_tokens,
+                tool_definitions_tokens: e.tool_definitions_tokens,
+                conversation_history_tokens: e.conversation_history_tokens,
+                memory_context_tokens: e.memory_context_tokens,
+                run_id: e.run_id.clone(),
+            })
+        }
+        LifecycleEvent::UserCorrection(e) => {
+            observe::LifecycleEvent::UserCorrection(observe::UserCorrectionEvent {
+                turn_id: e.turn_id.clone(),
+                original_response: e.original_response.clone(),
+                correction_text: e.correction_text.clone(),
+                activation_log: Value::Object(e.activation_log.clone()).to_string(),
+                tenant_id: e.tenant_id.clone(),
+                scope: e.scope.to_string(),
+            })
+        }
+        LifecycleEvent::ProcedureSelection(e) => {
+            observe::LifecycleEvent::ProcedureSelection(observe::ProcedureSelectionEvent {
+                procedure_id: e.procedure_id.clone(),
+                action_tool: e.action_tool.clone(),
+                pre_tool: e.pre_tool.clone(),
+                force_mode: e.force_mode.clone(),
+                candidate_count: e.candidate_count,
+            })
+        }
+        LifecycleEvent::ReactLoopEnd(e) => {
+            observe::LifecycleEvent::ReactLoopEnd(observe::ReactLoopEndEvent {
+                run_id: e.run_id.clone(),
+                iteration_index: e.iteration_index,
+                content_type: e.content_type.clone(),
+                has_tool_calls: e.has_tool_calls,
+                tool_call_count: e.tool_call_count,
+                termination_reason: e.termination_reason.clone(),
+            })
+        }
+        LifecycleEvent::FabricationDetected(e) => {
+            observe::LifecycleEvent::FabricationDetected(observe::FabricationDetectedEvent {
+                run_id: e.run_id.clone(),
+                mode: e.mode.clone(),
+                action_taken: e.action_taken.clone(),
+                findings: Value::Array(e.findings.clone()).to_string(),
+                refuse_threshold: e.refuse_threshold,
+                max_finding_confidence: e.max_finding_confidence,
+                original_draft_preview: e.original_draft_preview.clone(),
+                replacement_preview: e.replacement_preview.clone(),
+                preview_truncated: e.preview_truncated,
+            })
+        }
     }
 }
 
@@ -738,11 +756,26 @@ pub(crate) fn hooks_of(kinds: observe::EventKinds) -> Hooks {
         (observe::EventKinds::LLM_START, LifecycleHook::LlmStart),
         (observe::EventKinds::LLM_PRE_CALL, LifecycleHook::LlmPreCall),
         (observe::EventKinds::LLM_END, LifecycleHook::LlmEnd),
-        (observe::EventKinds::TOKEN_COMPOSITION, LifecycleHook::TokenComposition),
-        (observe::EventKinds::USER_CORRECTION, LifecycleHook::UserCorrection),
-        (observe::EventKinds::PROCEDURE_SELECTION, LifecycleHook::ProcedureSelection),
-        (observe::EventKinds::REACT_LOOP_END, LifecycleHook::ReactLoopEnd),
-        (observe::EventKinds::FABRICATION_DETECTED, LifecycleHook::FabricationDetected),
+        (
+            observe::EventKinds::TOKEN_COMPOSITION,
+            LifecycleHook::TokenComposition,
+        ),
+        (
+            observe::EventKinds::USER_CORRECTION,
+            LifecycleHook::UserCorrection,
+        ),
+        (
+            observe::EventKinds::PROCEDURE_SELECTION,
+            LifecycleHook::ProcedureSelection,
+        ),
+        (
+            observe::EventKinds::REACT_LOOP_END,
+            LifecycleHook::ReactLoopEnd,
+        ),
+        (
+            observe::EventKinds::FABRICATION_DETECTED,
+            LifecycleHook::FabricationDetected,
+        ),
     ]
     .into_iter()
     .filter(|&(flag, _)| kinds & flag == flag)

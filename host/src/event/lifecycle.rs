@@ -102,7 +102,10 @@ impl FromStr for LifecycleHook {
             .find(|hook| hook.as_str() == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = LifecycleHook::ALL.iter().map(|h| h.as_str()).collect();
-                format!("unknown lifecycle hook `{s}` (expected one of {})", names.join(", "))
+                format!(
+                    "unknown lifecycle hook `{s}` (expected one of {})",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -139,7 +142,9 @@ impl Hooks {
 
     /// The hooks in the set, in [`LifecycleHook::ALL`]'s order.
     pub fn iter(self) -> impl Iterator<Item = LifecycleHook> {
-        LifecycleHook::ALL.into_iter().filter(move |&h| self.contains(h))
+        LifecycleHook::ALL
+            .into_iter()
+            .filter(move |&h| self.contains(h))
     }
 
     /// The hooks' names (`on_llm_end`, ...), in order.
@@ -491,11 +496,17 @@ impl LifecycleEvent {
             LifecycleHook::LlmStart => LifecycleEvent::LlmStart(typed(hook, event)?),
             LifecycleHook::LlmPreCall => LifecycleEvent::LlmPreCall(typed(hook, event)?),
             LifecycleHook::LlmEnd => LifecycleEvent::LlmEnd(typed(hook, event)?),
-            LifecycleHook::TokenComposition => LifecycleEvent::TokenComposition(typed(hook, event)?),
+            LifecycleHook::TokenComposition => {
+                LifecycleEvent::TokenComposition(typed(hook, event)?)
+            }
             LifecycleHook::UserCorrection => LifecycleEvent::UserCorrection(typed(hook, event)?),
-            LifecycleHook::ProcedureSelection => LifecycleEvent::ProcedureSelection(typed(hook, event)?),
+            LifecycleHook::ProcedureSelection => {
+                LifecycleEvent::ProcedureSelection(typed(hook, event)?)
+            }
             LifecycleHook::ReactLoopEnd => LifecycleEvent::ReactLoopEnd(typed(hook, event)?),
-            LifecycleHook::FabricationDetected => LifecycleEvent::FabricationDetected(typed(hook, event)?),
+            LifecycleHook::FabricationDetected => {
+                LifecycleEvent::FabricationDetected(typed(hook, event)?)
+            }
         })
     }
 }

@@ -30,8 +30,14 @@ fn every_hook() -> Vec<LifecycleEvent> {
     vec![
         event("on_agent_start", json!({"query": "q", "run_id": r})),
         event("on_node_start", json!({"node_name": "react", "run_id": r})),
-        event("on_token_composition", json!({"system_prompt_tokens": 3, "run_id": r})),
-        event("on_llm_start", json!({"model": "m", "messages": [], "run_id": r})),
+        event(
+            "on_token_composition",
+            json!({"system_prompt_tokens": 3, "run_id": r}),
+        ),
+        event(
+            "on_llm_start",
+            json!({"model": "m", "messages": [], "run_id": r}),
+        ),
         event(
             "on_llm_pre_call",
             json!({"model": "m", "messages": [{"role": "user"}], "tools": [], "run_id": r}),
@@ -45,7 +51,10 @@ fn every_hook() -> Vec<LifecycleEvent> {
             "on_node_error",
             json!({"node_name": "tools", "run_id": r, "error": "e", "error_type": "ValueError"}),
         ),
-        event("on_node_end", json!({"node_name": "react", "run_id": r, "duration_ms": 1.5})),
+        event(
+            "on_node_end",
+            json!({"node_name": "react", "run_id": r, "duration_ms": 1.5}),
+        ),
         event(
             "on_react_loop_end",
             json!({"run_id": r, "iteration_index": 2, "content_type": "str", "has_tool_calls": false, "tool_call_count": 0, "termination_reason": "no_content_no_tool_calls"}),
@@ -67,7 +76,9 @@ fn every_hook() -> Vec<LifecycleEvent> {
 
 /// The content of `chain`'s steering answer for a call of `run-1`.
 async fn steered(chain: &Chain) -> String {
-    let d = chain.steering(&steering("search", json!({})), &no_state()).await;
+    let d = chain
+        .steering(&steering("search", json!({})), &no_state())
+        .await;
     d.result.map(|s| s.content).unwrap_or_default()
 }
 
@@ -80,11 +91,17 @@ async fn subscriptions_are_read_at_load_and_only_subscribers_are_called() {
     assert_eq!(watcher.observes().iter().count(), LifecycleHook::ALL.len());
     let c = chain(&[&budget]);
     assert_eq!(
-        c.observe(&event("on_agent_start", json!({"query": "q", "run_id": "r"}))),
+        c.observe(&event(
+            "on_agent_start",
+            json!({"query": "q", "run_id": "r"})
+        )),
         Observed::Unobserved,
         "no guard observes on_agent_start"
     );
-    assert_eq!(c.observed_hooks(), Hooks::from_iter([LifecycleHook::LlmEnd]));
+    assert_eq!(
+        c.observed_hooks(),
+        Hooks::from_iter([LifecycleHook::LlmEnd])
+    );
 }
 
 #[tokio::test]
@@ -113,18 +130,24 @@ async fn a_budget_guard_refuses_the_very_next_tool_call_and_a_new_run_starts_fro
     let budget = plugin(&e, "budget", TOKEN_BUDGET, json!({"max_tokens": 100})).await;
     let c = chain(&[&budget]);
     assert_eq!(c.observe(&llm_end("run-1", 60)), Observed::Queued);
-    let d = c.steering(&steering("search", json!({})), &no_state()).await;
+    let d = c
+        .steering(&steering("search", json!({})), &no_state())
+        .await;
     assert_eq!(d.result, None, "60 of 100: the call proceeds");
     for _ in 0..3 {
         c.observe(&llm_end("run-1", 20));
     }
     // No sleep: the very next decision sees all three.
-    let d = c.steering(&steering("search", json!({})), &no_state()).await;
+    let d = c
+        .steering(&steering("search", json!({})), &no_state())
+        .await;
     assert_eq!(
         serde_json::to_value(&d.result).expect("json"),
         json!({"action": "skip", "content": "Token budget of 100 exceeded. Answer with what you have.", "is_error": false})
     );
-    let d = c.routing(&routing(&["search", "send_email"]), &no_state()).await;
+    let d = c
+        .routing(&routing(&["search", "send_email"]), &no_state())
+        .await;
     assert_eq!(d.result, Vec::<String>::new(), "routing hides every tool");
     let mut other = steering("search", json!({}));
     other.run_id = "run-2".into();
@@ -173,7 +196,11 @@ async fn hostile_observers_never_hold_the_caller_and_decisions_still_answer() {
         while e.observe_faults() < 5 && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(e.observe_faults(), 5, "{attack} ({fault}): each observation faulted");
+        assert_eq!(
+            e.observe_faults(),
+            5,
+            "{attack} ({fault}): each observation faulted"
+        );
     }
 }
 
@@ -191,12 +218,20 @@ async fn ten_thousand_llm_end_events_in_one_run_are_bounded_and_counted() {
             Observed::Unobserved => panic!("the watcher observes on_llm_end"),
         }
     }
-    assert!(started.elapsed() < Duration::from_secs(10), "handing over never waits");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "handing over never waits"
+    );
     assert_eq!(queued + e.observations_dropped(), 10_000);
-    assert!(e.observations_dropped() > 0, "past the run's queue limit: dropped");
+    assert!(
+        e.observations_dropped() > 0,
+        "past the run's queue limit: dropped"
+    );
     assert!(queued >= 1024, "the run's queue took its limit: {queued}");
     // A decision answers within its bound, whatever is still queued.
-    let d = c.steering(&steering("search", json!({})), &no_state()).await;
+    let d = c
+        .steering(&steering("search", json!({})), &no_state())
+        .await;
     assert!(d.result.is_some());
     let until = Instant::now() + Duration::from_secs(300);
     while e.observations_waiting() > 0 && Instant::now() < until {
@@ -212,11 +247,9 @@ async fn ten_thousand_llm_end_events_in_one_run_are_bounded_and_counted() {
 
 #[test]
 fn a_lifecycle_event_with_a_field_missing_or_mistyped_names_it() {
-    let err = LifecycleEvent::from_value(
-        LifecycleHook::LlmEnd,
-        json!({"model": "m", "output": "o"}),
-    )
-    .expect_err("usage missing");
+    let err =
+        LifecycleEvent::from_value(LifecycleHook::LlmEnd, json!({"model": "m", "output": "o"}))
+            .expect_err("usage missing");
     assert!(err.contains("on_llm_end") && err.contains("usage"), "{err}");
     let err = LifecycleEvent::from_value(
         LifecycleHook::LlmEnd,
@@ -226,4 +259,58 @@ fn a_lifecycle_event_with_a_field_missing_or_mistyped_names_it() {
     assert!(err.contains("`event.usage`"), "{err}");
     let err = "on_nothing".parse::<LifecycleHook>().expect_err("unknown");
     assert!(err.contains("on_llm_end"), "{err}");
+}
+
+#[tokio::test]
+async fn over_http_post_v1_observe_answers_202_and_the_next_decision_sees_it() {
+    use crate::server::Running;
+    use reqwest::StatusCode;
+    let s = Running::start_with(
+        &[("token-budget.wasm", TOKEN_BUDGET)],
+        &[(
+            "toolgate.toml",
+            "[[plugin]]\npath = \"token-budget.wasm\"\n[plugin.config]\nmax_tokens = 100\n",
+        )],
+        toolgate::server::ServerConfig::default(),
+    )
+    .await;
+    let (status, body) = s.get("/v1/hooks").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).expect("json"),
+        json!({"hooks": ["on_llm_end"]})
+    );
+    let usage = json!({"hook": "on_llm_end", "event": {
+        "model": "m", "output": "o", "usage": {"input_tokens": 80, "output_tokens": 40},
+        "run_id": "r1",
+    }});
+    let (status, body) = s.post("/v1/observe", usage).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body, json!({"observed": "queued"}));
+    let call =
+        json!({"event": {"run_id": "r1", "tool_name": "search", "call_id": "c", "args": {}}});
+    let (status, body) = s.post("/v1/steering", call).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body,
+        json!({"action": "skip", "content": "Token budget of 100 exceeded. Answer with what you have.", "is_error": false})
+    );
+    for (bad, field) in [
+        (
+            json!({"hook": "on_llm_end", "event": {"model": "m", "output": "o"}}),
+            "usage",
+        ),
+        (
+            json!({"hook": "on_llm_end", "event": {"model": 3, "output": "o", "usage": {}}}),
+            "event.model",
+        ),
+        (json!({"hook": "on_nothing", "event": {}}), "hook"),
+        (json!({"event": {}}), "hook"),
+    ] {
+        let (status, body) = s.post("/v1/observe", bad).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let error = body["error"].as_str().expect("error");
+        assert!(error.contains(field), "{field}: {error}");
+    }
+    s.stop().await;
 }

@@ -42,7 +42,10 @@ const USED: &str = "tokens";
 fn settings(config: &Value) -> Result<Settings, String> {
     let s: Settings = toolgate_guest::config_as(config)?;
     if s.max_tokens < 1 {
-        return Err(format!("max_tokens must be at least 1, not {}", s.max_tokens));
+        return Err(format!(
+            "max_tokens must be at least 1, not {}",
+            s.max_tokens
+        ));
     }
     Ok(s)
 }
@@ -111,7 +114,10 @@ mod tests {
     fn a_usage_total_is_read_from_any_provider_shape() {
         assert_eq!(total(&json!({"total_tokens": 30, "input_tokens": 1})), 30);
         assert_eq!(total(&json!({"input_tokens": 10, "output_tokens": 5})), 15);
-        assert_eq!(total(&json!({"prompt_tokens": 7, "completion_tokens": 2})), 9);
+        assert_eq!(
+            total(&json!({"prompt_tokens": 7, "completion_tokens": 2})),
+            9
+        );
         assert_eq!(total(&json!({})), 0);
         assert_eq!(total(&json!({"total_tokens": -3})), 0);
     }
