@@ -314,3 +314,35 @@ async fn over_http_post_v1_observe_answers_202_and_the_next_decision_sees_it() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_faulting_observer_is_counted_in_the_metrics() {
+    use crate::server::Running;
+    let s = Running::start_with(
+        &[("observer.wasm", OBSERVER)],
+        &[(
+            "toolgate.toml",
+            "[[plugin]]\npath = \"observer.wasm\"\n[plugin.config]\ntrap = true\n",
+        )],
+        toolgate::server::ServerConfig::default(),
+    )
+    .await;
+    let (status, _) = s
+        .post(
+            "/v1/observe",
+            json!({"hook": "on_agent_start", "event": {"query": "q", "run_id": "r"}}),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, text) = s.get("/metrics").await;
+        if text.contains("toolgate_observe_faults_total 1") {
+            assert!(text.contains("toolgate_observations_total 1"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < until, "{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.stop().await;
+}
