@@ -346,3 +346,47 @@ async fn a_faulting_observer_is_counted_in_the_metrics() {
     }
     s.stop().await;
 }
+
+#[test]
+fn token_budget_case_file_passes_and_fails_without_its_events() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../plugins/rust/token-budget/token-budget.test.toml"
+    ))
+    .expect("case file")
+    .replace(
+        "../../../build/plugins/rust/token-budget.wasm",
+        "token-budget.wasm",
+    );
+    let run = |text: &str| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::copy(TOKEN_BUDGET, dir.path().join("token-budget.wasm")).expect("copy");
+        std::fs::write(dir.path().join("guard.test.toml"), text).expect("write");
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .arg("test")
+            .arg(dir.path())
+            .env("TOOLGATE_LOG", "error")
+            .output()
+            .expect("run toolgate test")
+    };
+    let out = run(&text);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(said, "5 passed, 0 failed\n");
+    // Without the run's on_llm_end events the budget is not used: the
+    // cancel case fails.
+    let out = run(&text.replace("events = [\n", "unused = [\n"));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown key is a bad case file"
+    );
+    let out = run(&text.replace("run_id = \"r2\" } },", "run_id = \"other\" } },"));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("1 failed"), "{said}");
+}
