@@ -31,7 +31,9 @@ pub struct PluginInfo<'a> {
     pub digest: &'a str,
     /// The seams it subscribes to.
     pub seams: Vec<Seam>,
-    /// The lifecycle hooks it observes (`on_llm_end`, ...).
+    /// The lifecycle hooks it observes (`on_llm_end`, ...); left out when
+    /// it observes none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub observes: Vec<&'static str>,
     /// Its limits.
     pub limits: &'a Limits,
