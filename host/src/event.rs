@@ -12,6 +12,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+pub mod lifecycle;
+
+pub use lifecycle::{Hooks, LifecycleEvent, LifecycleHook};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -67,10 +67,11 @@ mod tools;
 pub use call::chain::{
     Chain, Decision, GuardTrace, Outcome, Shadow, Verdict, fail_closed_message, withheld_message,
 };
+pub use call::observe::Observed;
 pub use call::plugin::{Mode, OnError, Plugin, PluginSpec, digest};
 pub use call::snapshot::{SnapshotMode, SnapshotStatus};
 pub use error::{Error, ManifestError};
-pub use event::{Event, Seam};
+pub use event::{Event, Hooks, LifecycleEvent, LifecycleHook, Seam};
 pub use fault::{Fault, Whose};
 pub use tenant::TenantName;
 

@@ -34,9 +34,10 @@
 //! | [`STATEFUL`] | steering, result | runs the state operations its config scripts |
 //! | [`FETCHER`] | steering | makes the HTTP requests its config lists |
 //! | [`RENDER`] | response | answers as its config scripts (append, keep, trap, grow) |
+//! | [`OBSERVER`] | observe, steering | observes every lifecycle event as its config scripts (count, spin, trap, blow the state budget); steering says what it saw |
 //!
 //! The hostile and scripted programs document their configuration, and memo
 //! and echo their answers, in
-//! `tests/guests/{hostile,scripted,memo,echo,stateful,fetcher,render}/src/lib.rs`.
+//! `tests/guests/{hostile,scripted,memo,echo,stateful,fetcher,render,observer}/src/lib.rs`.
 
 include!(concat!(env!("OUT_DIR"), "/programs.rs"));

@@ -122,6 +122,23 @@ pub mod response {
     });
 }
 
+/// Lifecycle events (world `observer`).
+pub mod observe {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "toolgate:guard/observer@0.3.0",
+        with: {
+            "toolgate:guard/types@0.3.0": crate::bindings::base::toolgate::guard::types,
+            "toolgate:guard/host@0.3.0": crate::bindings::base::toolgate::guard::host,
+            "toolgate:guard/state@0.3.0": crate::bindings::base::toolgate::guard::state,
+            "toolgate:guard/http@0.3.0": crate::bindings::base::toolgate::guard::http,
+        },
+        pub_export_macro: true,
+        export_macro_name: "export_observe",
+        default_bindings_module: "toolgate_guest::__private::observe",
+    });
+}
+
 /// The optional `config` export (world `config-check`).
 pub mod config {
     wit_bindgen::generate!({

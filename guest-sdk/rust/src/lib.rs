@@ -12,6 +12,11 @@
 //! | `result` | [`ResultGuard`] | `on_tool_result` | [`ToolResultCallbackEvent`] | observe what a tool returned |
 //! | `response` | [`ResponseGuard`] | `on_response_render` | [`ResponseRenderEvent`] | rewrite the run's final answer |
 //!
+//! Beside the seams, a guard may observe symfonic's thirteen lifecycle
+//! hooks (`on_agent_start`, `on_llm_end`, ...) with the [`Observer`] trait
+//! (`export!(MyGuard: observe)`): it sees what a run does and spends, keeps
+//! it in [`state`], and its seams decide on it.
+//!
 //! Hooks and events carry symfonic's names, as in every toolgate SDK; the
 //! WIT contract's own names (`dispatch`, `dispatch-event`, ...) appear only
 //! in the generated bindings behind [`export!`].
@@ -66,11 +71,17 @@ use serde_json::Value;
 mod bindings;
 pub mod http;
 pub mod log;
+pub mod observe;
 pub mod state;
 #[cfg(test)]
 mod tests;
 
 use bindings::{host, types};
+pub use observe::{
+    AgentEndEvent, AgentStartEvent, FabricationDetectedEvent, Hook, LLMEndEvent, LLMPreCallEvent,
+    LLMStartEvent, NodeEndEvent, NodeErrorEvent, NodeStartEvent, Observer, ProcedureSelectionEvent,
+    ReactLoopEndEvent, TokenCompositionEvent, UserCorrectionEvent,
+};
 
 /// A JSON object with no keys, the default for a missing JSON value.
 fn empty_object() -> Value {
@@ -507,9 +518,9 @@ pub fn config_json() -> String {
 /// guard component.
 ///
 /// Name the type, a colon, then one or more of `steering`, `rewrite`,
-/// `routing`, `result`, `response`; the type must implement the matching
+/// `routing`, `result`, `response`, `observe`; the type must implement the matching
 /// traits ([`SteeringGuard`], [`RewriteGuard`], [`RoutingGuard`],
-/// [`ResultGuard`], [`ResponseGuard`]).
+/// [`ResultGuard`], [`ResponseGuard`], [`Observer`]).
 /// The component exports exactly those seams' interfaces, which is how the
 /// host knows where to consult it. Call it once per crate, at module level:
 ///
@@ -576,11 +587,19 @@ macro_rules! __export_seam {
             );
         };
     };
+    (observe, $ty:ty) => {
+        const _: () = {
+            type __ToolgateObserve = $crate::__private::Adapter<$ty>;
+            $crate::__private::observe::export_observe!(
+                __ToolgateObserve with_types_in $crate::__private::observe
+            );
+        };
+    };
     ($other:ident, $ty:ty) => {
         ::core::compile_error!(::core::concat!(
             "toolgate_guest::export!: unknown seam `",
             ::core::stringify!($other),
-            "`; expected one of: steering, rewrite, routing, result, response, config"
+            "`; expected one of: steering, rewrite, routing, result, response, observe, config"
         ));
     };
 }
@@ -588,7 +607,7 @@ macro_rules! __export_seam {
 /// Implementation details of [`export!`]; not public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::bindings::{config, response, result, rewrite, routing, steering};
+    pub use crate::bindings::{config, observe, response, result, rewrite, routing, steering};
 
     use super::*;
 
@@ -622,6 +641,16 @@ pub mod __private {
     impl<T: ResultGuard + ?Sized> result::exports::toolgate::guard::result::Guest for Adapter<T> {
         fn on_result(event: types::ToolResultEvent) {
             T::on_tool_result(event.into())
+        }
+    }
+
+    impl<T: Observer + ?Sized> observe::exports::toolgate::guard::observe::Guest for Adapter<T> {
+        fn subscriptions() -> observe::exports::toolgate::guard::observe::EventKinds {
+            crate::observe::kinds(T::HOOKS)
+        }
+
+        fn observe(event: observe::exports::toolgate::guard::observe::LifecycleEvent) {
+            crate::observe::dispatch::<T>(event)
         }
     }
 

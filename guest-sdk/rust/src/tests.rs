@@ -443,3 +443,54 @@ fn config_as_reads_a_typed_config_and_names_an_unknown_field() {
     let err = crate::config_as::<Settings>(&serde_json::json!({"limt": 3})).expect_err("typo");
     assert!(err.contains("unknown field `limt`"), "{err}");
 }
+
+mod observer {
+    use std::cell::RefCell;
+
+    use crate::bindings::observe::exports::toolgate::guard::observe as wit;
+    use crate::observe::{dispatch, kinds};
+    use crate::{Hook, LLMEndEvent, Observer};
+
+    thread_local! {
+        static SEEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    struct Spend;
+
+    impl Observer for Spend {
+        const HOOKS: &'static [Hook] = &[Hook::LlmEnd, Hook::AgentStart];
+
+        fn on_llm_end(event: LLMEndEvent) {
+            SEEN.with(|s| {
+                s.borrow_mut()
+                    .push(format!("{}", event.usage["total_tokens"]))
+            });
+        }
+    }
+
+    #[test]
+    fn subscriptions_are_the_declared_hooks_and_events_reach_their_method() {
+        assert_eq!(
+            kinds(Spend::HOOKS),
+            wit::EventKinds::LLM_END | wit::EventKinds::AGENT_START
+        );
+        dispatch::<Spend>(wit::LifecycleEvent::LlmEnd(wit::LlmEndEvent {
+            model: "m".into(),
+            output: "o".into(),
+            usage: r#"{"total_tokens":18446744073709551616}"#.into(),
+            run_id: "r".into(),
+            node_name: "react".into(),
+            pricing_unknown: false,
+            duration_ms: 1.0,
+            started_at_utc: String::new(),
+            iteration_index: 0,
+            turn_index: 0,
+        }));
+        // A hook it does not override does nothing.
+        dispatch::<Spend>(wit::LifecycleEvent::AgentStart(wit::AgentStartEvent {
+            query: "q".into(),
+            run_id: "r".into(),
+        }));
+        SEEN.with(|s| assert_eq!(*s.borrow(), ["18446744073709551616"]));
+    }
+}

@@ -363,6 +363,7 @@ impl Chain {
         if self.subscribed(Seam::Steering).next().is_none() {
             return Decision::new(None, trace);
         }
+        self.after_observations(&event.run_id).await;
         let guest_event =
             GuestEvent::<SteeringHook>::new(event, &state.to_string(), self.secrets.clone());
         for plugin in self.subscribed(Seam::Steering) {
@@ -419,6 +420,7 @@ impl Chain {
         if self.subscribed(Seam::Rewrite).next().is_none() {
             return Decision::new(None, trace);
         }
+        self.after_observations(&event.run_id).await;
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Rewrite) {
             let (tool_name, args) = match &current {
@@ -468,6 +470,9 @@ impl Chain {
     ) -> Decision<Vec<String>> {
         let mut trace = Vec::new();
         let mut visible = event.narrowed_tool_names.clone();
+        if self.subscribed(Seam::Routing).next().is_some() {
+            self.after_observations(&event.run_id).await;
+        }
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Routing) {
             let guest_event =
@@ -512,6 +517,7 @@ impl Chain {
         if self.subscribed(Seam::Response).next().is_none() {
             return Decision::new(content, trace);
         }
+        self.after_observations(&event.run_id).await;
         let state = state.to_string();
         for plugin in self.subscribed(Seam::Response) {
             let guest_event =
@@ -546,6 +552,7 @@ impl Chain {
         if self.subscribed(Seam::Result).next().is_none() {
             return Decision::new((), trace);
         }
+        self.after_observations(&event.run_id).await;
         let guest_event =
             GuestEvent::<ResultHook>::new(event, &state.to_string(), self.secrets.clone());
         for plugin in self.subscribed(Seam::Result) {

@@ -87,6 +87,8 @@ pub(crate) enum SteeringHook {}
 pub(crate) enum ResultHook {}
 /// `on_response_render`: the answer to show instead, or nothing.
 pub(crate) enum ResponseHook {}
+/// A lifecycle event (`on_agent_start`, ...): observes; returns nothing.
+pub(crate) enum ObserveHook {}
 
 /// An event lowered for the guests of one seam, once, and handed to each
 /// guard in turn (shared: a call may move to the long lane's threads),

@@ -19,6 +19,7 @@ use crate::call::snapshot::{SnapshotMode, SnapshotStatus};
 use crate::call::wit::Exports;
 use crate::error::Error;
 use crate::event::Seam;
+use crate::event::lifecycle::{Hooks, LifecycleHook};
 use crate::runtime::engine::Engine;
 use crate::runtime::http::Outbound;
 use crate::runtime::http::grant::HttpGrant;
@@ -158,6 +159,8 @@ pub struct Plugin {
     pub(crate) tenant: Arc<str>,
     /// Its outbound HTTP, when it is granted any; shared by every copy.
     pub(crate) http: Option<Arc<Outbound>>,
+    /// The lifecycle hooks it observes (its `subscriptions` answer at load).
+    pub(crate) observes: Hooks,
 }
 
 impl Plugin {
@@ -252,8 +255,9 @@ impl Plugin {
                 true => None,
                 false => Some(Arc::new(Outbound::new(spec.http).map_err(Error::Engine)?)),
             },
+            observes: Hooks::NONE,
         };
-        if plugin.seams().is_empty() {
+        if plugin.seams().is_empty() && !plugin.exports.observes() {
             let exports = component
                 .component_type()
                 .exports(engine.wasmtime())
@@ -268,7 +272,7 @@ impl Plugin {
                 },
             });
         }
-        plugin.probe(probe_timeout).await.map_err(|e| match e {
+        plugin.observes = plugin.probe(probe_timeout).await.map_err(|e| match e {
             Error::ConfigRefused {
                 path,
                 plugin,
@@ -336,9 +340,9 @@ impl Plugin {
         Ok(store)
     }
 
-    /// One instantiation (its deadline capped at `cap`) and a type check
-    /// of every exported seam.
-    async fn probe(&self, cap: Option<Duration>) -> Result<(), Error> {
+    /// One instantiation (its deadline capped at `cap`), a type check
+    /// of every exported seam, and the lifecycle hooks it observes.
+    async fn probe(&self, cap: Option<Duration>) -> Result<Hooks, Error> {
         let mut store = self.probe_store(cap)?;
         let instance = self.start(&mut store).await?;
         self.exports
@@ -353,7 +357,7 @@ impl Plugin {
             .validate_config(&mut store, &instance, &self.config)
             .await
         {
-            Ok(None | Some(Ok(()))) => Ok(()),
+            Ok(None | Some(Ok(()))) => self.subscriptions(&mut store, &instance).await,
             Ok(Some(Err(message))) => Err(Error::ConfigRefused {
                 path: self.path.clone(),
                 at: None,
@@ -371,6 +375,34 @@ impl Plugin {
                 ),
             }),
         }
+    }
+
+    /// The guard's `subscriptions` answer, on the probe's instance; a
+    /// fault refuses the plugin at load, naming the export.
+    async fn subscriptions(
+        &self,
+        store: &mut wasmtime::Store<Sandbox>,
+        instance: &wasmtime::component::Instance,
+    ) -> Result<Hooks, Error> {
+        self.exports
+            .subscriptions(store, instance)
+            .await
+            .map_err(|e| Error::Start {
+                path: self.path.clone(),
+                fault: crate::fault::Fault::classify(&e, true),
+                message: format!("`observe.subscriptions` faulted: {}", root_cause(&e)),
+            })
+    }
+
+    /// The lifecycle hooks it observes (its `subscriptions` answer at
+    /// load; none when it does not export `observe`).
+    pub fn observes(&self) -> Hooks {
+        self.observes
+    }
+
+    /// Whether it observes `hook`.
+    pub fn observes_hook(&self, hook: LifecycleHook) -> bool {
+        self.observes.contains(hook)
     }
 
     /// The plugin's name.

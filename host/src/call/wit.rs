@@ -15,14 +15,15 @@ use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
 use crate::call::guard_call::{
-    Hook, ResponseHook, ResultHook, RewriteHook, RoutingHook, SteeringHook,
+    Hook, ObserveHook, ResponseHook, ResultHook, RewriteHook, RoutingHook, SteeringHook,
 };
+use crate::event::lifecycle::{Hooks, LifecycleEvent, LifecycleHook};
 use crate::event::{
     BeforeToolCallEvent, ResponseRenderEvent, Rewrite, Seam, Skip, ToolCallDispatchEvent,
     ToolResultCallbackEvent, ToolRoutingDecisionEvent,
 };
 use crate::runtime::bindings::{
-    config, response, result, rewrite, routing, steering, types, v0_1, v0_2,
+    config, observe, response, result, rewrite, routing, steering, types, v0_1, v0_2,
 };
 use crate::runtime::sandbox::Sandbox;
 
@@ -99,6 +100,7 @@ pub(crate) struct Exports {
         Versioned<result::GuestIndices, v0_2::result::GuestIndices, v0_1::result::GuestIndices>,
     >,
     response: Option<response::GuestIndices>,
+    observe: Option<observe::GuestIndices>,
     config: Option<ConfigExport>,
 }
 
@@ -136,6 +138,7 @@ impl Exports {
                 || v0_1::result::GuestIndices::new(pre),
             ),
             response: response::GuestIndices::new(pre).ok(),
+            observe: observe::GuestIndices::new(pre).ok(),
             config: config::GuestIndices::new(pre)
                 .map(ConfigExport::Now)
                 .or_else(|_| v0_2::config::GuestIndices::new(pre).map(ConfigExport::Mid))
@@ -174,6 +177,25 @@ impl Exports {
         }
     }
 
+    /// Whether the `observe` export (lifecycle events) is there.
+    pub(crate) fn observes(&self) -> bool {
+        self.observe.is_some()
+    }
+
+    /// Calls `subscriptions` on `instance`: the lifecycle hooks the guard
+    /// observes (none when it does not export `observe`).
+    pub(crate) async fn subscriptions(
+        &self,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Hooks> {
+        let Some(export) = &self.observe else {
+            return Ok(Hooks::NONE);
+        };
+        let guest = export.load(&mut *store, instance)?;
+        guest.call_subscriptions(store).await.map(hooks_of)
+    }
+
     /// Whether `seam` is exported.
     pub(crate) fn has(&self, seam: Seam) -> bool {
         match seam {
@@ -208,7 +230,16 @@ impl Exports {
         check::<RewriteHook>(self, store, instance)?;
         check::<SteeringHook>(self, store, instance)?;
         check::<ResultHook>(self, store, instance)?;
-        check::<ResponseHook>(self, store, instance)
+        check::<ResponseHook>(self, store, instance)?;
+        match &self.observe {
+            Some(export) => export.load(store, instance).map(drop).map_err(|e| {
+                (
+                    Seam::Result,
+                    e.context("the `observe` export (lifecycle events)"),
+                )
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -529,4 +560,225 @@ impl Hook for ResponseHook {
     fn lift(returned: Self::Returned) -> Self::Reply {
         returned
     }
+}
+
+impl Hook for ObserveHook {
+    // Not a seam: lifecycle events are observed beside the seams; a
+    // fault's log line names the hook instead.
+    const SEAM: Seam = Seam::Result;
+    type Input<'a> = &'a LifecycleEvent;
+    type Event = observe::LifecycleEvent;
+    type Export = observe::GuestIndices;
+    type Guest = observe::Guest;
+    type Returned = ();
+    type Reply = ();
+
+    fn export(exports: &Exports) -> Option<&Self::Export> {
+        exports.observe.as_ref()
+    }
+
+    fn load(
+        export: &Self::Export,
+        store: &mut Store<Sandbox>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Self::Guest> {
+        export.load(store, instance)
+    }
+
+    fn lower(event: Self::Input<'_>, _state: &str) -> Self::Event {
+        lower_lifecycle(event)
+    }
+
+    async fn call(
+        guest: &Self::Guest,
+        store: &mut Store<Sandbox>,
+        event: &Self::Event,
+    ) -> wasmtime::Result<Self::Returned> {
+        guest.call_observe(store, event).await
+    }
+
+    fn run_id(event: &Self::Event) -> &str {
+        lifecycle_run_id(event)
+    }
+
+    fn largest_string((): &Self::Returned) -> usize {
+        0
+    }
+
+    fn lift((): Self::Returned) -> Self::Reply {}
+}
+
+/// A lifecycle event lowered into the `observe` interface's variant.
+fn lower_lifecycle(event: &LifecycleEvent) -> observe::LifecycleEvent {
+    match event {
+        LifecycleEvent::AgentStart(e) => {
+            observe::LifecycleEvent::AgentStart(observe::AgentStartEvent {
+                query: e.query.clone(),
+                run_id: e.run_id.clone(),
+            })
+        }
+        LifecycleEvent::AgentEnd(e) => observe::LifecycleEvent::AgentEnd(observe::AgentEndEvent {
+            run_id: e.run_id.clone(),
+            final_response: e.final_response.clone(),
+            duration_ms: e.duration_ms,
+            node_count: e.node_count,
+        }),
+        LifecycleEvent::NodeStart(e) => {
+            observe::LifecycleEvent::NodeStart(observe::NodeStartEvent {
+                node_name: e.node_name.clone(),
+                run_id: e.run_id.clone(),
+            })
+        }
+        LifecycleEvent::NodeEnd(e) => observe::LifecycleEvent::NodeEnd(observe::NodeEndEvent {
+            node_name: e.node_name.clone(),
+            run_id: e.run_id.clone(),
+            duration_ms: e.duration_ms,
+        }),
+        LifecycleEvent::NodeError(e) => {
+            observe::LifecycleEvent::NodeError(observe::NodeErrorEvent {
+                node_name: e.node_name.clone(),
+                run_id: e.run_id.clone(),
+                error: e.error.clone(),
+                error_type: e.error_type.clone(),
+            })
+        }
+        LifecycleEvent::LlmStart(e) => observe::LifecycleEvent::LlmStart(observe::LlmStartEvent {
+            model: e.model.clone(),
+            messages: Value::Array(e.messages.clone()).to_string(),
+            run_id: e.run_id.clone(),
+            system_prompt: e.system_prompt.clone(),
+            node_name: e.node_name.clone(),
+            turn_index: e.turn_index,
+        }),
+        LifecycleEvent::LlmPreCall(e) => {
+            observe::LifecycleEvent::LlmPreCall(observe::LlmPreCallEvent {
+                model: e.model.clone(),
+                messages: Value::Array(e.messages.clone()).to_string(),
+                tools: Value::Array(e.tools.clone()).to_string(),
+                run_id: e.run_id.clone(),
+                invocation_params: Value::Object(e.invocation_params.clone()).to_string(),
+                node_name: e.node_name.clone(),
+            })
+        }
+        LifecycleEvent::LlmEnd(e) => observe::LifecycleEvent::LlmEnd(observe::LlmEndEvent {
+            model: e.model.clone(),
+            output: e.output.clone(),
+            usage: Value::Object(e.usage.clone()).to_string(),
+            run_id: e.run_id.clone(),
+            node_name: e.node_name.clone(),
+            pricing_unknown: e.pricing_unknown,
+            duration_ms: e.duration_ms,
+            started_at_utc: e.started_at_utc.clone(),
+            iteration_index: e.iteration_index,
+            turn_index: e.turn_index,
+        }),
+        LifecycleEvent::TokenComposition(e) => {
+            observe::LifecycleEvent::TokenComposition(observe::TokenCompositionEvent {
+                system_prompt_tokens: e.system_prompt_tokens,
+                tool_definitions_tokens: e.tool_definitions_tokens,
+                conversation_history_tokens: e.conversation_history_tokens,
+                memory_context_tokens: e.memory_context_tokens,
+                run_id: e.run_id.clone(),
+            })
+        }
+        LifecycleEvent::UserCorrection(e) => {
+            observe::LifecycleEvent::UserCorrection(observe::UserCorrectionEvent {
+                turn_id: e.turn_id.clone(),
+                original_response: e.original_response.clone(),
+                correction_text: e.correction_text.clone(),
+                activation_log: Value::Object(e.activation_log.clone()).to_string(),
+                tenant_id: e.tenant_id.clone(),
+                scope: e.scope.to_string(),
+            })
+        }
+        LifecycleEvent::ProcedureSelection(e) => {
+            observe::LifecycleEvent::ProcedureSelection(observe::ProcedureSelectionEvent {
+                procedure_id: e.procedure_id.clone(),
+                action_tool: e.action_tool.clone(),
+                pre_tool: e.pre_tool.clone(),
+                force_mode: e.force_mode.clone(),
+                candidate_count: e.candidate_count,
+            })
+        }
+        LifecycleEvent::ReactLoopEnd(e) => {
+            observe::LifecycleEvent::ReactLoopEnd(observe::ReactLoopEndEvent {
+                run_id: e.run_id.clone(),
+                iteration_index: e.iteration_index,
+                content_type: e.content_type.clone(),
+                has_tool_calls: e.has_tool_calls,
+                tool_call_count: e.tool_call_count,
+                termination_reason: e.termination_reason.clone(),
+            })
+        }
+        LifecycleEvent::FabricationDetected(e) => {
+            observe::LifecycleEvent::FabricationDetected(observe::FabricationDetectedEvent {
+                run_id: e.run_id.clone(),
+                mode: e.mode.clone(),
+                action_taken: e.action_taken.clone(),
+                findings: Value::Array(e.findings.clone()).to_string(),
+                refuse_threshold: e.refuse_threshold,
+                max_finding_confidence: e.max_finding_confidence,
+                original_draft_preview: e.original_draft_preview.clone(),
+                replacement_preview: e.replacement_preview.clone(),
+                preview_truncated: e.preview_truncated,
+            })
+        }
+    }
+}
+
+/// The run a lowered lifecycle event belongs to (`""` when it has none).
+fn lifecycle_run_id(event: &observe::LifecycleEvent) -> &str {
+    match event {
+        observe::LifecycleEvent::AgentStart(e) => &e.run_id,
+        observe::LifecycleEvent::AgentEnd(e) => &e.run_id,
+        observe::LifecycleEvent::NodeStart(e) => &e.run_id,
+        observe::LifecycleEvent::NodeEnd(e) => &e.run_id,
+        observe::LifecycleEvent::NodeError(e) => &e.run_id,
+        observe::LifecycleEvent::LlmStart(e) => &e.run_id,
+        observe::LifecycleEvent::LlmPreCall(e) => &e.run_id,
+        observe::LifecycleEvent::LlmEnd(e) => &e.run_id,
+        observe::LifecycleEvent::TokenComposition(e) => &e.run_id,
+        observe::LifecycleEvent::UserCorrection(_) => "",
+        observe::LifecycleEvent::ProcedureSelection(_) => "",
+        observe::LifecycleEvent::ReactLoopEnd(e) => &e.run_id,
+        observe::LifecycleEvent::FabricationDetected(e) => &e.run_id,
+    }
+}
+
+/// The hooks a guard's `subscriptions` answer names.
+pub(crate) fn hooks_of(kinds: observe::EventKinds) -> Hooks {
+    [
+        (observe::EventKinds::AGENT_START, LifecycleHook::AgentStart),
+        (observe::EventKinds::AGENT_END, LifecycleHook::AgentEnd),
+        (observe::EventKinds::NODE_START, LifecycleHook::NodeStart),
+        (observe::EventKinds::NODE_END, LifecycleHook::NodeEnd),
+        (observe::EventKinds::NODE_ERROR, LifecycleHook::NodeError),
+        (observe::EventKinds::LLM_START, LifecycleHook::LlmStart),
+        (observe::EventKinds::LLM_PRE_CALL, LifecycleHook::LlmPreCall),
+        (observe::EventKinds::LLM_END, LifecycleHook::LlmEnd),
+        (
+            observe::EventKinds::TOKEN_COMPOSITION,
+            LifecycleHook::TokenComposition,
+        ),
+        (
+            observe::EventKinds::USER_CORRECTION,
+            LifecycleHook::UserCorrection,
+        ),
+        (
+            observe::EventKinds::PROCEDURE_SELECTION,
+            LifecycleHook::ProcedureSelection,
+        ),
+        (
+            observe::EventKinds::REACT_LOOP_END,
+            LifecycleHook::ReactLoopEnd,
+        ),
+        (
+            observe::EventKinds::FABRICATION_DETECTED,
+            LifecycleHook::FabricationDetected,
+        ),
+    ]
+    .into_iter()
+    .filter(|&(flag, _)| kinds & flag == flag)
+    .map(|(_, hook)| hook)
+    .collect()
 }

@@ -237,6 +237,30 @@ impl PluginSet {
         }
     }
 
+    /// Hands a lifecycle event to the chain a call for `tenant` runs
+    /// ([`Chain::observe`]): queued for the guards that observe its hook,
+    /// returning at once. A tenant whose guards are not serving is
+    /// [`NotReady`], as for a decision.
+    pub fn observe(
+        &self,
+        tenant: Option<&str>,
+        event: &crate::event::LifecycleEvent,
+    ) -> Result<crate::call::observe::Observed, NotReady> {
+        self.ready(tenant)?;
+        Ok(self.chain(tenant).observe(event))
+    }
+
+    /// The lifecycle hooks some loaded guard observes, for any tenant: the
+    /// hooks worth sending (an adapter offers only these to its agent).
+    pub fn observed_hooks(&self) -> crate::event::Hooks {
+        self.tenants
+            .values()
+            .chain(self.combined.values())
+            .fold(self.global.observed_hooks(), |hooks, chain| {
+                hooks.union(chain.observed_hooks())
+            })
+    }
+
     /// The chain a call for `tenant` runs: global, then the tenant's own.
     /// Its guards keep state in `tenant`'s scopes, whether or not the
     /// tenant has a directory: a tenant without one runs the global chain

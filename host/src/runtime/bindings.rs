@@ -29,7 +29,9 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use self::exports::toolgate::guard::{config, response, result, rewrite, routing, steering};
+pub use self::exports::toolgate::guard::{
+    config, observe, response, result, rewrite, routing, steering,
+};
 pub use self::toolgate::guard::{host, http, state, types};
 
 /// The `0.1.0` contract: its exports and its `host` import.

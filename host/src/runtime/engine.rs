@@ -10,6 +10,7 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 use crate::runtime::backlog::Backlog;
 use crate::runtime::bindings::{Guard, v0_1, v0_2};
 use crate::runtime::prepared::PreparedSlots;
+use crate::runtime::runs::RunLanes;
 use crate::runtime::sandbox::Sandbox;
 use crate::runtime::state::StateStore;
 use crate::runtime::turns::{LanePriority, LongLane};
@@ -152,6 +153,7 @@ struct EngineInner {
     prepared: Arc<PreparedSlots>,
     state: Arc<StateStore>,
     shadow: Arc<Backlog>,
+    runs: Arc<RunLanes>,
 }
 
 impl Engine {
@@ -192,6 +194,7 @@ impl Engine {
                 state,
                 // As many shadow runs in flight as instances in the pool.
                 shadow: Backlog::new(usize::try_from(config.max_instances).unwrap_or(usize::MAX)),
+                runs: Arc::default(),
                 config,
             }),
         })
@@ -230,6 +233,41 @@ impl Engine {
     /// (`toolgate_shadow_dropped_total`).
     pub fn shadow_dropped(&self) -> u64 {
         self.inner.shadow.dropped()
+    }
+
+    /// Each run's lane of lifecycle observations.
+    pub(crate) fn runs(&self) -> &Arc<RunLanes> {
+        &self.inner.runs
+    }
+
+    /// Lifecycle observations delivered since the engine started (each
+    /// to every guard that observes its hook; `toolgate_observations_total`).
+    pub fn observations_delivered(&self) -> u64 {
+        self.inner.runs.finished()
+    }
+
+    /// Lifecycle observations dropped since the engine started: their
+    /// run's lane was full (`RUN_QUEUE_LIMIT` waiting), or all lanes were
+    /// (`toolgate_observations_dropped_total`).
+    pub fn observations_dropped(&self) -> u64 {
+        self.inner.runs.dropped()
+    }
+
+    /// Observer calls that faulted since the engine started (logged and
+    /// skipped; `toolgate_observe_faults_total`).
+    pub fn observe_faults(&self) -> u64 {
+        self.inner.runs.faults()
+    }
+
+    /// Decisions that waited their bound for their run's observations and
+    /// went on without the rest (`toolgate_observe_waits_expired_total`).
+    pub fn observe_waits_expired(&self) -> u64 {
+        self.inner.runs.waits_expired()
+    }
+
+    /// Lifecycle observations waiting to be delivered now, all runs.
+    pub fn observations_waiting(&self) -> u64 {
+        self.inner.runs.waiting()
     }
 
     /// The settings this engine was built with.

@@ -14,6 +14,7 @@ pub(crate) mod engine;
 pub(crate) mod http;
 pub(crate) mod limits;
 pub(crate) mod prepared;
+pub(crate) mod runs;
 pub(crate) mod sandbox;
 pub(crate) mod shares;
 pub(crate) mod state;

@@ -31,6 +31,10 @@ pub struct PluginInfo<'a> {
     pub digest: &'a str,
     /// The seams it subscribes to.
     pub seams: Vec<Seam>,
+    /// The lifecycle hooks it observes (`on_llm_end`, ...); left out when
+    /// it observes none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub observes: Vec<&'static str>,
     /// Its limits.
     pub limits: &'a Limits,
     /// What a fault of it does.
@@ -90,6 +94,7 @@ impl<'a> PluginInfo<'a> {
             path: plugin.path(),
             digest: plugin.digest(),
             seams: plugin.seams(),
+            observes: plugin.observes().names(),
             limits: plugin.limits(),
             on_error: plugin.on_error(),
             mode: plugin.mode(),

@@ -12,6 +12,10 @@
 //! | `shadow_verdicts_total` | counter | plugin, outcome | what each shadow guard's call (`mode = "shadow"`) would have done: `proceed`, `skip`, `rewrite`, `narrow`, `observed`, `malformed`, `fault`, `unavailable` — recorded, never applied; its calls are counted here only, never in `guard_*` |
 //! | `shadow_decisions_total` | counter | seam, agrees | shadow chains run, and whether each one's would-be answer was the enforced one (`true`, `false`; `undecided`: it met a guard the host could not run in time) |
 //! | `shadow_dropped_total` | counter | | shadow runs dropped, since start: never started because the backlog of runs after the answer was full (the host's, or the account's quarter of it), or stopped at a call that found no spare room (a pool slot and memory no share reserves) |
+//! | `observations_total` | counter | | lifecycle observations delivered, since start (each to every guard that observes its hook) |
+//! | `observations_dropped_total` | counter | | lifecycle observations dropped: their run's queue (1,024) or all runs' (65,536) full |
+//! | `observe_faults_total` | counter | | observer calls that faulted (logged and skipped) |
+//! | `observe_waits_expired_total` | counter | | decisions that waited their bound for their run's observations and went on without the rest |
 //! | `decisions_total` | counter | seam, verdict | chain answers: `proceed`, `skip`, `rewrite`, `narrow`, `observed`, and `timeout` for a call cut by the request timeout |
 //! | `http_requests_total` | counter | endpoint, status | requests answered, by route and status code |
 //! | `http_request_duration_seconds` | histogram | endpoint | time to answer, by route |
@@ -264,6 +268,18 @@ series! {
     shadow_dropped: Counter = Counter::default(),
         "shadow_dropped",
         "Shadow runs dropped for want of room: the backlog of runs after the answer full, or no spare pool slot or memory for a call";
+    observations: Counter = Counter::default(),
+        "observations",
+        "Lifecycle observations delivered, each to every guard that observes its hook";
+    observations_dropped: Counter = Counter::default(),
+        "observations_dropped",
+        "Lifecycle observations dropped: their run's queue (1,024) or all runs' (65,536) full";
+    observe_faults: Counter = Counter::default(),
+        "observe_faults",
+        "Observer calls that faulted (logged and skipped)";
+    observe_waits_expired: Counter = Counter::default(),
+        "observe_waits_expired",
+        "Decisions that waited their bound for their run's observations and went on without the rest";
     requests: Family<RequestLabels, Counter> = Family::default(),
         "http_requests", "HTTP requests answered, per endpoint and status code";
     request_duration: HistogramFamily<EndpointLabels> = Family::new_with_constructor(latency_histogram),
@@ -575,6 +591,15 @@ impl Metrics {
         let dropped = registry.engine().shadow_dropped();
         self.shadow_dropped
             .inc_by(dropped.saturating_sub(self.shadow_dropped.get()));
+        let engine = registry.engine();
+        for (counter, total) in [
+            (&self.observations, engine.observations_delivered()),
+            (&self.observations_dropped, engine.observations_dropped()),
+            (&self.observe_faults, engine.observe_faults()),
+            (&self.observe_waits_expired, engine.observe_waits_expired()),
+        ] {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
         let dropped = crate::runtime::decision_log::dropped_total();
         self.decision_log_dropped
             .inc_by(dropped.saturating_sub(self.decision_log_dropped.get()));

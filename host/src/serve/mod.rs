@@ -12,6 +12,7 @@ pub(crate) mod decision_log;
 pub(crate) mod describe;
 pub(crate) mod logging;
 pub(crate) mod metrics;
+pub(crate) mod observe;
 pub(crate) mod request;
 pub(crate) mod server;
 pub(crate) mod tokens;

@@ -248,7 +248,9 @@ pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConf
     let authorized = Router::new()
         .merge(operator_only)
         .route("/v1/{seam}", post(decide))
+        .route("/v1/observe", post(observe))
         .route_layer(middleware::from_fn(require_json))
+        .route("/v1/hooks", get(hooks))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), authorize));
@@ -672,6 +674,54 @@ async fn decide(
     app.metrics.record_decision(&decision);
     let body = decision.answer(with_trace);
     Ok(axum::Json(body).into_response())
+}
+
+/// `POST /v1/observe`: `{"hook": "on_llm_end", "event": {...}, "tenant"?:
+/// "t"}`, a lifecycle event queued for the guards that observe its hook;
+/// answered 202 at once (`{"observed": "queued" | "unobserved" |
+/// "dropped"}`), before any guard runs. A decision for the same run that
+/// arrives after the answer waits for it (`docs/plugins.md`, "Lifecycle
+/// events").
+async fn observe(
+    State(app): State<Shared>,
+    caller: Option<Extension<Caller>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large(app.max_body_bytes)
+        } else {
+            format!("cannot read the request body: {}", rejection.body_text())
+        };
+        ApiError::new(status, message)
+    })?;
+    let request =
+        crate::serve::observe::ObserveRequest::parse(&body).map_err(ApiError::bad_request)?;
+    let tenant = match (caller, request.tenant) {
+        (Some(Extension(Caller::Tenant(own))), Some(named)) if named != own => {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("tenant `{own}`'s token cannot call as tenant `{named}`"),
+            ));
+        }
+        (Some(Extension(Caller::Tenant(own))), _) => Some(own),
+        (_, named) => named,
+    };
+    let observed = app
+        .registry
+        .plugin_set()
+        .observe(tenant.as_deref(), &request.event)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let body = serde_json::json!({ "observed": observed.as_str() });
+    Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
+}
+
+/// `GET /v1/hooks`: `{"hooks": [...]}`, the lifecycle hooks some loaded
+/// guard (any tenant) observes now: what an adapter offers its agent.
+async fn hooks(State(app): State<Shared>) -> Response {
+    let hooks = app.registry.plugin_set().observed_hooks().names();
+    axum::Json(serde_json::json!({ "hooks": hooks })).into_response()
 }
 
 fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {

@@ -138,6 +138,8 @@ fn bundled() -> tempfile::TempDir {
         ("sql-guard.wasm", SQL_GUARD),
         ("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT),
         ("pii-redact.wasm", toolgate_tests::PII_REDACT),
+        ("token-budget.wasm", toolgate_tests::TOKEN_BUDGET),
+        ("token-budget.wasm", toolgate_tests::TOKEN_BUDGET),
     ] {
         std::fs::copy(component, dir.path().join(file)).expect("copy");
     }

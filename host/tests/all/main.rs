@@ -69,6 +69,7 @@ mod fresh;
 mod fuzz;
 mod hostile;
 mod http_limits;
+mod lifecycle;
 mod logged;
 mod manifest;
 mod new_guard;

@@ -141,7 +141,21 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
 async fn run_case(chains: &mut Chains<'_>, case: &cases::Case) -> Option<String> {
     let loaded = chains.set(case.config.as_ref()).await;
     let (request, expect, set) = match (&case.check, loaded) {
-        (Check::Decide { request, expect }, Ok(set)) => (request, expect, set),
+        (
+            Check::Decide {
+                events,
+                request,
+                expect,
+            },
+            Ok(set),
+        ) => {
+            for event in events {
+                if let Err(e) = set.observe(request.tenant.as_deref(), event) {
+                    return Some(format!("events: not observed: {e}"));
+                }
+            }
+            (request, expect, set)
+        }
         (Check::Decide { .. }, Err(e)) => return Some(format!("{e:#}")),
         (Check::ConfigRefused(want), Ok(_)) => {
             return Some(format!(

@@ -57,6 +57,9 @@ pub(crate) struct Case {
 pub(crate) enum Check {
     /// An event through the chain, and what the chain must answer.
     Decide {
+        /// Lifecycle events observed first (`events = [{ hook = "...",
+        /// event = {...} }]`), in order; the decision waits for them.
+        events: Vec<toolgate::LifecycleEvent>,
         /// The event, state and tenant, checked as a request body is.
         request: Box<DecideRequest>,
         /// What the chain must answer.
@@ -95,7 +98,16 @@ struct RawCase {
     state: Option<Spanned<toml::Value>>,
     config: Option<Spanned<toml::Table>>,
     tenant: Option<Spanned<String>>,
+    events: Option<Spanned<Vec<RawLifecycle>>>,
     expect: Option<Spanned<expect::RawExpect>>,
+}
+
+/// One of a case's `events`: a lifecycle hook and its event.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLifecycle {
+    hook: String,
+    event: toml::Value,
 }
 
 /// A bad case file's error: `file:line: key `k`: message`.
@@ -252,7 +264,22 @@ fn read_case(
             }
             let expect = Expect::read(seam, expect.get_ref(), &expect_key)
                 .map_err(|(k, why)| here.err(expect.span(), &k, why))?;
+            let mut events = Vec::new();
+            if let Some(raw) = &c.events {
+                for (i, e) in raw.get_ref().iter().enumerate() {
+                    let at = format!("{key}.events[{i}]");
+                    let hook: toolgate::LifecycleHook = e
+                        .hook
+                        .parse()
+                        .map_err(|why: String| here.err(raw.span(), &format!("{at}.hook"), why))?;
+                    let event =
+                        toolgate::LifecycleEvent::from_value(hook, toml_to_json(e.event.clone()))
+                            .map_err(|why| here.err(raw.span(), &at, why))?;
+                    events.push(event);
+                }
+            }
             Check::Decide {
+                events,
                 request: Box::new(request),
                 expect: Box::new(expect),
             }
