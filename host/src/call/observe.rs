@@ -21,11 +21,9 @@ pub enum Observed {
     Queued,
     /// No guard of the chain observes its hook: nothing to do.
     Unobserved,
-    /// Dropped, counted: its run already has
-    /// [`RUN_QUEUE_LIMIT`](crate::runtime::runs::RUN_QUEUE_LIMIT)
-    /// observations waiting (or all runs together
-    /// [`TOTAL_QUEUE_LIMIT`](crate::runtime::runs::TOTAL_QUEUE_LIMIT)), or
-    /// it was not handed over from within a tokio runtime.
+    /// Dropped, counted: its run already has 1,024 observations waiting
+    /// (or all runs together 65,536), or it was not handed over from within
+    /// a tokio runtime.
     Dropped,
 }
 
