@@ -2,6 +2,7 @@
 /// <reference path="./interfaces/toolgate-guard-config.d.ts" />
 /// <reference path="./interfaces/toolgate-guard-host.d.ts" />
 /// <reference path="./interfaces/toolgate-guard-http.d.ts" />
+/// <reference path="./interfaces/toolgate-guard-observe.d.ts" />
 /// <reference path="./interfaces/toolgate-guard-response.d.ts" />
 /// <reference path="./interfaces/toolgate-guard-result.d.ts" />
 /// <reference path="./interfaces/toolgate-guard-rewrite.d.ts" />
@@ -19,5 +20,6 @@ declare module 'toolgate:guard/guard@0.3.0' {
   export * as steering from 'toolgate:guard/steering@0.3.0'; // export toolgate:guard/steering@0.3.0
   export * as result from 'toolgate:guard/result@0.3.0'; // export toolgate:guard/result@0.3.0
   export * as response from 'toolgate:guard/response@0.3.0'; // export toolgate:guard/response@0.3.0
+  export * as observe from 'toolgate:guard/observe@0.3.0'; // export toolgate:guard/observe@0.3.0
   export * as config from 'toolgate:guard/config@0.3.0'; // export toolgate:guard/config@0.3.0
 }
