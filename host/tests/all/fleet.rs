@@ -162,20 +162,7 @@ async fn load(worker: u32, base: String, stop: Arc<AtomicBool>, tally: Arc<Tally
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_behind_haproxy_lose_no_call_and_keep_the_budget_while_one_is_killed_and_one_drains()
  {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::copy(
-        toolgate_tests::TOOL_CALL_LIMIT,
-        dir.path().join("tool-call-limit.wasm"),
-    )
-    .expect("copy");
-    std::fs::write(
-        dir.path().join("toolgate.toml"),
-        format!(
-            "[[plugin]]\npath = \"tool-call-limit.wasm\"\n\
-             [plugin.config]\ntool = \"send_email\"\nrun_limit = {LIMIT}\n"
-        ),
-    )
-    .expect("manifest");
+    let dir = crate::state_redis::send_email_limit_dir(LIMIT);
     let url = RedisServer::shared().fresh_url();
     let drain = DRAIN.as_millis().to_string();
     let args = [

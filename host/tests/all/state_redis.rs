@@ -200,8 +200,9 @@ async fn a_full_redis_faults_writes_and_loses_nothing_already_committed() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_serve_replicas_with_state_in_redis_count_one_run_together() {
+/// A plugin directory holding `tool-call-limit`, at most `limit` calls of
+/// `send_email` per run.
+pub(crate) fn send_email_limit_dir(limit: u32) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::copy(
         toolgate_tests::TOOL_CALL_LIMIT,
@@ -210,10 +211,18 @@ async fn two_serve_replicas_with_state_in_redis_count_one_run_together() {
     .expect("copy");
     std::fs::write(
         dir.path().join("toolgate.toml"),
-        "[[plugin]]\npath = \"tool-call-limit.wasm\"\n\
-         [plugin.config]\ntool = \"send_email\"\nrun_limit = 2\n",
+        format!(
+            "[[plugin]]\npath = \"tool-call-limit.wasm\"\n\
+             [plugin.config]\ntool = \"send_email\"\nrun_limit = {limit}\n"
+        ),
     )
     .expect("manifest");
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_replicas_with_state_in_redis_count_one_run_together() {
+    let dir = send_email_limit_dir(2);
     let url = RedisServer::shared().fresh_url();
     let args = [
         "--listen",
