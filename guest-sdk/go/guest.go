@@ -144,8 +144,9 @@ type ToolResultCallbackEvent struct {
 type ResponseRenderEvent struct {
 	RunID string
 	// IterationIndex is the 0-indexed React loop iteration that produced
-	// the final answer.
-	IterationIndex uint32
+	// the final answer; -1 when the engine, not the React loop, emitted
+	// the event.
+	IterationIndex int32
 	// Model is the model that produced the final answer.
 	Model string
 	// NodeName is the node that produced the final answer.

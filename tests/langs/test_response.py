@@ -61,10 +61,13 @@ def test_none_keeps_the_content_and_a_fault_leaves_it(toolgate_bin, render, tmp_
         {"seam": "response", "event": event("now")},
         {"seam": "response", "event": event("keep")},
         {"seam": "response", "event": event("bad")},
+        # symfonic's run() sends -1: "emitted by the engine, not the loop".
+        {"seam": "response", "event": {**event("now"), "iteration_index": -1}},
     ]
-    now, keep, bad = replay(toolgate_bin, dir, lines, *PATIENT)
+    now, keep, bad, engine = replay(toolgate_bin, dir, lines, *PATIENT)
     assert now["result"] == "now|Hé \U0001f600 answer|m-1|react|3|run-1|"
     assert keep["result"] == "keep"
     assert [t["outcome"] for t in keep["trace"]] == ["proceed"]
     assert bad["result"] == "bad"
     assert [t["outcome"] for t in bad["trace"]] == ["fault"]
+    assert engine["result"] == "now|Hé \U0001f600 answer|m-1|react|-1|run-1|"

@@ -167,10 +167,11 @@ def test_events_and_state_on_the_wire(service: Any) -> None:
         "deferred": False,
         "is_error": False,
     }
-    # symfonic's engine sends iteration_index=-1: the contract's is unsigned.
+    # symfonic's engine sends iteration_index=-1 ("not from the React
+    # loop"): the guards receive it as it is.
     assert response["event"] == {
         "run_id": run_id,
-        "iteration_index": 0,
+        "iteration_index": -1,
         "model": response["event"]["model"],
         "node_name": "react",
         "original_content": "done",

@@ -22,7 +22,7 @@ func render(runID, runIDLen, iteration, model, modelLen, node, nodeLen, original
 	abi.BeginCall()
 	e := guest.ResponseRenderEvent{
 		RunID:           abi.String(runID, runIDLen),
-		IterationIndex:  iteration,
+		IterationIndex:  int32(iteration),
 		Model:           abi.String(model, modelLen),
 		NodeName:        abi.String(node, nodeLen),
 		OriginalContent: abi.String(original, originalLen),

@@ -290,7 +290,8 @@ class ResponseRenderEvent:
 
     #: The agent run this turn belongs to.
     run_id: str
-    #: 0-indexed React loop iteration that produced the final answer.
+    #: 0-indexed React loop iteration that produced the final answer; -1
+    #: when the engine, not the React loop, emitted the event.
     iteration_index: int
     #: The model that produced the final answer.
     model: str

@@ -270,8 +270,9 @@ impl From<types::ToolResultEvent> for ToolResultCallbackEvent {
 pub struct ResponseRenderEvent {
     /// The agent run this turn belongs to.
     pub run_id: String,
-    /// 0-indexed React loop iteration that produced the final answer.
-    pub iteration_index: u32,
+    /// 0-indexed React loop iteration that produced the final answer; -1
+    /// when the engine, not the React loop, emitted the event.
+    pub iteration_index: i32,
     /// The model that produced the final answer.
     pub model: String,
     /// The node that produced the final answer.

@@ -29,6 +29,18 @@ async fn the_guard_sees_every_field_of_the_event() {
 }
 
 #[tokio::test]
+async fn an_answer_the_engine_emitted_reaches_the_guard_with_iteration_minus_one() {
+    // symfonic's `run()` sends `iteration_index=-1`: "emitted by the engine,
+    // not the React loop". The contract's `s32` carries it unchanged.
+    let e = engine();
+    let p = plugin(&e, "render", RENDER, json!({})).await;
+    let mut event = answer("hello");
+    event.iteration_index = -1;
+    let d = chain(&[&p]).response(&event, &no_state()).await;
+    assert_eq!(d.result, "hello|m-1|react|-1|r1");
+}
+
+#[tokio::test]
 async fn guards_run_in_order_each_seeing_the_previous_content() {
     let e = engine();
     let a = plugin(&e, "a", RENDER, json!({"append": "+a"})).await;

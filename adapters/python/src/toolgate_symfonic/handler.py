@@ -496,8 +496,7 @@ class ToolgateHandler(BaseCallbackHandler):
         and ``fail_closed`` gives :data:`FAIL_CLOSED_ANSWER`.
 
         symfonic 9.12 sends ``iteration_index=-1`` ("emitted by the engine,
-        not the React loop"); the contract's ``iteration-index`` is
-        unsigned, so a negative index is sent as 0.
+        not the React loop"); the guards receive it as it is.
         """
         try:
             sub = state_subset(state)
@@ -511,7 +510,7 @@ class ToolgateHandler(BaseCallbackHandler):
             run = self._remember(sub, metadata.run_id)
             wire_event = {
                 "run_id": str(metadata.run_id),
-                "iteration_index": max(int(metadata.iteration_index), 0),
+                "iteration_index": int(metadata.iteration_index),
                 "model": str(metadata.model),
                 "node_name": str(metadata.node_name),
                 "original_content": str(metadata.original_content),

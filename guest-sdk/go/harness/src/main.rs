@@ -174,6 +174,9 @@ fn json(v: &serde_json::Value, key: &str, default: &str) -> Val {
 fn u(v: &serde_json::Value, key: &str) -> Val {
     Val::U32(v[key].as_u64().unwrap_or_default() as u32)
 }
+fn i(v: &serde_json::Value, key: &str) -> Val {
+    Val::S32(v[key].as_i64().unwrap_or_default() as i32)
+}
 fn b(v: &serde_json::Value, key: &str) -> Val {
     Val::Bool(v[key].as_bool().unwrap_or_default())
 }
@@ -278,7 +281,7 @@ fn lower_event(seam: &str, e: &serde_json::Value) -> Result<(&'static str, &'sta
             "render",
             rec(vec![
                 ("run-id", s(e, "run_id")),
-                ("iteration-index", u(e, "iteration_index")),
+                ("iteration-index", i(e, "iteration_index")),
                 ("model", s(e, "model")),
                 ("node-name", s(e, "node_name")),
                 ("original-content", s(e, "original_content")),

@@ -207,7 +207,10 @@ export interface ResponseRenderEvent {
    */
   runId: string;
   /**
-   * 0-indexed React loop iteration that produced the final answer.
+   * 0-indexed React loop iteration that produced the final answer;
+   * -1 when the engine, not the React loop, emitted the event (what
+   * symfonic sends from `run()`: the engine does not know the loop's
+   * counter).
    */
   iterationIndex: number;
   /**

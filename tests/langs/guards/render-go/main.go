@@ -22,7 +22,7 @@ func render(e guest.ResponseRenderEvent) *string {
 	k, _ := guest.StringMember(e.State, "k")
 	return guest.Answer(strings.Join([]string{
 		e.Content, e.OriginalContent, e.Model, e.NodeName,
-		strconv.FormatUint(uint64(e.IterationIndex), 10), e.RunID, k,
+		strconv.FormatInt(int64(e.IterationIndex), 10), e.RunID, k,
 	}, "|"))
 }
 
