@@ -122,13 +122,14 @@ pub enum Error {
         /// What it does export, comma-separated.
         exports: String,
     },
-    /// A seam export has the right name but the wrong shape.
-    #[error("{path}: its `{seam}` export does not match the toolgate:guard contract: {message}")]
+    /// An export has the right name but the wrong shape.
+    #[error("{path}: its `{export}` export does not match the toolgate:guard contract: {message}")]
     Contract {
         /// The file.
         path: PathBuf,
-        /// The seam whose export is wrong.
-        seam: crate::Seam,
+        /// The export (the WIT interface) whose function is wrong: a
+        /// seam's name (`routing`, ..., `response`) or `observe`.
+        export: &'static str,
         /// What did not match.
         message: String,
     },

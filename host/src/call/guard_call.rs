@@ -17,7 +17,7 @@ use wasmtime::component::Instance;
 use crate::call::plugin::{Mode, Plugin, root_cause};
 use crate::call::wit::Exports;
 use crate::error::Error;
-use crate::event::{Event, Seam};
+use crate::event::Event;
 use crate::fault::Fault;
 use crate::runtime::backlog::Spare;
 use crate::runtime::decision_log::redact::Secrets;
@@ -31,8 +31,9 @@ use crate::runtime::turns::{AccountTurn, LongLane, Progress, Ticks, Unfinished};
 /// One seam as a guest exports it: what the chain hands each guard, the
 /// guest's event and reply, and the export that takes one to the other.
 pub(crate) trait Hook: 'static {
-    /// The seam.
-    const SEAM: Seam;
+    /// The export's name, the WIT interface's: the seam's (`routing`,
+    /// ..., `response`) or `observe`. Logs and contract errors name it.
+    const EXPORT: &'static str;
     /// What the chain hands each guard, in host types (the hook's state
     /// goes beside it, as JSON text).
     type Input<'a>;
@@ -180,7 +181,7 @@ impl Plugin {
             "guard",
             plugin = %self.name,
             digest = %self.digest.get(..12).unwrap_or(&self.digest),
-            seam = %H::SEAM,
+            seam = H::EXPORT,
             account = self.account.as_ref().map_or("-", |a| a.name()),
             fault = tracing::field::Empty,
             fuel = tracing::field::Empty,

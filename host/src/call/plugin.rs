@@ -347,9 +347,9 @@ impl Plugin {
         let instance = self.start(&mut store).await?;
         self.exports
             .check(&mut store, &instance)
-            .map_err(|(seam, e)| Error::Contract {
+            .map_err(|(export, e)| Error::Contract {
                 path: self.path.clone(),
-                seam,
+                export,
                 message: format!("{e:#}"),
             })?;
         match self

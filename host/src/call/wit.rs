@@ -213,16 +213,16 @@ impl Exports {
         &self,
         store: &mut Store<Sandbox>,
         instance: &Instance,
-    ) -> Result<(), (Seam, wasmtime::Error)> {
+    ) -> Result<(), (&'static str, wasmtime::Error)> {
         fn check<H: Hook>(
             exports: &Exports,
             store: &mut Store<Sandbox>,
             instance: &Instance,
-        ) -> Result<(), (Seam, wasmtime::Error)> {
+        ) -> Result<(), (&'static str, wasmtime::Error)> {
             match H::export(exports) {
                 Some(export) => H::load(export, store, instance)
                     .map(drop)
-                    .map_err(|e| (H::SEAM, e)),
+                    .map_err(|e| (H::EXPORT, e)),
                 None => Ok(()),
             }
         }
@@ -232,19 +232,17 @@ impl Exports {
         check::<ResultHook>(self, store, instance)?;
         check::<ResponseHook>(self, store, instance)?;
         match &self.observe {
-            Some(export) => export.load(store, instance).map(drop).map_err(|e| {
-                (
-                    Seam::Result,
-                    e.context("the `observe` export (lifecycle events)"),
-                )
-            }),
+            Some(export) => export
+                .load(store, instance)
+                .map(drop)
+                .map_err(|e| (ObserveHook::EXPORT, e)),
             None => Ok(()),
         }
     }
 }
 
 impl Hook for RoutingHook {
-    const SEAM: Seam = Seam::Routing;
+    const EXPORT: &'static str = "routing";
     /// The event and the tools visible so far (the chain's narrowing).
     type Input<'a> = (&'a ToolRoutingDecisionEvent, &'a [String]);
     type Event = types::RoutingEvent;
@@ -316,7 +314,7 @@ impl Hook for RoutingHook {
 }
 
 impl Hook for RewriteHook {
-    const SEAM: Seam = Seam::Rewrite;
+    const EXPORT: &'static str = "rewrite";
     /// The event and the call `tool_name(args)` the guard sees (the
     /// chain's rewrite so far, or the event's own call).
     type Input<'a> = (&'a ToolCallDispatchEvent, &'a str, &'a Map<String, Value>);
@@ -386,7 +384,7 @@ impl Hook for RewriteHook {
 }
 
 impl Hook for SteeringHook {
-    const SEAM: Seam = Seam::Steering;
+    const EXPORT: &'static str = "steering";
     type Input<'a> = &'a BeforeToolCallEvent;
     type Event = types::BeforeToolCallEvent;
     type Export = Versioned<
@@ -453,7 +451,7 @@ impl Hook for SteeringHook {
 }
 
 impl Hook for ResultHook {
-    const SEAM: Seam = Seam::Result;
+    const EXPORT: &'static str = "result";
     type Input<'a> = &'a ToolResultCallbackEvent;
     type Event = types::ToolResultEvent;
     type Export =
@@ -506,7 +504,7 @@ impl Hook for ResultHook {
 }
 
 impl Hook for ResponseHook {
-    const SEAM: Seam = Seam::Response;
+    const EXPORT: &'static str = "response";
     /// The event and the answer as it stands (the previous guard's output,
     /// or the event's `original_content`).
     type Input<'a> = (&'a ResponseRenderEvent, &'a str);
@@ -565,7 +563,7 @@ impl Hook for ResponseHook {
 impl Hook for ObserveHook {
     // Not a seam: lifecycle events are observed beside the seams; a
     // fault's log line names the hook instead.
-    const SEAM: Seam = Seam::Result;
+    const EXPORT: &'static str = "observe";
     type Input<'a> = &'a LifecycleEvent;
     type Event = observe::LifecycleEvent;
     type Export = observe::GuestIndices;

@@ -151,7 +151,17 @@ impl RunLanes {
                     }
                 }
             };
-            next.await;
+            // Each item on a task of its own: one that panics (a host bug,
+            // not a guest fault: those are values) is counted and logged,
+            // and the lane goes on with the next.
+            if let Err(e) = tokio::spawn(next).await {
+                self.count_fault();
+                tracing::error!(
+                    tenant = %key.0,
+                    run = %key.1,
+                    "a lifecycle observation panicked; skipped, the run's lane goes on: {e}"
+                );
+            }
             self.waiting.fetch_sub(1, Ordering::Relaxed);
             self.counts.finished.fetch_add(1, Ordering::Relaxed);
             if let Some(lane) = self.lanes().get(&key) {
@@ -216,5 +226,46 @@ impl RunLanes {
     /// Items waiting now, in all lanes.
     pub(crate) fn waiting(&self) -> u64 {
         self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+
+    #[tokio::test]
+    async fn an_item_that_panics_is_counted_and_the_lane_goes_on() {
+        let lanes = Arc::new(RunLanes::default());
+        let tenant: Arc<str> = Arc::from("t");
+        let ran = Arc::new(AtomicBool::new(false));
+        let after = Arc::clone(&ran);
+        lanes
+            .push(&tenant, "r", Box::pin(async { panic!("a host bug") }))
+            .expect("queued");
+        lanes
+            .push(
+                &tenant,
+                "r",
+                Box::pin(async move { after.store(true, Ordering::SeqCst) }),
+            )
+            .expect("queued");
+        assert!(lanes.wait("t", "r", Duration::from_secs(30)).await);
+        assert!(ran.load(Ordering::SeqCst), "the item after the panic ran");
+        assert_eq!(lanes.faults(), 1);
+        assert_eq!(lanes.finished(), 2);
+        assert_eq!(lanes.waiting(), 0);
+        // The lane closed: a new item opens a new one and runs.
+        let again = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&again);
+        lanes
+            .push(
+                &tenant,
+                "r",
+                Box::pin(async move { flag.store(true, Ordering::SeqCst) }),
+            )
+            .expect("queued");
+        assert!(lanes.wait("t", "r", Duration::from_secs(30)).await);
+        assert!(again.load(Ordering::SeqCst));
     }
 }

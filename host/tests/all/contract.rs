@@ -123,6 +123,32 @@ async fn wrong_signature_is_refused() {
 }
 
 #[tokio::test]
+async fn a_wrong_observe_signature_is_refused_naming_the_observe_export() {
+    // The current contract, but `observe` returns a bool: the error names
+    // `observe` (it used to say `result`).
+    let current = include_str!("../../../wit/guard.wit");
+    let wit = current.replace(
+        "observe: func(event: lifecycle-event);",
+        "observe: func(event: lifecycle-event) -> bool;",
+    );
+    assert_ne!(wit, current);
+    // A lifecycle event flattens past 16 values: one pointer in.
+    let core = wat::parse_str(
+        r#"(module
+            (memory (export "memory") 1)
+            (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024))
+            (func (export "toolgate:guard/observe@0.3.0#subscriptions") (result i32) (i32.const 1))
+            (func (export "toolgate:guard/observe@0.3.0#observe") (param i32) (result i32) (i32.const 1)))"#,
+    )
+    .expect("wat");
+    let msg = refused(&componentize(&wit, "observer", core), "observer.wasm").await;
+    assert!(
+        msg.contains("`observe` export does not match the toolgate:guard contract"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
 async fn unknown_import_is_refused() {
     let wit = format!(
         "{WIT}\ninterface evil {{ steal: func(); }}\nworld evil-guard {{ import evil; export steering; }}\n"
