@@ -95,6 +95,7 @@ pub use load::remote::FetchLimits;
 
 // The faces: one request for every face, the HTTP service, metrics.
 pub use serve::metrics::Metrics;
+pub use serve::observe::ObserveRequest;
 pub use serve::request::{DecideRequest, NotDecided};
 pub use serve::server::ServerConfig;
 pub use serve::tokens::TenantTokens;

@@ -52,6 +52,8 @@ def trace() -> list[dict[str, Any]]:
     """The bundled trace (every seam), once for the global chain and once
     for `acme`, and a call carrying a password."""
     lines = [json.loads(l) for l in (REPO / "examples/trace.jsonl").read_text().splitlines() if l.strip()]
+    # Its decisions: the log records no lifecycle observation.
+    lines = [l for l in lines if "seam" in l]
     secret = {"seam": "steering", "event": steering_event("run_query", {"sql": "SELECT 1", "password": PASSWORD})}
     return lines + [dict(l, tenant="acme") for l in lines] + [secret]
 
@@ -95,7 +97,7 @@ def test_one_line_per_decision_on_every_seam_global_and_tenant(lines: list[dict[
     events = trace()
     replayed = lines[: len(events)]
     assert [(l["seam"], l["tenant"]) for l in replayed] == [(e["seam"], e.get("tenant")) for e in events]
-    assert {l["seam"] for l in replayed} == {"routing", "rewrite", "steering", "result"}
+    assert {l["seam"] for l in replayed} == {"routing", "rewrite", "steering", "result", "response"}
     assert lines[-1]["tool_name"] == "send_email" and lines[-1]["verdict"] == "skip"
     for line in lines:
         assert all(g["mode"] == "enforce" and len(g["digest"]) == 64 for g in line["guards"]), line

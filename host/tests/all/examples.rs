@@ -139,7 +139,6 @@ fn bundled() -> tempfile::TempDir {
         ("tool-call-limit.wasm", toolgate_tests::TOOL_CALL_LIMIT),
         ("pii-redact.wasm", toolgate_tests::PII_REDACT),
         ("token-budget.wasm", toolgate_tests::TOKEN_BUDGET),
-        ("token-budget.wasm", toolgate_tests::TOKEN_BUDGET),
     ] {
         std::fs::copy(component, dir.path().join(file)).expect("copy");
     }
@@ -171,7 +170,7 @@ fn the_bundled_trace_through_the_bundled_manifest_is_what_the_demo_prints() {
         .collect();
     let search_limit = json!({"action": "skip", "is_error": false,
         "content": "Tool call limit exceeded. Do not call 'search' again."});
-    assert_eq!(results.len(), 12);
+    assert_eq!(results.len(), 17);
     assert_eq!(
         results[0],
         json!(["run_query", "send_email", "search"]),
@@ -186,6 +185,20 @@ fn the_bundled_trace_through_the_bundled_manifest_is_what_the_demo_prints() {
         [&results[7], &results[9], &results[10], &results[11]],
         [&Value::Null, &Value::Null, &search_limit, &Value::Null],
         "two searches a run: the run's third is cancelled, a new run starts afresh"
+    );
+    // Lines 13-14 are run-3's lifecycle events (no result): its LLM call
+    // used 52,000 tokens of the 50,000 budget, so its tools are hidden and
+    // its call is cancelled.
+    assert_eq!([&results[12], &results[13]], [&Value::Null, &Value::Null]);
+    assert_eq!(results[14], json!([]), "token budget: no tool offered");
+    assert_eq!(
+        results[15]["content"],
+        "Token budget of 50000 exceeded. Answer with what you have."
+    );
+    assert_eq!(
+        results[16],
+        json!("Deleted 1 row. Questions: [redacted] or [redacted]."),
+        "the final answer's e-mail and phone number masked"
     );
 }
 
@@ -239,14 +252,14 @@ fn replay_compare_groups_what_a_changed_policy_set_changes() {
     let report = differing(&trace);
     assert_eq!(
         (&report["events"], &report["differ"]),
-        (&json!(12), &json!(2))
+        (&json!(15), &json!(2))
     );
     assert_eq!(report["groups"], expected, "{report:#}");
 
     let out = compare(&a, &b, &trace, &[]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("12 events, 2 differ"), "{text}");
+    assert!(text.contains("15 events, 2 differ"), "{text}");
     assert!(
         text.contains("\nsteering proceed → skip: 1\n  #10 steering search"),
         "{text}"
@@ -259,7 +272,7 @@ fn replay_compare_groups_what_a_changed_policy_set_changes() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("12 events, 0 differ"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("15 events, 0 differ"));
 
     // A decision log: each line's seam and event (and state, tenant) with
     // fields of its own; a line without an event is passed over.
@@ -268,6 +281,9 @@ fn replay_compare_groups_what_a_changed_policy_set_changes() {
     let mut lines = vec![json!({"time": "2026-01-01T00:00:00Z", "dropped": 3}).to_string()];
     for line in std::fs::read_to_string(&trace).expect("trace").lines() {
         let mut entry: Value = serde_json::from_str(line).expect("trace line");
+        if entry.get("hook").is_some() {
+            continue; // a decision log records decisions, not observations
+        }
         entry["time"] = json!("2026-01-01T00:00:00Z");
         entry["decision"] = json!(null);
         entry["guards"] = json!([{"plugin": "x", "outcome": "proceed"}]);
@@ -277,7 +293,7 @@ fn replay_compare_groups_what_a_changed_policy_set_changes() {
     let report = differing(&log);
     assert_eq!(
         (&report["events"], &report["passed_over"]),
-        (&json!(12), &json!(1))
+        (&json!(15), &json!(1))
     );
     let mut shifted = expected.clone();
     for group in shifted.as_array_mut().expect("groups") {

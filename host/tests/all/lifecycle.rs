@@ -390,3 +390,153 @@ fn token_budget_case_file_passes_and_fails_without_its_events() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("1 failed"), "{said}");
 }
+
+#[test]
+fn check_replay_and_compare_deliver_a_traces_lifecycle_events_before_its_decisions() {
+    let dir = |max_tokens: u32| {
+        let d = tempfile::tempdir().expect("tempdir");
+        std::fs::copy(TOKEN_BUDGET, d.path().join("token-budget.wasm")).expect("copy");
+        std::fs::write(
+            d.path().join("toolgate.toml"),
+            format!("[[plugin]]\npath = \"token-budget.wasm\"\n[plugin.config]\nmax_tokens = {max_tokens}\n"),
+        )
+        .expect("manifest");
+        d
+    };
+    let (tight, loose) = (dir(100), dir(1000));
+    let files = tempfile::tempdir().expect("tempdir");
+    let usage = json!({"hook": "on_llm_end", "event": {
+        "model": "m", "output": "o", "usage": {"total_tokens": 120}, "run_id": "r1",
+    }});
+    let call =
+        |run: &str| json!({"run_id": run, "tool_name": "search", "call_id": "c", "args": {}});
+    let write = |name: &str, text: String| {
+        let path = files.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let events = write("events.jsonl", format!("{usage}\n"));
+    let event = write("event.json", call("r1").to_string());
+    let toolgate = |args: &[std::ffi::OsString]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
+            .env("TOOLGATE_LOG", "error")
+            .output()
+            .expect("run toolgate");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let check = |with_events: bool| {
+        let mut args = vec![
+            os("check"),
+            os("--plugins"),
+            tight.path().into(),
+            os("--seam"),
+            os("steering"),
+            os("--event"),
+            event.clone().into(),
+        ];
+        if with_events {
+            args.extend([os("--events"), events.clone().into()]);
+        }
+        toolgate(&args)
+    };
+    // `check --events`: the usage is observed first, the call is cancelled.
+    let (code, out, err) = check(true);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let decision: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(decision["result"]["action"], "skip", "{out}");
+    let (code, out, err) = check(false);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let decision: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        decision["result"],
+        Value::Null,
+        "without the events it proceeds: {out}"
+    );
+    // A bad events line names the file, the line and the field.
+    let bad = write(
+        "bad.jsonl",
+        format!(
+            "{usage}\n{}\n",
+            json!({"hook": "on_llm_end", "event": {"model": 3}})
+        ),
+    );
+    let args = [
+        os("check"),
+        os("--plugins"),
+        tight.path().into(),
+        os("--seam"),
+        os("steering"),
+        os("--event"),
+        event.clone().into(),
+        os("--events"),
+        bad.clone().into(),
+    ];
+    let (code, _, err) = toolgate(&args);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("bad.jsonl:2") && err.contains("event.model"),
+        "{err}"
+    );
+    // `replay`: a lifecycle line is delivered; the run's next call sees it,
+    // another run's does not.
+    let trace = write(
+        "trace.jsonl",
+        format!(
+            "{usage}\n{}\n{}\n",
+            json!({"seam": "steering", "event": call("r1")}),
+            json!({"seam": "steering", "event": call("r2")}),
+        ),
+    );
+    let (code, out, err) = toolgate(&[
+        os("replay"),
+        os("--json"),
+        os("--plugins"),
+        tight.path().into(),
+        trace.clone().into(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(
+        lines[0],
+        json!({"line": 1, "hook": "on_llm_end", "observed": "queued"})
+    );
+    assert_eq!(lines[1]["result"]["action"], "skip", "{out}");
+    assert_eq!(lines[2]["result"], Value::Null, "{out}");
+    // `replay --compare`: both sides observe it; 100 cancels, 1000 does not.
+    let (code, out, err) = toolgate(&[
+        os("replay"),
+        os("--json"),
+        os("--plugins"),
+        tight.path().into(),
+        os("--compare"),
+        loose.path().into(),
+        trace.clone().into(),
+    ]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(report["events"], 2, "{out}");
+    assert_eq!(report["differ"], 1, "{out}");
+    assert_eq!(report["groups"][0]["change"], "skip → proceed", "{out}");
+    // `check --cases` observes a case's events as `toolgate test` does.
+    let cases = write(
+        "budget.test.toml",
+        format!(
+            "[[plugin]]\npath = \"{}\"\n[plugin.config]\nmax_tokens = 100\n\n[[case]]\nname = \"over\"\nseam = \"steering\"\nevents = [{{ hook = \"on_llm_end\", event = {{ model = \"m\", output = \"o\", usage = {{ total_tokens = 120 }}, run_id = \"r1\" }} }}]\nevent = {{ run_id = \"r1\", tool_name = \"search\", call_id = \"c\", args = {{}} }}\nexpect = {{ action = \"proceed\" }}\n",
+            tight.path().join("token-budget.wasm").display()
+        ),
+    );
+    let (code, out, err) = toolgate(&[os("check"), os("--cases"), cases.into()]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let decision: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(decision["result"]["action"], "skip", "{out}");
+}

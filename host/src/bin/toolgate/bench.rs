@@ -9,7 +9,7 @@ use toolgate::bench::{Report, Settings};
 use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state, open};
 use crate::bad;
 use crate::cases::{CaseFile, Chains};
-use crate::replay::{parse_line, read_trace};
+use crate::replay::{TraceItem, parse_item, read_decisions};
 
 /// The events measured when no trace is given: the bundled example trace.
 const EXAMPLE_TRACE: &str = include_str!("../../../../examples/trace.jsonl");
@@ -79,11 +79,16 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             .selected(args.case.as_deref())
             .filter_map(|c| Some((c.line, c.request()?.clone())))
             .collect(),
-        (Some(file), None) => read_trace(file)?,
+        (Some(file), None) => read_decisions(file)?,
         (None, None) => EXAMPLE_TRACE
             .lines()
             .enumerate()
-            .map(|(i, line)| Ok((i + 1, parse_line(line)?)))
+            .map(|(i, line)| Ok((i + 1, parse_item(line)?)))
+            .filter_map(|item| match item {
+                Ok((n, TraceItem::Decide(request))) => Some(Ok((n, request))),
+                Ok((_, TraceItem::Observe(_))) => None,
+                Err(e) => Some(Err(e)),
+            })
             .collect::<Result<_>>()?,
     };
     if lines.is_empty() {

@@ -18,7 +18,7 @@ pub(crate) struct CheckArgs {
     /// The plugin directory (with --cases: default, the case file's `[[plugin]]` entries).
     #[arg(long, required_unless_present = "cases")]
     plugins: Option<PathBuf>,
-    /// The seam: routing, rewrite, steering or result.
+    /// The seam: routing, rewrite, steering, result or response.
     #[arg(long, required_unless_present = "cases", conflicts_with = "cases")]
     seam: Option<Seam>,
     /// The event as JSON (a file, or - for standard input).
@@ -30,6 +30,12 @@ pub(crate) struct CheckArgs {
     /// The tenant the call belongs to (runs the global chain, then the tenant's own).
     #[arg(long, conflicts_with = "cases")]
     tenant: Option<String>,
+    /// Lifecycle events to deliver before the decision (a file, JSON
+    /// lines `{"hook": "on_llm_end", "event": {...}}`, as `POST
+    /// /v1/observe` takes them; a line without `tenant` takes --tenant's).
+    /// The decision sees what the observing guards kept in state.
+    #[arg(long, conflicts_with = "cases", value_name = "FILE")]
+    events: Option<PathBuf>,
     /// Check the events of a case file's cases (`*.test.toml`, see `toolgate test`)
     /// instead of --seam/--event: prints each case's decision.
     #[arg(long)]
@@ -62,7 +68,17 @@ pub(crate) async fn run(args: CheckArgs) -> Result<()> {
         )));
     }
     let request = read_request(&args, seam, event)?;
+    let events = args
+        .events
+        .as_deref()
+        .map(|file| read_events(file, request.tenant.as_ref()))
+        .transpose()?;
     let registry = open(plugins, &args.cache, &args.load, &StateArg::default()).await?;
+    for (at, o) in events.iter().flatten() {
+        if let Err(e) = registry.plugin_set().observe(o.tenant.as_deref(), &o.event) {
+            return Err(bad(format!("{at}: not observed: {e}")));
+        }
+    }
     let refused = match request.decide(&registry.plugin_set()).await {
         Ok(decision) => {
             println!("{}", serde_json::to_string_pretty(&decision)?);
@@ -118,6 +134,12 @@ async fn check_cases(args: &CheckArgs, file: &Path) -> Result<()> {
             Some(r) => r.plugin_set(),
             None => chains.set(case.config.as_ref()).await?,
         };
+        // As `toolgate test` does: the case's lifecycle events first.
+        for event in case.events() {
+            if let Err(e) = set.observe(request.tenant.as_deref(), event) {
+                return Err(bad(format!("{}: events: not observed: {e}", case.name)));
+            }
+        }
         match request.decide(&set).await {
             Ok(decision) => println!(
                 "{}",
@@ -181,6 +203,30 @@ fn read_request(args: &CheckArgs, seam: Seam, event: &Path) -> Result<DecideRequ
     })?;
     request.tenant = tenant;
     Ok(request)
+}
+
+/// `--events`: each line a lifecycle event request, with `tenant` when the
+/// line names none; the first bad line is an error naming the file and
+/// the line. Each comes with where it is, for messages.
+fn read_events(
+    file: &Path,
+    tenant: Option<&toolgate::TenantName>,
+) -> Result<Vec<(String, toolgate::ObserveRequest)>> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| bad(format!("events file {}: {e}", file.display())))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(i, line)| {
+            let at = format!("{}:{}", file.display(), i + 1);
+            let mut o = toolgate::ObserveRequest::parse(line.as_bytes())
+                .map_err(|e| bad(format!("{at}: {e}")))?;
+            if o.tenant.is_none() {
+                o.tenant = tenant.cloned();
+            }
+            Ok((at, o))
+        })
+        .collect()
 }
 
 /// Where `path` is read from, for messages.

@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 use toolgate::{DecideRequest, Decision, Event, NotDecided, Seam, Verdict};
 
 use crate::bad;
-use crate::replay::{TraceLine, what};
+use crate::replay::{TraceItem, TraceLine, observe, parse_item, what};
 
 /// How many events each group shows.
 const FIRST: usize = 5;
@@ -23,9 +23,10 @@ const REQUEST_KEYS: [&str; 4] = ["seam", "event", "state", "tenant"];
 
 /// A trace's or a decision log's events, each with its line number: the
 /// lines holding `seam` and `event` (with `state` and `tenant` when
-/// there), read as `replay` reads a trace line; other lines are counted
-/// and passed over. A line that is not JSON, or whose event is not one of
-/// its seam, is an error naming the file and the line.
+/// there), read as `replay` reads a trace line, and a trace's lifecycle
+/// lines (`hook` and `event`); other lines are counted and passed over. A
+/// line that is not JSON, or whose event is not one of its seam (or
+/// hook), is an error naming the file and the line.
 pub(crate) fn read_events(file: &Path, text: &str) -> Result<(Vec<TraceLine>, usize)> {
     let mut events = Vec::new();
     let mut passed_over = 0;
@@ -35,6 +36,10 @@ pub(crate) fn read_events(file: &Path, text: &str) -> Result<(Vec<TraceLine>, us
         }
         let at = |e: String| bad(format!("{}:{}: {e}", file.display(), i + 1));
         let value: Value = serde_json::from_str(line).map_err(|e| at(format!("not JSON: {e}")))?;
+        if value.get("hook").is_some() {
+            events.push((i + 1, parse_item(line).map_err(|e| at(format!("{e:#}")))?));
+            continue;
+        }
         let Some(fields) = value
             .as_object()
             .filter(|o| o.contains_key("seam") && o.contains_key("event"))
@@ -47,7 +52,7 @@ pub(crate) fn read_events(file: &Path, text: &str) -> Result<(Vec<TraceLine>, us
             .filter_map(|k| Some((k.to_string(), fields.get(*k)?.clone())))
             .collect();
         let request = DecideRequest::parse_line(&Value::Object(request).to_string()).map_err(at)?;
-        events.push((i + 1, request));
+        events.push((i + 1, TraceItem::Decide(request)));
     }
     Ok((events, passed_over))
 }
@@ -116,7 +121,8 @@ struct Report<'a> {
 }
 
 /// Decides every event with `a`, then with `b` (each with its own state,
-/// in trace order) and prints where they differ; exits 1 when they do.
+/// in trace order; a lifecycle line is delivered to both) and prints where
+/// they differ; exits 1 when they do.
 pub(crate) async fn compare(
     (a, a_dir): (&toolgate::Registry, &Path),
     (b, b_dir): (&toolgate::Registry, &Path),
@@ -124,8 +130,17 @@ pub(crate) async fn compare(
     as_json: bool,
 ) -> Result<()> {
     let mut groups: BTreeMap<(usize, &'static str), Group> = BTreeMap::new();
-    let count = events.len();
-    for (line, request) in events {
+    let mut count = 0;
+    for (line, item) in events {
+        let request = match item {
+            TraceItem::Decide(request) => request,
+            TraceItem::Observe(o) => {
+                observe(a, &o)?;
+                observe(b, &o)?;
+                continue;
+            }
+        };
+        count += 1;
         let (on_a, on_b) = (
             request.decide(&a.plugin_set()).await,
             request.decide(&b.plugin_set()).await,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 use serde_json::{Value, json};
-use toolgate::{DecideRequest, Decision, Event, GuardTrace, NotDecided, Verdict};
+use toolgate::{DecideRequest, Decision, Event, GuardTrace, NotDecided, ObserveRequest, Verdict};
 
 use crate::args::{CacheArgs, LoadArgs, StateArg, open};
 use crate::bad;
@@ -58,8 +58,18 @@ pub(crate) async fn run(args: ReplayArgs) -> Result<()> {
     crate::compare::compare((&a, &args.plugins), (&b, b_dir), events, args.json).await
 }
 
-/// One line of a JSON-lines trace: its number and the request.
-pub(crate) type TraceLine = (usize, DecideRequest);
+/// One line of a JSON-lines trace: a decision to make, or a lifecycle
+/// event to deliver first (a line with `hook`).
+pub(crate) enum TraceItem {
+    /// `{"seam": ..., "event": ..., "state"?: ..., "tenant"?: ...}`.
+    Decide(DecideRequest),
+    /// `{"hook": "on_llm_end", "event": ..., "tenant"?: ...}`: what
+    /// `POST /v1/observe` takes.
+    Observe(ObserveRequest),
+}
+
+/// One line of a JSON-lines trace: its number and what it holds.
+pub(crate) type TraceLine = (usize, TraceItem);
 
 /// Reads and parses a whole trace (`-`: standard input); the first bad line
 /// is an error naming the file and the line.
@@ -69,11 +79,47 @@ pub(crate) fn read_trace(file: &Path) -> Result<Vec<TraceLine>> {
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(i, line)| {
-            let request =
-                parse_line(line).map_err(|e| bad(format!("{}:{}: {e}", file.display(), i + 1)))?;
-            Ok((i + 1, request))
+            let item =
+                parse_item(line).map_err(|e| bad(format!("{}:{}: {e}", file.display(), i + 1)))?;
+            Ok((i + 1, item))
         })
         .collect()
+}
+
+/// A trace's decisions only, each with its line number: what `bench` and
+/// `snapshot` run (a lifecycle line decides nothing).
+pub(crate) fn read_decisions(file: &Path) -> Result<Vec<(usize, DecideRequest)>> {
+    Ok(read_trace(file)?
+        .into_iter()
+        .filter_map(|(n, item)| match item {
+            TraceItem::Decide(request) => Some((n, request)),
+            TraceItem::Observe(_) => None,
+        })
+        .collect())
+}
+
+/// One trace line: a lifecycle event when it has `hook`
+/// ([`ObserveRequest::parse`]), else a request ([`parse_line`]).
+pub(crate) fn parse_item(line: &str) -> Result<TraceItem> {
+    let is_lifecycle = serde_json::from_str::<Value>(line)
+        .is_ok_and(|v| v.as_object().is_some_and(|o| o.contains_key("hook")));
+    if is_lifecycle {
+        return ObserveRequest::parse(line.as_bytes())
+            .map(TraceItem::Observe)
+            .map_err(|e| anyhow!(e));
+    }
+    parse_line(line).map(TraceItem::Decide)
+}
+
+/// Delivers a trace's lifecycle event to `registry`'s chains: `queued`,
+/// `unobserved` (no guard observes its hook) or `dropped`; an error when
+/// its tenant's guards are not serving.
+pub(crate) fn observe(registry: &toolgate::Registry, o: &ObserveRequest) -> Result<&'static str> {
+    let observed = registry
+        .plugin_set()
+        .observe(o.tenant.as_deref(), &o.event)
+        .map_err(|e| anyhow!("not observed: {e}"))?;
+    Ok(observed.as_str())
 }
 
 /// A trace's text (`-`: standard input).
@@ -93,7 +139,24 @@ fn read_text(file: &Path) -> Result<String> {
 /// on; the exit code is then 3, as `check`'s.
 async fn replay(registry: &toolgate::Registry, file: &Path, as_json: bool) -> Result<()> {
     let mut summary = Summary::default();
-    for (n, request) in read_trace(file)? {
+    for (n, item) in read_trace(file)? {
+        let request = match item {
+            TraceItem::Decide(request) => request,
+            TraceItem::Observe(o) => {
+                let hook = o.event.hook();
+                let observed = observe(registry, &o)?;
+                summary.observed += 1;
+                if as_json {
+                    println!(
+                        "{}",
+                        json!({"line": n, "hook": hook.as_str(), "observed": observed})
+                    );
+                } else {
+                    println!("#{n} {hook} -> {observed}");
+                }
+                continue;
+            }
+        };
         let event = &request.event;
         match request.decide(&registry.plugin_set()).await {
             Ok(decision) => {
@@ -193,6 +256,8 @@ fn guards(trace: &[GuardTrace]) -> String {
 #[derive(Default)]
 struct Summary {
     decisions: usize,
+    /// Lifecycle events delivered.
+    observed: usize,
     not_decided: usize,
     outcomes: BTreeMap<String, usize>,
     per_plugin: BTreeMap<String, (BTreeMap<String, usize>, Vec<u64>)>,
@@ -228,8 +293,12 @@ impl Summary {
             0 => String::new(),
             n => format!(", {n} not decided"),
         };
+        let observed = match self.observed {
+            0 => String::new(),
+            n => format!(", {n} lifecycle events"),
+        };
         println!(
-            "{} decisions{not_decided}; outcomes: {}",
+            "{} decisions{not_decided}{observed}; outcomes: {}",
             self.decisions,
             counts(&self.outcomes)
         );

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use toolgate::{Engine, EngineConfig};
 
 use crate::bad;
-use crate::replay::read_trace;
+use crate::replay::read_decisions;
 
 /// `toolgate snapshot`'s options.
 #[derive(clap::Args)]
@@ -49,7 +49,7 @@ pub(crate) async fn snapshot_file(
     config: &serde_json::Value,
 ) -> Result<()> {
     let warm_up = match warm_up {
-        Some(file) => read_trace(file)?
+        Some(file) => read_decisions(file)?
             .into_iter()
             .map(|(_, r)| (r.event, r.state))
             .collect(),

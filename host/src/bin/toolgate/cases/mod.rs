@@ -78,6 +78,14 @@ impl Case {
             Check::ConfigRefused(_) => None,
         }
     }
+
+    /// The lifecycle events the case delivers before its request.
+    pub(crate) fn events(&self) -> &[toolgate::LifecycleEvent] {
+        match &self.check {
+            Check::Decide { events, .. } => events,
+            Check::ConfigRefused(_) => &[],
+        }
+    }
 }
 
 #[derive(Deserialize)]
