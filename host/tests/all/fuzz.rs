@@ -120,7 +120,7 @@ fn valid_event(seam: Seam) -> BoxedStrategy<Value> {
                 json!({"run_id": run, "tool_name": tool, "result": result, "call_id": "c"})
             })
             .boxed(),
-        Seam::Response => (any::<String>(), any::<u32>(), any::<String>(), any::<String>())
+        Seam::Response => (any::<String>(), any::<i32>(), any::<String>(), any::<String>())
             .prop_map(|(run, i, model, content)| {
                 json!({"run_id": run, "iteration_index": i, "model": model,
                     "node_name": "react", "original_content": content})
