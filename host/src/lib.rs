@@ -79,6 +79,8 @@ pub use tenant::TenantName;
 pub use runtime::engine::{Engine, EngineConfig, StateBackend, default_long_lane};
 pub use runtime::http::grant::{HostPattern, HttpGrant};
 pub use runtime::limits::Limits;
+#[doc(hidden)]
+pub use runtime::limits::unit as limit_unit;
 pub use runtime::prepared::Depth;
 pub use runtime::shares::{Rate, Shares};
 pub use runtime::turns::LanePriority;

@@ -70,9 +70,6 @@ pub const FILE_NAME: &str = "toolgate.toml";
 /// Default cap on a manifest's size (1 MiB); larger is refused unread.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
-/// Largest `timeout_ms` a manifest may set (10 minutes).
-pub const MAX_TIMEOUT_MS: u64 = 600_000;
-
 /// Where a manifest lives, which decides what it may say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {

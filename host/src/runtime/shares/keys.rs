@@ -182,7 +182,7 @@ macro_rules! share_keys {
                 /// before faulting with `share-exhausted` (being refused as busy).
                 /// Default: 1 s (a burst above the share queues; a flood waits, which
                 /// also slows the flooder down).
-                #[serde(with = "crate::runtime::limits::millis")]
+                #[serde(with = "crate::runtime::limits::unit::millis")]
                 wait: std::time::Duration = std::time::Duration::from_secs(1);
                 key wait_ms: u64 => std::time::Duration::from_millis, 0, 60_000, " ms";
                 flag share_wait_ms
