@@ -11,24 +11,78 @@ use toml::Spanned;
 use super::tables::LimitError;
 use crate::runtime::decision_log::{DecisionLogConfig, Include, Sink};
 
-/// `[decision_log]` as written.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDecisionLog {
-    sink: Option<Spanned<String>>,
-    path: Option<Spanned<String>>,
-    url: Option<Spanned<String>>,
-    include: Option<Spanned<Vec<String>>>,
-    mask: Option<Spanned<Vec<String>>>,
-    max_string_bytes: Option<Spanned<u64>>,
-    queue_lines: Option<Spanned<u64>>,
-    max_file_kib: Option<Spanned<u64>>,
-    keep_files: Option<Spanned<u32>>,
-    batch_lines: Option<Spanned<u64>>,
-    flush_ms: Option<Spanned<u64>>,
-    retries: Option<Spanned<u32>>,
-    timeout_ms: Option<Spanned<u64>>,
+/// Generates [`RawDecisionLog`] — `[decision_log]` as written: the sink's
+/// keys, `include` and `mask`, then every number of `decision_log_keys!`
+/// (`runtime/decision_log/config.rs`) — with where each key is written,
+/// how the numbers override the settings, and the table read from JSON.
+macro_rules! raw_decision_log {
+    (keys { $( {
+        $(#[$doc:meta])* $field:ident: $ty:ty = $default:expr, $lo:expr, $hi:expr;
+    } )* }) => {
+        raw_decision_log! { @raw
+            [sink: String, path: String, url: String, include: Vec<String>, mask: Vec<String>]
+            [$( $field: $ty ),*]
+        }
+    };
+    (@raw [$( $own:ident: $own_ty:ty ),*] [$( $num:ident: $num_ty:ty ),*]) => {
+        /// `[decision_log]` as written.
+        #[derive(Deserialize, Default)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct RawDecisionLog {
+            $( $own: Option<Spanned<$own_ty>>, )*
+            $( $num: Option<Spanned<$num_ty>>, )*
+        }
+
+        impl RawDecisionLog {
+            /// Every key, in order.
+            const KEYS: &[&str] = &[$( stringify!($own), )* $( stringify!($num) ),*];
+
+            /// Where key `k` is written, if it is.
+            fn span_of(&self, k: &str) -> Option<Range<usize>> {
+                match k {
+                    $( stringify!($own) => self.$own.as_ref().map(Spanned::span), )*
+                    $( stringify!($num) => self.$num.as_ref().map(Spanned::span), )*
+                    _ => None,
+                }
+            }
+
+            /// Overrides `config`'s numbers with every one set here.
+            fn apply_numbers(&self, config: &mut DecisionLogConfig) {
+                $( if let Some(v) = &self.$num {
+                    config.$num = *v.get_ref();
+                } )*
+            }
+
+            /// The table from `settings`, a JSON object of its keys (no spans:
+            /// an error names the key).
+            fn from_json(
+                settings: &serde_json::Map<String, serde_json::Value>,
+            ) -> Result<RawDecisionLog, String> {
+                let mut raw = RawDecisionLog::default();
+                for (key, value) in settings {
+                    let bad = |e: serde_json::Error| format!("decision_log: key `{key}`: {e}");
+                    match key.as_str() {
+                        $( stringify!($own) => {
+                            raw.$own = Some(Spanned::new(0..0, <$own_ty>::deserialize(value).map_err(bad)?));
+                        } )*
+                        $( stringify!($num) => {
+                            raw.$num = Some(Spanned::new(0..0, <$num_ty>::deserialize(value).map_err(bad)?));
+                        } )*
+                        other => {
+                            return Err(format!(
+                                "decision_log: unknown field `{other}`, expected one of {}",
+                                RawDecisionLog::KEYS.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+                            ));
+                        }
+                    }
+                }
+                Ok(raw)
+            }
+        }
+    };
 }
+
+crate::decision_log_keys!(raw_decision_log);
 
 /// Overrides `config` with every key of `raw` and checks the result. A
 /// relative `path` is taken from `dir`, the manifest's directory. `span`
@@ -113,61 +167,11 @@ pub(super) fn apply(
     if let Some(m) = &raw.mask {
         config.mask = m.get_ref().clone();
     }
-    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-    let c = &mut *config;
-    let set = [
-        (&raw.max_string_bytes, &mut c.max_string_bytes),
-        (&raw.queue_lines, &mut c.queue_lines),
-        (&raw.batch_lines, &mut c.batch_lines),
-    ];
-    for (v, field) in set {
-        if let Some(v) = v {
-            *field = size(*v.get_ref());
-        }
-    }
-    for (v, field) in [
-        (&raw.max_file_kib, &mut c.max_file_kib),
-        (&raw.flush_ms, &mut c.flush_ms),
-        (&raw.timeout_ms, &mut c.timeout_ms),
-    ] {
-        if let Some(v) = v {
-            *field = *v.get_ref();
-        }
-    }
-    for (v, field) in [
-        (&raw.keep_files, &mut c.keep_files),
-        (&raw.retries, &mut c.retries),
-    ] {
-        if let Some(v) = v {
-            *field = *v.get_ref();
-        }
-    }
+    raw.apply_numbers(config);
     config.check().map_err(|(k, why)| {
-        let span = raw.span_of(&k);
+        let span = raw.span_of(&k).or_else(|| raw.span_of("sink"));
         (at(span), key(&k), why)
     })
-}
-
-impl RawDecisionLog {
-    /// Where key `k` is written, if it is.
-    fn span_of(&self, k: &str) -> Option<Range<usize>> {
-        let s = |v: &Option<Spanned<u64>>| v.as_ref().map(Spanned::span);
-        match k {
-            "path" => self.path.as_ref().map(Spanned::span),
-            "url" => self.url.as_ref().map(Spanned::span),
-            "mask" => self.mask.as_ref().map(Spanned::span),
-            "max_string_bytes" => s(&self.max_string_bytes),
-            "queue_lines" => s(&self.queue_lines),
-            "max_file_kib" => s(&self.max_file_kib),
-            "batch_lines" => s(&self.batch_lines),
-            "flush_ms" => s(&self.flush_ms),
-            "timeout_ms" => s(&self.timeout_ms),
-            "keep_files" => self.keep_files.as_ref().map(Spanned::span),
-            "retries" => self.retries.as_ref().map(Spanned::span),
-            _ => None,
-        }
-        .or_else(|| self.sink.as_ref().map(Spanned::span))
-    }
 }
 
 /// The decision log's settings from `settings`, a JSON object with the
@@ -178,40 +182,114 @@ impl RawDecisionLog {
 pub fn from_json(
     settings: &serde_json::Map<String, serde_json::Value>,
 ) -> Result<DecisionLogConfig, String> {
-    use serde_json::Value;
-    // Each value is written as TOML: JSON's strings, integers, booleans
-    // and arrays of them are TOML's too.
-    let mut text = String::from("[decision_log]\n");
-    for (key, value) in settings {
-        let scalar = |v: &Value| matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_));
-        let fits = match value {
-            Value::Array(items) => items.iter().all(scalar),
-            v => scalar(v),
-        };
-        let bare = !key.is_empty()
-            && key
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !fits || !bare {
-            return Err(format!(
-                "decision_log: key `{key}`: must name a [decision_log] key with a string, \
-                 number, boolean or list of them"
-            ));
-        }
-        text.push_str(&format!("{key} = {value}\n"));
-    }
-    let raw: RawTable =
-        toml::from_str(&text).map_err(|e| format!("decision_log: {}", e.message().trim()))?;
+    let raw = RawDecisionLog::from_json(settings)?;
     let mut config = DecisionLogConfig::default();
-    let span = raw.decision_log.span();
-    apply(&mut config, raw.decision_log.get_ref(), Path::new(""), span)
+    apply(&mut config, &raw, Path::new(""), 0..0)
         .map_err(|(_, key, why)| format!("key `{key}`: {why}"))?;
     Ok(config)
 }
 
-/// A document holding only `[decision_log]`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTable {
-    decision_log: Spanned<RawDecisionLog>,
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::{Value, json};
+
+    use super::from_json;
+    use crate::load::manifest::{Manifest, Scope};
+    use crate::runtime::decision_log::Sink;
+
+    /// Every number of `[decision_log]` as (key, lowest, highest).
+    macro_rules! number_bounds {
+        (keys { $( {
+            $(#[$doc:meta])* $field:ident: $ty:ty = $default:expr, $lo:expr, $hi:expr;
+        } )* }) => {
+            [$( (stringify!($field), ($lo as $ty) as u64, ($hi as $ty) as u64) ),*]
+        };
+    }
+
+    /// Every number of `[decision_log]` as (key, default).
+    macro_rules! number_defaults {
+        (keys { $( {
+            $(#[$doc:meta])* $field:ident: $ty:ty = $default:expr, $lo:expr, $hi:expr;
+        } )* }) => {
+            [$( (stringify!($field), ($default as $ty).to_string()) ),*]
+        };
+    }
+
+    /// docs/plugins.md's `[decision_log]` table gives every number its
+    /// default.
+    #[test]
+    fn docs_list_every_decision_log_number_with_its_default() {
+        let docs = include_str!("../../../../docs/plugins.md");
+        for (key, default) in crate::decision_log_keys!(number_defaults) {
+            let row = format!("| `{key}` | `{default}` |");
+            assert!(
+                docs.lines().any(|l| l.starts_with(&row)),
+                "docs/plugins.md has no row {row}"
+            );
+        }
+    }
+
+    fn settings(key: &str, value: Value) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        m.insert(key.into(), value);
+        m
+    }
+
+    /// The Python `Host`'s settings are read as JSON, not rewritten as
+    /// TOML: a value of the wrong type, or a number TOML cannot hold, is
+    /// refused naming its key; every number is held to its range, in the
+    /// manifest as in JSON, naming the key (and, in the manifest, its line).
+    #[test]
+    fn every_decision_log_number_is_checked_naming_its_key_in_json_and_the_manifest() {
+        let path = Path::new("plugins/toolgate.toml");
+        for (key, lo, hi) in crate::decision_log_keys!(number_bounds) {
+            for bad in [
+                json!("x"),
+                json!(null),
+                json!(-1),
+                json!(1.5),
+                json!(u64::MAX),
+            ] {
+                let e = from_json(&settings(key, bad.clone())).expect_err("refused");
+                assert!(e.contains(&format!("{key}`")), "{key} = {bad}: {e}");
+            }
+            let e = from_json(&settings(key, json!(hi + 1))).expect_err("above its range");
+            assert!(
+                e.contains(&format!("`decision_log.{key}`")) && e.contains("out of range"),
+                "{key} = {}: {e}",
+                hi + 1
+            );
+            for ok in [lo, hi] {
+                from_json(&settings(key, json!(ok)))
+                    .unwrap_or_else(|e| panic!("{key} = {ok}: {e}"));
+            }
+            let mut bad = vec![hi + 1];
+            if lo > 0 {
+                bad.push(lo - 1);
+            }
+            for value in bad {
+                let text = format!("[decision_log]\n# a comment\n{key} = {value}\n");
+                let e =
+                    Manifest::parse(path, &text, Scope::Global, 1 << 30).expect_err("out of range");
+                assert_eq!(
+                    (e.key.as_deref(), e.line),
+                    (Some(format!("decision_log.{key}").as_str()), 3),
+                    "{key} = {value}: {}",
+                    e.message
+                );
+            }
+        }
+    }
+
+    /// The sink's keys from JSON: `path` alone is the file sink; an
+    /// unknown key is refused naming it.
+    #[test]
+    fn json_settings_name_the_sink_and_refuse_unknown_keys() {
+        let config = from_json(&settings("path", json!("log.jsonl"))).expect("a file sink");
+        assert_eq!(config.sink, Sink::File("log.jsonl".into()));
+        let e = from_json(&settings("sinks", json!("stdout"))).expect_err("unknown");
+        assert!(e.starts_with("decision_log: unknown field `sinks`"), "{e}");
+    }
 }

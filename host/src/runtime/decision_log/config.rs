@@ -49,61 +49,113 @@ impl Include {
     }
 }
 
-/// The decision log's settings: `[decision_log]` of the global manifest
-/// over the `serve` flags (or the Python `Host`'s `decision_log`
-/// argument), key by key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct DecisionLogConfig {
-    /// Where lines go. Default: [`Sink::Off`].
-    pub sink: Sink,
-    /// What of the input is written. Default: nothing.
-    pub include: Include,
-    /// Paths masked wherever they would be written (`args.password`,
-    /// `state.user.email`, `content.token`): the value is replaced by
-    /// `"[masked]"`, and its text is cut out of every other string of the
-    /// line (a fault's detail, a skip's message). Default: none.
-    pub mask: Vec<String>,
-    /// Strings longer than this many bytes are cut (and say so). Default
-    /// 1024.
-    pub max_string_bytes: usize,
-    /// Lines waiting for the sink; when full, new lines are dropped and
-    /// counted. Default 10,000.
-    pub queue_lines: usize,
-    /// File sink: the file is rotated past this size, KiB. Default 65,536
-    /// (64 MiB).
-    pub max_file_kib: u64,
-    /// File sink: rotated files kept (`FILE.1` newest .. `FILE.N`).
-    /// Default 5.
-    pub keep_files: u32,
-    /// HTTP sink: the most lines in one POST. Default 500.
-    pub batch_lines: usize,
-    /// HTTP sink: a batch is sent after this long even if not full, ms.
-    /// Default 1,000.
-    pub flush_ms: u64,
-    /// HTTP sink: tries after the first failed one before a batch is
-    /// dropped (and counted), with backoff doubling from 100 ms. Default 3.
-    pub retries: u32,
-    /// HTTP sink: one POST's deadline, ms. Default 5,000.
-    pub timeout_ms: u64,
+/// The `[decision_log]` keys that are numbers, each declared once: its
+/// field of [`DecisionLogConfig`] (doc, type — also the type it is written
+/// as —, default) and its range. [`DecisionLogConfig`], its `Default` and
+/// its range checks are generated from this table here; the manifest's
+/// `[decision_log]` table, its spans and the Python `Host`'s settings in
+/// `load/manifest/decision_log.rs`. `decision_log_keys!(then)` calls the
+/// macro `then` with `keys { $( { $(#[doc])* field: Type = default, lo, hi; } )* }`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! decision_log_keys {
+    ($then:ident) => {
+        $then! { keys {
+            {
+                /// Strings longer than this many bytes are cut (and say so). Default
+                /// 1024.
+                max_string_bytes: usize = 1024, 16, 1 << 20;
+            }
+            {
+                /// Lines waiting for the sink; when full, new lines are dropped and
+                /// counted. Default 10,000.
+                queue_lines: usize = 10_000, 1, 1_000_000;
+            }
+            {
+                /// File sink: the file is rotated past this size, KiB. Default 65,536
+                /// (64 MiB).
+                max_file_kib: u64 = 64 << 10, 1, 1 << 30;
+            }
+            {
+                /// File sink: rotated files kept (`FILE.1` newest .. `FILE.N`).
+                /// Default 5.
+                keep_files: u32 = 5, 0, 1_000;
+            }
+            {
+                /// HTTP sink: the most lines in one POST. Default 500.
+                batch_lines: usize = 500, 1, 100_000;
+            }
+            {
+                /// HTTP sink: a batch is sent after this long even if not full, ms.
+                /// Default 1,000.
+                flush_ms: u64 = 1_000, 1, 600_000;
+            }
+            {
+                /// HTTP sink: tries after the first failed one before a batch is
+                /// dropped (and counted), with backoff doubling from 100 ms. Default 3.
+                retries: u32 = 3, 0, 100;
+            }
+            {
+                /// HTTP sink: one POST's deadline, ms. Default 5,000.
+                timeout_ms: u64 = 5_000, 1, 600_000;
+            }
+        } }
+    };
 }
 
-impl Default for DecisionLogConfig {
-    fn default() -> Self {
-        DecisionLogConfig {
-            sink: Sink::Off,
-            include: Include::default(),
-            mask: Vec::new(),
-            max_string_bytes: 1024,
-            queue_lines: 10_000,
-            max_file_kib: 64 << 10,
-            keep_files: 5,
-            batch_lines: 500,
-            flush_ms: 1_000,
-            retries: 3,
-            timeout_ms: 5_000,
+/// Generates [`DecisionLogConfig`], its `Default` and its range checks
+/// from [`decision_log_keys!`](crate::decision_log_keys).
+macro_rules! decision_log_config {
+    (keys { $( {
+        $(#[$doc:meta])* $field:ident: $ty:ty = $default:expr, $lo:expr, $hi:expr;
+    } )* }) => {
+        /// The decision log's settings: `[decision_log]` of the global manifest
+        /// over the `serve` flags (or the Python `Host`'s `decision_log`
+        /// argument), key by key.
+        #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+        pub struct DecisionLogConfig {
+            /// Where lines go. Default: [`Sink::Off`].
+            pub sink: Sink,
+            /// What of the input is written. Default: nothing.
+            pub include: Include,
+            /// Paths masked wherever they would be written (`args.password`,
+            /// `state.user.email`, `content.token`): the value is replaced by
+            /// `"[masked]"`, and its text is cut out of every other string of the
+            /// line (a fault's detail, a skip's message). Default: none.
+            pub mask: Vec<String>,
+            $( $(#[$doc])* pub $field: $ty, )*
         }
-    }
+
+        impl Default for DecisionLogConfig {
+            fn default() -> Self {
+                DecisionLogConfig {
+                    sink: Sink::Off,
+                    include: Include::default(),
+                    mask: Vec::new(),
+                    $( $field: $default, )*
+                }
+            }
+        }
+
+        impl DecisionLogConfig {
+            /// The first number out of its range, as (key, why).
+            fn out_of_range(&self) -> Option<(String, String)> {
+                $( {
+                    let (v, lo, hi): ($ty, $ty, $ty) = (self.$field, $lo, $hi);
+                    if !(lo..=hi).contains(&v) {
+                        return Some((
+                            stringify!($field).to_string(),
+                            format!("{v} is out of range {lo}..={hi}"),
+                        ));
+                    }
+                } )*
+                None
+            }
+        }
+    };
 }
+
+crate::decision_log_keys!(decision_log_config);
 
 /// The roots a mask path may start with.
 const MASK_ROOTS: [&str; 3] = ["args", "content", "state"];
@@ -137,32 +189,7 @@ impl DecisionLogConfig {
                 );
             }
         }
-        let ranges: [(&str, u64, u64, u64); 7] = [
-            (
-                "max_string_bytes",
-                self.max_string_bytes as u64,
-                16,
-                1 << 20,
-            ),
-            ("queue_lines", self.queue_lines as u64, 1, 1_000_000),
-            ("max_file_kib", self.max_file_kib, 1, 1 << 30),
-            ("keep_files", u64::from(self.keep_files), 0, 1_000),
-            ("batch_lines", self.batch_lines as u64, 1, 100_000),
-            ("flush_ms", self.flush_ms, 1, 600_000),
-            ("timeout_ms", self.timeout_ms, 1, 600_000),
-        ];
-        for (key, v, lo, hi) in ranges {
-            if !(lo..=hi).contains(&v) {
-                return bad(key, format!("{v} is out of range {lo}..={hi}"));
-            }
-        }
-        if self.retries > 100 {
-            return bad(
-                "retries",
-                format!("{} is out of range 0..=100", self.retries),
-            );
-        }
-        Ok(())
+        self.out_of_range().map_or(Ok(()), Err)
     }
 
     /// The sink a `serve --decision-log` value names: `off`, `stdout`, an
