@@ -170,8 +170,8 @@ pub mod server {
 /// file, stdout or an HTTP endpoint (`docs/plugins.md`, "The decision
 /// log"; each line's shape: `docs/decision-log.schema.json`).
 pub mod decision_log {
-    pub use crate::load::manifest::decision_log::from_json;
-    pub use crate::runtime::decision_log::{
+    pub use crate::load::manifest::log_table::from_json;
+    pub use crate::runtime::log_writer::{
         DecisionLog, DecisionLogConfig, Include, Sink, dropped_total, redact::MASKED,
     };
     pub use crate::serve::decision_line::schema;
@@ -179,6 +179,6 @@ pub mod decision_log {
 
 /// The log every face writes (`$TOOLGATE_LOG`).
 pub mod logging {
-    pub use crate::runtime::decision_log::now_rfc3339;
+    pub use crate::runtime::log_writer::now_rfc3339;
     pub use crate::serve::logging::{LogFormat, OneLine, filter, init, init_as, one_line};
 }

@@ -19,7 +19,7 @@ use crate::event::{
     ToolResultCallbackEvent, ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
-use crate::runtime::decision_log::redact::Secrets;
+use crate::runtime::log_writer::redact::Secrets;
 
 /// What one guard did with one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, JsonSchema)]

@@ -1,4 +1,4 @@
-//! The decision log's line, typed: what [`record`](super::decision_log::record)
+//! The decision log's line, typed: what [`record`](super::decision_record::record)
 //! writes for one decision, and the JSON Schema published as
 //! `docs/decision-log.schema.json`, generated from these types (a test
 //! fails when the file differs from [`schema`]).

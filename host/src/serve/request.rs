@@ -133,7 +133,7 @@ impl DecideRequest {
                     .shadow(&request.event, &request.state, &full.result)
                     .await;
                 if let Some(log) = &log {
-                    crate::serve::decision_log::record(
+                    crate::serve::decision_record::record(
                         log, generation, &run_chain, &request, &full,
                     );
                 }
@@ -164,7 +164,7 @@ impl DecideRequest {
     /// (`docs/plugins.md`, "The decision log").
     fn chain<'a>(&self, set: &'a PluginSet) -> Cow<'a, Chain> {
         let chain = set.chain(self.tenant.as_deref());
-        match crate::serve::decision_log::secrets(&set.policy.decision_log.mask, self) {
+        match crate::serve::decision_record::secrets(&set.policy.decision_log.mask, self) {
             Some(secrets) => Cow::Owned(chain.masking(secrets)),
             None => chain,
         }
@@ -175,7 +175,7 @@ impl DecideRequest {
     fn record(&self, set: &PluginSet, decision: &Decision<Verdict>) {
         if let Some(log) = &set.decision_log {
             let chain = set.chain(self.tenant.as_deref());
-            crate::serve::decision_log::record(log, set.generation, &chain, self, decision);
+            crate::serve::decision_record::record(log, set.generation, &chain, self, decision);
         }
     }
 

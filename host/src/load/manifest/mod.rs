@@ -51,8 +51,8 @@ use crate::runtime::limits::Limits;
 use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
 
-pub(crate) mod decision_log;
 mod locate;
+pub(crate) mod log_table;
 mod source;
 mod tables;
 
@@ -120,7 +120,7 @@ struct RawManifest {
     #[serde(default)]
     quarantine: Option<Spanned<RawQuarantine>>,
     #[serde(default)]
-    decision_log: Option<Spanned<decision_log::RawDecisionLog>>,
+    decision_log: Option<Spanned<log_table::RawDecisionLog>>,
 }
 
 with_limit_keys! {
@@ -455,7 +455,7 @@ fn apply_tables(
     }
     if let Some(d) = &raw.decision_log {
         let dir = here.path.parent().unwrap_or(Path::new("."));
-        decision_log::apply(&mut policy.decision_log, d.get_ref(), dir, d.span())
+        log_table::apply(&mut policy.decision_log, d.get_ref(), dir, d.span())
             .map_err(|e| here.err(e))?;
     }
     // A cross-key error names the last table given.

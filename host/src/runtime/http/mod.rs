@@ -31,8 +31,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
 
 use crate::fault::{Fault, ImportRefused};
-use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::limits::Limits;
+use crate::runtime::log_writer::redact::Secrets;
 use grant::{HostPattern, HttpGrant};
 
 /// The most redirects one request follows.

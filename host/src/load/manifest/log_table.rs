@@ -9,11 +9,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::tables::LimitError;
-use crate::runtime::decision_log::{DecisionLogConfig, Include, Sink};
+use crate::runtime::log_writer::{DecisionLogConfig, Include, Sink};
 
 /// Generates [`RawDecisionLog`] — `[decision_log]` as written: the sink's
 /// keys, `include` and `mask`, then every number of `decision_log_keys!`
-/// (`runtime/decision_log/config.rs`) — with where each key is written,
+/// (`runtime/log_writer/config.rs`) — with where each key is written,
 /// how the numbers override the settings, and the table read from JSON.
 macro_rules! raw_decision_log {
     (keys { $( {
@@ -104,51 +104,41 @@ pub(super) fn apply(
     if let Some((word, word_span)) = word {
         let path = raw.path.as_ref().map(|p| dir.join(p.get_ref()));
         let url = raw.url.as_ref().map(|u| u.get_ref().clone());
-        let stray = |v: Option<Range<usize>>, k: &str, kind: &str| match v {
-            Some(s) => Err((s, key(k), format!("is only for sink = \"{kind}\""))),
-            None => Ok(()),
+        let Some(&(_, own)) = Sink::KINDS.iter().find(|(w, _)| *w == word) else {
+            let words: Vec<_> = Sink::KINDS
+                .iter()
+                .map(|(w, _)| format!("\"{w}\""))
+                .collect();
+            let (last, rest) = words.split_last().unwrap_or((&words[0], &[]));
+            return Err((
+                word_span,
+                key("sink"),
+                format!("\"{word}\" is not {} or {last}", rest.join(", ")),
+            ));
         };
-        config.sink = match word {
-            "off" | "stdout" => {
-                stray(raw.path.as_ref().map(Spanned::span), "path", "file")?;
-                stray(raw.url.as_ref().map(Spanned::span), "url", "http")?;
-                if word == "off" {
-                    Sink::Off
-                } else {
-                    Sink::Stdout
-                }
+        // Another sink's key is a mistake, whichever it is.
+        for (kind, k) in Sink::KINDS {
+            if let Some(k) = k.filter(|&k| Some(k) != own)
+                && let Some(s) = raw.span_of(k)
+            {
+                return Err((s, key(k), format!("is only for sink = \"{kind}\"")));
             }
-            "file" => {
-                stray(raw.url.as_ref().map(Spanned::span), "url", "http")?;
-                match (path, &config.sink) {
-                    (Some(p), _) => Sink::File(p),
-                    (None, Sink::File(p)) => Sink::File(p.clone()),
-                    (None, _) => {
-                        return Err((word_span, key("path"), "missing: the file to write".into()));
-                    }
-                }
-            }
-            "http" => {
-                stray(raw.path.as_ref().map(Spanned::span), "path", "file")?;
-                match (url, &config.sink) {
-                    (Some(u), _) => Sink::Http(u),
-                    (None, Sink::Http(u)) => Sink::Http(u.clone()),
-                    (None, _) => {
-                        return Err((
-                            word_span,
-                            key("url"),
-                            "missing: the endpoint to POST to".into(),
-                        ));
-                    }
-                }
-            }
-            other => {
-                return Err((
-                    word_span,
-                    key("sink"),
-                    format!("\"{other}\" is not \"off\", \"stdout\", \"file\" or \"http\""),
-                ));
-            }
+        }
+        let missing =
+            |k: &str, what: &str| Err((word_span.clone(), key(k), format!("missing: {what}")));
+        config.sink = match (word, &config.sink) {
+            ("off", _) => Sink::Off,
+            ("stdout", _) => Sink::Stdout,
+            ("file", previous) => match (path, previous) {
+                (Some(p), _) => Sink::File(p),
+                (None, Sink::File(p)) => Sink::File(p.clone()),
+                (None, _) => return missing("path", "the file to write"),
+            },
+            (_, previous) => match (url, previous) {
+                (Some(u), _) => Sink::Http(u),
+                (None, Sink::Http(u)) => Sink::Http(u.clone()),
+                (None, _) => return missing("url", "the endpoint to POST to"),
+            },
         };
     }
     if let Some(list) = &raw.include {
@@ -197,7 +187,7 @@ mod tests {
 
     use super::from_json;
     use crate::load::manifest::{Manifest, Scope};
-    use crate::runtime::decision_log::Sink;
+    use crate::runtime::log_writer::Sink;
 
     /// Every number of `[decision_log]` as (key, lowest, highest).
     macro_rules! number_bounds {

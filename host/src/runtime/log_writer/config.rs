@@ -21,6 +21,17 @@ pub enum Sink {
     Http(String),
 }
 
+impl Sink {
+    /// Every sink, as (its `sink` word, the key naming where it writes):
+    /// the one list of sinks the manifest's `[decision_log]` reads.
+    pub const KINDS: [(&'static str, Option<&'static str>); 4] = [
+        ("off", None),
+        ("stdout", None),
+        ("file", Some("path")),
+        ("http", Some("url")),
+    ];
+}
+
 /// What of the input a line carries besides the decision (privacy by
 /// default: none of it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -54,7 +65,7 @@ impl Include {
 /// as —, default) and its range. [`DecisionLogConfig`], its `Default` and
 /// its range checks are generated from this table here; the manifest's
 /// `[decision_log]` table, its spans and the Python `Host`'s settings in
-/// `load/manifest/decision_log.rs`. `decision_log_keys!(then)` calls the
+/// `load/manifest/log_table.rs`. `decision_log_keys!(then)` calls the
 /// macro `then` with `keys { $( { $(#[doc])* field: Type = default, lo, hi; } )* }`.
 #[doc(hidden)]
 #[macro_export]
