@@ -109,7 +109,7 @@ pub mod manifest {
 }
 
 /// Plugins fetched by digest from a URL or an OCI registry, and publishing
-/// one (`toolgate push`; `docs/plugins.md`, "Remote plugin sources").
+/// one (`toolgate push`; `docs/remote.md`, "Remote plugin sources").
 pub mod remote {
     pub use crate::load::remote::signature::{SigningKey, Trust, TrustedKey};
     pub use crate::load::remote::{
@@ -167,7 +167,7 @@ pub mod server {
 }
 
 /// The decision log: one JSON line per decision, from every face, to a
-/// file, stdout or an HTTP endpoint (`docs/plugins.md`, "The decision
+/// file, stdout or an HTTP endpoint (`docs/decision-log.md`, "The decision
 /// log"; each line's shape: `docs/decision-log.schema.json`).
 pub mod decision_log {
     pub use crate::load::manifest::log_table::from_json;

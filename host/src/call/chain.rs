@@ -235,7 +235,7 @@ impl Chain {
 
     /// This chain for one call whose masked values are `secrets`: the
     /// guards' log lines, stdout and stderr, and what the host logs about
-    /// their faults, are masked with them (`docs/plugins.md`, "The
+    /// their faults, are masked with them (`docs/decision-log.md`, "The
     /// decision log").
     pub(crate) fn masking(&self, secrets: Arc<Secrets>) -> Chain {
         Chain {

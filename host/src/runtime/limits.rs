@@ -501,11 +501,16 @@ mod tests {
     }
 
     /// docs/plugins.md gives every limit key a row in the `[[plugin]]`
-    /// keys' table and in `[ceilings]`'s, each with the key's default in
+    /// keys' table and docs/tenants.md in `[ceilings]`'s, each with the key's default in
     /// the manifest's units, and the latter with its flag (or `—`).
     #[test]
     fn docs_list_every_limit_key_with_its_default_and_flag() {
-        let docs = include_str!("../../../docs/plugins.md");
+        let docs = [
+            include_str!("../../../docs/plugins.md"),
+            include_str!("../../../docs/tenants.md"),
+        ]
+        .concat();
+        let docs = docs.as_str();
         let defaults: Vec<_> = Limits::default().written().collect();
         let flags = crate::limit_keys!(keys_and_flags);
         assert_eq!(defaults.len(), flags.len());
@@ -529,7 +534,7 @@ mod tests {
             );
             assert!(
                 rows.iter().filter(with_default).any(|r| r.contains(&flag)),
-                "docs/plugins.md's [ceilings] table has no row `{key}` with default {default} and flag {flag}"
+                "docs/tenants.md's [ceilings] table has no row `{key}` with default {default} and flag {flag}"
             );
         }
     }

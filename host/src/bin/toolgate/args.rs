@@ -8,7 +8,7 @@ use toolgate::{Engine, EngineConfig};
 
 use crate::bad;
 
-/// Caps on plugin files, compiles and the load probe (see `docs/plugins.md`).
+/// Caps on plugin files, compiles and the load probe (see `docs/loading.md`).
 #[derive(clap::Args, Clone, Debug)]
 pub(crate) struct LoadArgs {
     /// Largest manifest (toolgate.toml) read, in KiB.
@@ -121,7 +121,7 @@ impl StateArg {
 
 /// The operator's policy for tenants, for when the global manifest does not
 /// set it (its `[ceilings]`, `[shares]` and `[quarantine]` override these
-/// key by key; see docs/plugins.md).
+/// key by key; see docs/tenants.md).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct PolicyArgs {
     /// Guard instances alive at once across all plugins (the engine's pool;
@@ -292,7 +292,7 @@ impl PolicyArgs {
     }
 }
 
-/// Where compiled components are cached (see `docs/plugins.md`).
+/// Where compiled components are cached (see `docs/loading.md`).
 #[derive(clap::Args, Clone, Debug)]
 pub(crate) struct CacheArgs {
     /// Compiled-component cache directory. Default: $TOOLGATE_CACHE_DIR, else

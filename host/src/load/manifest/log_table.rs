@@ -207,16 +207,16 @@ mod tests {
         };
     }
 
-    /// docs/plugins.md's `[decision_log]` table gives every number its
+    /// docs/decision-log.md's `[decision_log]` table gives every number its
     /// default.
     #[test]
     fn docs_list_every_decision_log_number_with_its_default() {
-        let docs = include_str!("../../../../docs/plugins.md");
+        let docs = include_str!("../../../../docs/decision-log.md");
         for (key, default) in crate::decision_log_keys!(number_defaults) {
             let row = format!("| `{key}` | `{default}` |");
             assert!(
                 docs.lines().any(|l| l.starts_with(&row)),
-                "docs/plugins.md has no row {row}"
+                "docs/decision-log.md has no row {row}"
             );
         }
     }

@@ -51,6 +51,8 @@ use crate::runtime::limits::Limits;
 use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
 
+#[cfg(test)]
+mod key_index;
 mod locate;
 pub(crate) mod log_table;
 mod source;

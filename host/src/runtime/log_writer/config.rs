@@ -1,6 +1,6 @@
 //! `[decision_log]`: where decisions are written, what of the input goes
 //! with them, and the bounds of the queue and the sinks. Every key and its
-//! default is in `docs/plugins.md` ("The decision log").
+//! default is in `docs/decision-log.md` ("The decision log").
 
 use std::path::PathBuf;
 

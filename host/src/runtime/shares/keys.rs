@@ -225,14 +225,14 @@ mod tests {
 
     #[test]
     fn docs_list_every_share_key_with_its_flag() {
-        let docs = include_str!("../../../../docs/plugins.md");
+        let docs = include_str!("../../../../docs/tenants.md");
         for (key, flag) in crate::share_keys!(keys_and_flags) {
             let row = format!("| `{key}` |");
             let flag = format!("`--{}`", flag.replace('_', "-"));
             assert!(
                 docs.lines()
                     .any(|l| l.starts_with(&row) && l.contains(&flag)),
-                "docs/plugins.md's [shares] table has no row {row} naming {flag}"
+                "docs/tenants.md's [shares] table has no row {row} naming {flag}"
             );
         }
     }
