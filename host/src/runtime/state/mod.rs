@@ -292,7 +292,8 @@ pub(crate) trait Store: Send + Sync {
     }
 }
 
-/// Where guards' state lives: one of the [`Store`]s.
+/// Where guards' state lives: in this process (the default) or in Redis,
+/// each a store of its own behind one trait (`runtime/state`).
 pub struct StateStore(Box<dyn Store>);
 
 impl std::fmt::Debug for StateStore {
