@@ -261,7 +261,7 @@ impl Plugin {
         }
         // Instantiating and calling, as one future that owns the store and
         // what it holds (its pool slot, its share): it moves to the long
-        // lane's threads if it runs long (turns.rs), taking the guard
+        // lane's threads if it runs long (turns/), taking the guard
         // call's span with it, and if given up on there it gives them back
         // only once it is dropped.
         let (pre, export, event) = (self.pre.clone(), export.clone(), Arc::clone(event));
