@@ -79,6 +79,8 @@ pub use tenant::TenantName;
 pub use runtime::engine::{Engine, EngineConfig, StateBackend, default_long_lane};
 pub use runtime::http::grant::{HostPattern, HttpGrant};
 pub use runtime::limits::Limits;
+#[doc(hidden)]
+pub use runtime::limits::unit as limit_unit;
 pub use runtime::prepared::Depth;
 pub use runtime::shares::{Rate, Shares};
 pub use runtime::turns::LanePriority;
@@ -108,7 +110,7 @@ pub mod manifest {
 }
 
 /// Plugins fetched by digest from a URL or an OCI registry, and publishing
-/// one (`toolgate push`; `docs/plugins.md`, "Remote plugin sources").
+/// one (`toolgate push`; `docs/remote.md`, "Remote plugin sources").
 pub mod remote {
     pub use crate::load::remote::signature::{SigningKey, Trust, TrustedKey};
     pub use crate::load::remote::{
@@ -166,11 +168,11 @@ pub mod server {
 }
 
 /// The decision log: one JSON line per decision, from every face, to a
-/// file, stdout or an HTTP endpoint (`docs/plugins.md`, "The decision
+/// file, stdout or an HTTP endpoint (`docs/decision-log.md`, "The decision
 /// log"; each line's shape: `docs/decision-log.schema.json`).
 pub mod decision_log {
-    pub use crate::load::manifest::decision_log::from_json;
-    pub use crate::runtime::decision_log::{
+    pub use crate::load::manifest::log_table::from_json;
+    pub use crate::runtime::log_writer::{
         DecisionLog, DecisionLogConfig, Include, Sink, dropped_total, redact::MASKED,
     };
     pub use crate::serve::decision_line::schema;
@@ -178,6 +180,6 @@ pub mod decision_log {
 
 /// The log every face writes (`$TOOLGATE_LOG`).
 pub mod logging {
-    pub use crate::runtime::decision_log::now_rfc3339;
+    pub use crate::runtime::log_writer::now_rfc3339;
     pub use crate::serve::logging::{LogFormat, OneLine, filter, init, init_as, one_line};
 }

@@ -19,7 +19,7 @@ use crate::event::{
     ToolResultCallbackEvent, ToolRoutingDecisionEvent,
 };
 use crate::fault::Fault;
-use crate::runtime::decision_log::redact::Secrets;
+use crate::runtime::log_writer::redact::Secrets;
 
 /// What one guard did with one event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, JsonSchema)]
@@ -235,7 +235,7 @@ impl Chain {
 
     /// This chain for one call whose masked values are `secrets`: the
     /// guards' log lines, stdout and stderr, and what the host logs about
-    /// their faults, are masked with them (`docs/plugins.md`, "The
+    /// their faults, are masked with them (`docs/decision-log.md`, "The
     /// decision log").
     pub(crate) fn masking(&self, secrets: Arc<Secrets>) -> Chain {
         Chain {

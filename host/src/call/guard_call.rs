@@ -20,8 +20,8 @@ use crate::error::Error;
 use crate::event::Event;
 use crate::fault::Fault;
 use crate::runtime::backlog::Spare;
-use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::http::CallHttp;
+use crate::runtime::log_writer::redact::Secrets;
 use crate::runtime::prepared::{Ready, Slot};
 use crate::runtime::sandbox::Sandbox;
 use crate::runtime::state::StateLimits;
@@ -262,7 +262,7 @@ impl Plugin {
         }
         // Instantiating and calling, as one future that owns the store and
         // what it holds (its pool slot, its share): it moves to the long
-        // lane's threads if it runs long (turns.rs), taking the guard
+        // lane's threads if it runs long (turns/), taking the guard
         // call's span with it, and if given up on there it gives them back
         // only once it is dropped.
         let (pre, export, event) = (self.pre.clone(), export.clone(), Arc::clone(event));

@@ -33,11 +33,11 @@ pub struct QuarantinePolicy {
     /// off. Default: 5.
     pub faults: u32,
     /// The sliding window the faults are counted in. Default: 30 s.
-    #[serde(with = "crate::runtime::limits::millis")]
+    #[serde(with = "crate::runtime::limits::unit::millis")]
     pub window: Duration,
     /// How long a quarantined guard is not run before it is probed again.
     /// Default: 30 s.
-    #[serde(with = "crate::runtime::limits::millis")]
+    #[serde(with = "crate::runtime::limits::unit::millis")]
     pub cooldown: Duration,
 }
 

@@ -325,7 +325,7 @@ pub fn default_warm_up() -> Vec<(Event, Value)> {
 pub const MARKER: &str = "toolgate-snapshot";
 
 /// What a plugin's `snapshot` key says: whether the host pre-initialises
-/// its component when it loads it (see `docs/plugins.md`).
+/// its component when it loads it (see `docs/loading.md`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SnapshotMode {
     /// `"auto"` (the default): only a component whose runtime gains from

@@ -1,7 +1,7 @@
 //! Reading plugin files safely: only regular files, only inside their own
 //! directory, never more than a size cap, never blocking.
 //!
-//! The rules (see `docs/plugins.md`, "Files"):
+//! The rules (see `docs/reload.md`, "Files"):
 //!
 //! - A manifest or component is read only if it is a **regular file**. A
 //!   FIFO, a socket, a device (`/dev/zero`) or a directory named `x.wasm`

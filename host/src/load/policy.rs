@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use crate::call::quarantine::QuarantinePolicy;
 use crate::load::remote::signature::Trust;
-use crate::runtime::decision_log::DecisionLogConfig;
 use crate::runtime::http::grant::HttpGrant;
 use crate::runtime::limits::Limits;
+use crate::runtime::log_writer::DecisionLogConfig;
 use crate::runtime::shares::Shares;
 
 /// Ceilings, shares and quarantine, as the registry applies them.

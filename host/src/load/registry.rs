@@ -73,8 +73,8 @@ use crate::load::cache::{CacheStats, CompiledCache};
 pub use crate::load::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
 use crate::load::loader::{Loader, ScopeKey, ScopeReport, ScopeState};
 use crate::load::policy::Policy;
-use crate::runtime::decision_log::DecisionLog;
 use crate::runtime::engine::Engine;
+use crate::runtime::log_writer::DecisionLog;
 use crate::runtime::shares::Account;
 
 /// One loaded state of the plugin directory: every chain and the accounts

@@ -9,10 +9,10 @@
 
 pub(crate) mod backlog;
 pub(crate) mod bindings;
-pub(crate) mod decision_log;
 pub(crate) mod engine;
 pub(crate) mod http;
 pub(crate) mod limits;
+pub(crate) mod log_writer;
 pub(crate) mod prepared;
 pub(crate) mod runs;
 pub(crate) mod sandbox;

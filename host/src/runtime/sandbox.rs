@@ -15,9 +15,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::bindings::{host, http, state, types, v0_1, v0_2};
-use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::http::CallHttp;
 use crate::runtime::limits::{Limiter, Limits};
+use crate::runtime::log_writer::redact::Secrets;
 use crate::runtime::shares::Account;
 use crate::runtime::state::call::CallState;
 use crate::runtime::state::{Scope, StateLimits};

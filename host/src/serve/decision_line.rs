@@ -1,4 +1,4 @@
-//! The decision log's line, typed: what [`record`](super::decision_log::record)
+//! The decision log's line, typed: what [`record`](super::decision_record::record)
 //! writes for one decision, and the JSON Schema published as
 //! `docs/decision-log.schema.json`, generated from these types (a test
 //! fails when the file differs from [`schema`]).
@@ -17,7 +17,7 @@ const SCHEMA_ID: &str = "https://github.com/toolgate/toolgate/docs/decision-log.
 
 /// One decision, as every face (library, toolgate serve, toolgate check, the
 /// embedded Python Host) writes it to the decision log: one JSON object per
-/// line. See docs/plugins.md, "The decision log".
+/// line. See docs/decision-log.md, "The decision log".
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(title = "toolgate decision log line", deny_unknown_fields)]
 pub(crate) struct DecisionLine<'a> {

@@ -600,7 +600,7 @@ impl Metrics {
         ] {
             counter.inc_by(total.saturating_sub(counter.get()));
         }
-        let dropped = crate::runtime::decision_log::dropped_total();
+        let dropped = crate::runtime::log_writer::dropped_total();
         self.decision_log_dropped
             .inc_by(dropped.saturating_sub(self.decision_log_dropped.get()));
         for (plugin, failed) in registry.fetch_failures() {

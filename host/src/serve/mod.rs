@@ -8,7 +8,7 @@
 
 pub(crate) mod connections;
 pub(crate) mod decision_line;
-pub(crate) mod decision_log;
+pub(crate) mod decision_record;
 pub(crate) mod describe;
 pub(crate) mod logging;
 pub(crate) mod metrics;

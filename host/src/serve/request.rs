@@ -85,7 +85,7 @@ impl DecideRequest {
     /// The decision is a `debug` span `decide` (seam, tenant); each guard
     /// call a span inside it (see `crate::serve::logging`). A decision is
     /// written to the set's decision log, if it has one (queued: never
-    /// waited on; `docs/plugins.md`, "The decision log").
+    /// waited on; `docs/decision-log.md`, "The decision log").
     pub async fn decide(&self, set: &PluginSet) -> Result<Decision<Verdict>, NotDecided> {
         use tracing::Instrument;
         let span = tracing::debug_span!(
@@ -133,7 +133,7 @@ impl DecideRequest {
                     .shadow(&request.event, &request.state, &full.result)
                     .await;
                 if let Some(log) = &log {
-                    crate::serve::decision_log::record(
+                    crate::serve::decision_record::record(
                         log, generation, &run_chain, &request, &full,
                     );
                 }
@@ -161,10 +161,10 @@ impl DecideRequest {
 
     /// The chain this request runs: its tenant's, masking what the
     /// server log says about its guards when `[decision_log] mask` is set
-    /// (`docs/plugins.md`, "The decision log").
+    /// (`docs/decision-log.md`, "The decision log").
     fn chain<'a>(&self, set: &'a PluginSet) -> Cow<'a, Chain> {
         let chain = set.chain(self.tenant.as_deref());
-        match crate::serve::decision_log::secrets(&set.policy.decision_log.mask, self) {
+        match crate::serve::decision_record::secrets(&set.policy.decision_log.mask, self) {
             Some(secrets) => Cow::Owned(chain.masking(secrets)),
             None => chain,
         }
@@ -175,7 +175,7 @@ impl DecideRequest {
     fn record(&self, set: &PluginSet, decision: &Decision<Verdict>) {
         if let Some(log) = &set.decision_log {
             let chain = set.chain(self.tenant.as_deref());
-            crate::serve::decision_log::record(log, set.generation, &chain, self, decision);
+            crate::serve::decision_record::record(log, set.generation, &chain, self, decision);
         }
     }
 

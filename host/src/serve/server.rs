@@ -680,7 +680,7 @@ async fn decide(
 /// "t"}`, a lifecycle event queued for the guards that observe its hook;
 /// answered 202 at once (`{"observed": "queued" | "unobserved" |
 /// "dropped"}`), before any guard runs. A decision for the same run that
-/// arrives after the answer waits for it (`docs/plugins.md`, "Lifecycle
+/// arrives after the answer waits for it (`docs/lifecycle.md`, "Lifecycle
 /// events").
 async fn observe(
     State(app): State<Shared>,

@@ -140,7 +140,7 @@ async fn a_redis_slower_than_the_deadline_faults_the_call_at_its_deadline_and_se
     // Once it answers again, the count holds the calls that were applied:
     // the successful one, and the abandoned add, which may have been
     // applied late (an abandoned add is not given back: see
-    // docs/plugins.md).
+    // docs/state.md).
     let mut seen = None;
     for _ in 0..200 {
         let (content, outcome, _) = ask(&guard, &call_in("r", "3", "t")).await;

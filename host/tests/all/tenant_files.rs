@@ -566,7 +566,7 @@ async fn failed_plugin_is_not_recompiled_while_unchanged() {
 }
 
 /// Not a test: writes a compile bomb of `$BOMB_LINES` lines to `$BOMB_OUT`,
-/// to measure compiles by hand (`docs/plugins.md`, "Compile bounds").
+/// to measure compiles by hand (`docs/loading.md`, "Compile bounds").
 #[test]
 #[ignore = "a measuring aid, run by hand"]
 fn write_compile_bomb() {

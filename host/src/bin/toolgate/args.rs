@@ -8,7 +8,7 @@ use toolgate::{Engine, EngineConfig};
 
 use crate::bad;
 
-/// Caps on plugin files, compiles and the load probe (see `docs/plugins.md`).
+/// Caps on plugin files, compiles and the load probe (see `docs/loading.md`).
 #[derive(clap::Args, Clone, Debug)]
 pub(crate) struct LoadArgs {
     /// Largest manifest (toolgate.toml) read, in KiB.
@@ -121,7 +121,7 @@ impl StateArg {
 
 /// The operator's policy for tenants, for when the global manifest does not
 /// set it (its `[ceilings]`, `[shares]` and `[quarantine]` override these
-/// key by key; see docs/plugins.md).
+/// key by key; see docs/tenants.md).
 #[derive(clap::Args, Clone, Debug, Default)]
 pub(crate) struct PolicyArgs {
     /// Guard instances alive at once across all plugins (the engine's pool;
@@ -139,24 +139,10 @@ pub(crate) struct PolicyArgs {
     /// SCHED_IDLE: only on a core nothing else wants) or a nice value 0..=19.
     #[arg(long, default_value_t = toolgate::LanePriority::Idle)]
     long_lane_priority: toolgate::LanePriority,
-    /// Ceiling on a tenant plugin's fuel per call.
-    #[arg(long)]
-    tenant_max_fuel: Option<u64>,
-    /// Ceiling on a tenant plugin's memory, MiB.
-    #[arg(long)]
-    tenant_max_memory_mib: Option<u64>,
-    /// Ceiling on a tenant plugin's timeout, ms.
-    #[arg(long)]
-    tenant_max_timeout_ms: Option<u64>,
-    /// Ceiling on a tenant plugin's largest returned string, KiB.
-    #[arg(long)]
-    tenant_max_return_kib: Option<u64>,
-    /// Ceiling on a tenant plugin's host calls per call.
-    #[arg(long)]
-    tenant_max_host_calls: Option<u32>,
-    /// Ceiling on a tenant plugin's log text per call, KiB.
-    #[arg(long)]
-    tenant_max_log_kib: Option<u64>,
+    // The `[ceilings]` flags, one per limit key of `toolgate::limit_keys!`
+    // that has one.
+    #[command(flatten)]
+    ceilings: CeilingArgs,
     // The `[shares]` flags, one per key of `toolgate::share_keys!`.
     #[command(flatten)]
     shares: ShareArgs,
@@ -218,6 +204,34 @@ impl DecisionLogArgs {
     }
 }
 
+/// Generates [`CeilingArgs`] from `toolgate::limit_keys!`: a flag for
+/// every limit key declared with one, with its help.
+macro_rules! ceiling_args {
+    (keys { $( {
+        $(#[$attr:meta])* $field:ident: $ty:ty = $default:expr;
+        $key:ident: $raw:ty, $into:path, $written:path, $lo:expr, $hi:expr, $range_unit:literal;
+        flag { $( $flag:ident $(#[$help:meta])* )? }
+    } )* }) => {
+        /// The `[ceilings]` flags: each sets the operator's ceiling for its
+        /// limit key (the global manifest's `[ceilings]` overrides them).
+        #[derive(clap::Args, Clone, Debug, Default)]
+        pub(crate) struct CeilingArgs {
+            $( $( $(#[$help])* #[arg(long)] $flag: Option<$raw>, )? )*
+        }
+
+        impl CeilingArgs {
+            /// Sets every ceiling given a flag.
+            fn apply(&self, c: &mut toolgate::Limits) {
+                $( $( if let Some(v) = self.$flag {
+                    c.$field = $into(v);
+                } )? )*
+            }
+        }
+    };
+}
+
+toolgate::limit_keys!(ceiling_args);
+
 /// Generates [`ShareArgs`] from `toolgate::share_keys!`: a flag for every
 /// `[shares]` key, with its help.
 macro_rules! share_args {
@@ -249,27 +263,7 @@ impl PolicyArgs {
     fn resolve(&self) -> Result<(EngineConfig, toolgate::Policy)> {
         use std::time::Duration;
         let mut policy = toolgate::Policy::default();
-        let c = &mut policy.ceilings;
-        let bytes =
-            |v: u64, unit: u64| usize::try_from(v.saturating_mul(unit)).unwrap_or(usize::MAX);
-        if let Some(v) = self.tenant_max_fuel {
-            c.fuel = v;
-        }
-        if let Some(v) = self.tenant_max_memory_mib {
-            c.memory_bytes = bytes(v, 1 << 20);
-        }
-        if let Some(v) = self.tenant_max_timeout_ms {
-            c.timeout = Duration::from_millis(v);
-        }
-        if let Some(v) = self.tenant_max_return_kib {
-            c.max_return_bytes = bytes(v, 1 << 10);
-        }
-        if let Some(v) = self.tenant_max_host_calls {
-            c.host_calls = v;
-        }
-        if let Some(v) = self.tenant_max_log_kib {
-            c.log_bytes = bytes(v, 1 << 10);
-        }
+        self.ceilings.apply(&mut policy.ceilings);
         self.shares.apply(&mut policy.shares);
         let q = &mut policy.quarantine;
         q.faults = self.quarantine_faults.unwrap_or(q.faults);
@@ -298,7 +292,7 @@ impl PolicyArgs {
     }
 }
 
-/// Where compiled components are cached (see `docs/plugins.md`).
+/// Where compiled components are cached (see `docs/loading.md`).
 #[derive(clap::Args, Clone, Debug)]
 pub(crate) struct CacheArgs {
     /// Compiled-component cache directory. Default: $TOOLGATE_CACHE_DIR, else

@@ -72,7 +72,7 @@ enum Command {
     },
     /// Compile a component read from standard input and write its native code to
     /// standard output, under memory and CPU limits (run by toolgate itself: the
-    /// bounded compile of `docs/plugins.md`).
+    /// bounded compile of `docs/loading.md`).
     #[command(hide = true)]
     Compile(toolgate::compile::ChildArgs),
     /// Pre-initialise a guard: call each of its seams once and save the warmed-up

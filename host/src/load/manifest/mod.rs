@@ -51,8 +51,10 @@ use crate::runtime::limits::Limits;
 use crate::runtime::prepared::Depth;
 use crate::tenant::TenantName;
 
-pub(crate) mod decision_log;
+#[cfg(test)]
+mod key_index;
 mod locate;
+pub(crate) mod log_table;
 mod source;
 mod tables;
 
@@ -69,9 +71,6 @@ pub const FILE_NAME: &str = "toolgate.toml";
 
 /// Default cap on a manifest's size (1 MiB); larger is refused unread.
 pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
-
-/// Largest `timeout_ms` a manifest may set (10 minutes).
-pub const MAX_TIMEOUT_MS: u64 = 600_000;
 
 /// Where a manifest lives, which decides what it may say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,7 +122,7 @@ struct RawManifest {
     #[serde(default)]
     quarantine: Option<Spanned<RawQuarantine>>,
     #[serde(default)]
-    decision_log: Option<Spanned<decision_log::RawDecisionLog>>,
+    decision_log: Option<Spanned<log_table::RawDecisionLog>>,
 }
 
 with_limit_keys! {
@@ -458,7 +457,7 @@ fn apply_tables(
     }
     if let Some(d) = &raw.decision_log {
         let dir = here.path.parent().unwrap_or(Path::new("."));
-        decision_log::apply(&mut policy.decision_log, d.get_ref(), dir, d.span())
+        log_table::apply(&mut policy.decision_log, d.get_ref(), dir, d.span())
             .map_err(|e| here.err(e))?;
     }
     // A cross-key error names the last table given.

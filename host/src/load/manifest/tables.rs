@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::MAX_TIMEOUT_MS;
 use crate::load::policy::Policy;
 use crate::runtime::limits::Limits;
+use crate::runtime::limits::unit::Bound;
 use crate::runtime::shares::{Rate, Shares};
 use crate::tenant::TenantName;
 
@@ -141,31 +141,23 @@ pub(super) fn range<T: Copy + PartialOrd + fmt::Display>(
 pub(super) type LimitError = (Range<usize>, String, String);
 
 /// Puts the limit keys every `[[plugin]]`, `[defaults]` and `[ceilings]`
-/// may set — each declared here once, with the type it is written as — in
-/// a table's struct, between the table's own fields `{ before }` and
-/// `{ after }`, and a way from the table to those keys as a [`RawLimits`].
-/// They are spelled into each table rather than flattened:
-/// serde's `flatten` loses both `deny_unknown_fields` and toml's spans.
+/// may set — each declared once, in `limit_keys!` (`runtime/limits.rs`),
+/// with the type it is written as — in a table's struct, between the
+/// table's own fields `{ before }` and `{ after }`, and a way from the
+/// table to those keys as a [`RawLimits`]. They are spelled into each table
+/// rather than flattened: serde's `flatten` loses both
+/// `deny_unknown_fields` and toml's spans.
 macro_rules! with_limit_keys {
-    (@keys [$($key:ident: $ty:ty),*] $(#[$m:meta])* struct $name:ident
-        { $($before:tt)* } { $($after:tt)* }) => {
+    ($(#[$m:meta])* struct $name:ident { $($before:tt)* } { $($after:tt)* } keys { $( {
+        $(#[$attr:meta])* $field:ident: $ty:ty = $default:expr;
+        $key:ident: $raw:ty, $into:path, $written:path, $lo:expr, $hi:expr, $range_unit:literal;
+        flag $_flag:tt
+    } )* }) => {
         $(#[$m])*
         pub(super) struct $name {
             $($before)*
-            $( pub(super) $key: Option<Spanned<$ty>>, )*
+            $( pub(super) $key: Option<Spanned<$raw>>, )*
             $($after)*
-        }
-
-        impl $name {
-            /// Where `key` (one of the limit keys) is written in the
-            /// manifest; `None` for a key it does not set or does not know.
-            #[allow(dead_code, reason = "read on RawLimits; the other tables become one first")]
-            pub(super) fn span_of(&self, key: &str) -> Option<Range<usize>> {
-                match key {
-                    $( stringify!($key) => self.$key.as_ref().map(Spanned::span), )*
-                    _ => None,
-                }
-            }
         }
 
         /// Its limit keys, as a table of their own.
@@ -176,37 +168,57 @@ macro_rules! with_limit_keys {
         }
     };
     ($(#[$m:meta])* struct $name:ident $before:tt $after:tt) => {
-        with_limit_keys! {
-            @keys [
-                fuel: u64,
-                memory_mib: u64,
-                timeout_ms: u64,
-                max_return_kib: u64,
-                host_calls: u32,
-                log_kib: u64,
-                state_ops: u32,
-                state_keys: u32,
-                state_kib: u64,
-                state_run_ttl_s: u64,
-                state_max_ttl_s: u64,
-                http_requests: u32,
-                http_request_kib: u64,
-                http_response_kib: u64
-            ]
-            $(#[$m])* struct $name $before $after
-        }
+        crate::limit_keys! { with_limit_keys { $(#[$m])* struct $name $before $after } }
     };
 }
 
 pub(super) use with_limit_keys;
 
-with_limit_keys! {
-    /// The limit keys of a `[[plugin]]` or `[defaults]`; as itself, `[ceilings]`:
-    /// the most any tenant plugin may have, per limit key.
-    #[derive(Deserialize, Default)]
-    #[serde(deny_unknown_fields)]
-    struct RawLimits {} {}
+/// `RawLimits`: the limit keys alone, each overriding its limit after its
+/// range is checked; where each is written.
+macro_rules! raw_limits {
+    (keys { $( {
+        $(#[$attr:meta])* $field:ident: $ty:ty = $default:expr;
+        $key:ident: $raw:ty, $into:path, $written:path, $lo:expr, $hi:expr, $range_unit:literal;
+        flag $_flag:tt
+    } )* }) => {
+        /// The limit keys of a `[[plugin]]` or `[defaults]`; as itself,
+        /// `[ceilings]`: the most any tenant plugin may have, per limit key.
+        #[derive(Deserialize, Default)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct RawLimits {
+            $( pub(super) $key: Option<Spanned<$raw>>, )*
+        }
+
+        impl RawLimits {
+            /// Where `key` (one of the limit keys) is written in the
+            /// manifest; `None` for a key it does not set.
+            fn span_of(&self, key: &str) -> Option<Range<usize>> {
+                match key {
+                    $( stringify!($key) => self.$key.as_ref().map(Spanned::span), )*
+                    _ => None,
+                }
+            }
+
+            /// Overrides `limits` with every key set here, checking ranges.
+            fn apply_ranges(
+                &self,
+                limits: &mut Limits,
+                prefix: &str,
+                max_memory_bytes: usize,
+            ) -> Result<(), LimitError> {
+                $( if let Some(v) = &self.$key {
+                    let key = format!(concat!("{}.", stringify!($key)), prefix);
+                    let hi: $raw = Bound::bound($hi, max_memory_bytes);
+                    limits.$field = $into(range(v, key, $lo, hi, $range_unit)?);
+                } )*
+                Ok(())
+            }
+        }
+    };
 }
+
+crate::limit_keys!(raw_limits);
 
 impl RawLimits {
     /// Overrides `limits` with every key set here, checking ranges and,
@@ -239,80 +251,37 @@ impl RawLimits {
             }
         }
     }
-
-    /// Overrides `limits` with every key set here, checking ranges.
-    fn apply_ranges(
-        &self,
-        limits: &mut Limits,
-        prefix: &str,
-        max_memory_bytes: usize,
-    ) -> Result<(), LimitError> {
-        let key = |k: &str| format!("{prefix}.{k}");
-        const KIB: u64 = 1 << 10;
-        const MIB: u64 = 1 << 20;
-        if let Some(v) = &self.fuel {
-            limits.fuel = range(v, key("fuel"), 1, u64::MAX, "")?;
-        }
-        if let Some(v) = &self.memory_mib {
-            let max = (max_memory_bytes as u64 / MIB).max(1);
-            let mib = range(v, key("memory_mib"), 1, max, " MiB (the engine's maximum)")?;
-            limits.memory_bytes = usize::try_from(mib * MIB).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = &self.timeout_ms {
-            let ms = range(v, key("timeout_ms"), 1, MAX_TIMEOUT_MS, " ms")?;
-            limits.timeout = Duration::from_millis(ms);
-        }
-        if let Some(v) = &self.max_return_kib {
-            let kib = range(v, key("max_return_kib"), 1, 1 << 20, " KiB")?;
-            limits.max_return_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = &self.host_calls {
-            limits.host_calls = *v.get_ref();
-        }
-        if let Some(v) = &self.log_kib {
-            let kib = range(v, key("log_kib"), 0, 1 << 20, " KiB")?;
-            limits.log_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = &self.state_ops {
-            limits.state_ops = *v.get_ref();
-        }
-        if let Some(v) = &self.state_keys {
-            limits.state_keys = *v.get_ref();
-        }
-        if let Some(v) = &self.state_kib {
-            let kib = range(v, key("state_kib"), 0, 1 << 20, " KiB")?;
-            limits.state_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
-        }
-        const DAY: u64 = 86_400;
-        if let Some(v) = &self.state_run_ttl_s {
-            let s = range(v, key("state_run_ttl_s"), 1, 365 * DAY, " s")?;
-            limits.state_run_ttl = Duration::from_secs(s);
-        }
-        if let Some(v) = &self.state_max_ttl_s {
-            let s = range(v, key("state_max_ttl_s"), 1, 3_650 * DAY, " s")?;
-            limits.state_max_ttl = Duration::from_secs(s);
-        }
-        if let Some(v) = &self.http_requests {
-            limits.http_requests = range(v, key("http_requests"), 0, 1_000, "")?;
-        }
-        if let Some(v) = &self.http_request_kib {
-            let kib = range(v, key("http_request_kib"), 0, 64 << 10, " KiB")?;
-            limits.http_request_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
-        }
-        if let Some(v) = &self.http_response_kib {
-            let kib = range(v, key("http_response_kib"), 0, 64 << 10, " KiB")?;
-            limits.http_response_bytes = usize::try_from(kib * KIB).unwrap_or(usize::MAX);
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
     use std::time::Duration;
 
     use super::RawLimits;
+    use crate::load::manifest::{Manifest, Scope};
     use crate::runtime::limits::Limits;
+    use crate::runtime::limits::unit::Bound;
+
+    /// The engine's largest memory the tests read manifests with.
+    const ENGINE: usize = 1 << 30;
+
+    /// Every limit key as (key, lowest, highest, largest of the type it is
+    /// written as), from `limit_keys!`.
+    macro_rules! key_bounds {
+        (keys { $( {
+            $(#[$attr:meta])* $field:ident: $ty:ty = $default:expr;
+            $key:ident: $raw:ty, $into:path, $written:path, $lo:expr, $hi:expr, $range_unit:literal;
+            flag $_flag:tt
+        } )* }) => {
+            [$( (
+                stringify!($key),
+                u64::from($lo as $raw),
+                u64::from(Bound::<$raw>::bound($hi, ENGINE)),
+                u64::from(<$raw>::MAX),
+            ) ),*]
+        };
+    }
 
     /// A tenant's key above the operator's ceiling is named, and pointed
     /// at, as itself: every limit key, each alone.
@@ -334,30 +303,53 @@ mod tests {
             http_request_bytes: 1 << 10,
             http_response_bytes: 1 << 10,
         };
-        let keys = [
-            "fuel",
-            "memory_mib",
-            "timeout_ms",
-            "max_return_kib",
-            "host_calls",
-            "log_kib",
-            "state_ops",
-            "state_keys",
-            "state_kib",
-            "state_run_ttl_s",
-            "state_max_ttl_s",
-            "http_requests",
-            "http_request_kib",
-            "http_response_kib",
-        ];
-        for key in keys {
+        for (key, _) in Limits::default().written() {
             let text = format!("# a comment\n{key} = 2\n");
             let raw: RawLimits = toml::from_str(&text).expect("a limits table");
             let (span, named, _) = raw
-                .apply(ceiling.clone(), "plugin", 1 << 30, Some(&ceiling))
+                .apply(ceiling.clone(), "plugin", ENGINE, Some(&ceiling))
                 .expect_err("above the ceiling");
             assert_eq!(named, format!("plugin.{key}"));
             assert_eq!(&text[span], "2", "{key}'s own value");
+        }
+    }
+
+    /// A bad value for any limit key — of the wrong type, negative, below
+    /// its range or above it — in `[defaults]` or `[ceilings]` is refused
+    /// naming that key and its line, and a value at either end of its
+    /// range is taken in `[defaults]`.
+    #[test]
+    fn a_bad_value_for_every_limit_key_names_that_key_and_its_line() {
+        let path = Path::new("plugins/toolgate.toml");
+        let bounds = crate::limit_keys!(key_bounds);
+        assert_eq!(bounds.len(), Limits::default().written().count());
+        for (key, lo, hi, max) in bounds {
+            let mut bad = vec!["\"x\"".to_string(), "-1".into(), "1.5".into()];
+            if lo > 0 {
+                bad.push((lo - 1).to_string());
+            }
+            if hi < max {
+                bad.push((hi + 1).to_string());
+            }
+            for table in ["defaults", "ceilings"] {
+                for value in &bad {
+                    let text = format!("[{table}]\n# a comment\n{key} = {value}\n");
+                    let e = Manifest::parse(path, &text, Scope::Global, ENGINE)
+                        .expect_err(&format!("{table}.{key} = {value} is refused"));
+                    assert_eq!(
+                        (e.key.as_deref(), e.line),
+                        (Some(format!("{table}.{key}").as_str()), 3),
+                        "{table}.{key} = {value}: {}",
+                        e.message
+                    );
+                }
+            }
+            // (`[ceilings]` is also checked against `[shares]`, across keys.)
+            for value in [lo, hi] {
+                let text = format!("[defaults]\n{key} = {value}\n");
+                Manifest::parse(path, &text, Scope::Global, ENGINE)
+                    .unwrap_or_else(|e| panic!("defaults.{key} = {value}: {e}"));
+            }
         }
     }
 }

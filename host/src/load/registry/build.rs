@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::call::chain::Chain;
 use crate::call::plugin::Plugin;
 use crate::call::snapshot::SnapshotStatus;
-use crate::runtime::decision_log::DecisionLog;
+use crate::runtime::log_writer::DecisionLog;
 
 use super::*;
 

@@ -6,7 +6,7 @@
 //! beside the compiled cache (`<cache dir>/blobs/sha256/<hex>`, or in memory
 //! for the process's life when the cache is off), and loaded from then on
 //! exactly as a local file is. A restart with the digest unchanged and the
-//! blob kept makes no request. See `docs/plugins.md`, "Remote plugin
+//! blob kept makes no request. See `docs/remote.md`, "Remote plugin
 //! sources", and `docs/design.md`, "Why digests".
 //!
 //! - [`Remote`]: a source as a manifest names it, checked ([`Remote::url`],

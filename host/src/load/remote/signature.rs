@@ -14,7 +14,7 @@
 //!
 //! Which keys are trusted, and whether a signature is required, is the
 //! operator's (`[ceilings] trusted_keys`, `require_signatures`): see
-//! `docs/plugins.md`, "Signatures".
+//! `docs/remote.md`, "Signatures".
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;

@@ -1,5 +1,5 @@
 //! Outbound HTTP for guards: the `http` import, off unless the operator
-//! grants it (see docs/plugins.md, "Outbound HTTP").
+//! grants it (see docs/http.md, "Outbound HTTP").
 //!
 //! The host makes every request with its own client; the guest holds no
 //! socket. A plugin with a grant has an [`Outbound`], made when it loads: a
@@ -31,8 +31,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, Url};
 
 use crate::fault::{Fault, ImportRefused};
-use crate::runtime::decision_log::redact::Secrets;
 use crate::runtime::limits::Limits;
+use crate::runtime::log_writer::redact::Secrets;
 use grant::{HostPattern, HttpGrant};
 
 /// The most redirects one request follows.

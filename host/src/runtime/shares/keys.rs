@@ -182,7 +182,7 @@ macro_rules! share_keys {
                 /// before faulting with `share-exhausted` (being refused as busy).
                 /// Default: 1 s (a burst above the share queues; a flood waits, which
                 /// also slows the flooder down).
-                #[serde(with = "crate::runtime::limits::millis")]
+                #[serde(with = "crate::runtime::limits::unit::millis")]
                 wait: std::time::Duration = std::time::Duration::from_secs(1);
                 key wait_ms: u64 => std::time::Duration::from_millis, 0, 60_000, " ms";
                 flag share_wait_ms
@@ -225,14 +225,14 @@ mod tests {
 
     #[test]
     fn docs_list_every_share_key_with_its_flag() {
-        let docs = include_str!("../../../../docs/plugins.md");
+        let docs = include_str!("../../../../docs/tenants.md");
         for (key, flag) in crate::share_keys!(keys_and_flags) {
             let row = format!("| `{key}` |");
             let flag = format!("`--{}`", flag.replace('_', "-"));
             assert!(
                 docs.lines()
                     .any(|l| l.starts_with(&row) && l.contains(&flag)),
-                "docs/plugins.md's [shares] table has no row {row} naming {flag}"
+                "docs/tenants.md's [shares] table has no row {row} naming {flag}"
             );
         }
     }

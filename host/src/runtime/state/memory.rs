@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::state::{
-    Adds, ScopeId, StateEntry, StateFilter, StateLimits, StateUsage, Write, Writes, over_budget,
-    refused, sum,
+    Adds, Pending, ScopeId, StateEntry, StateFilter, StateLimits, StateUsage, Store, Write, Writes,
+    over_budget, refused, sum,
 };
+use std::future::ready;
 
 /// What one key costs the store beyond its key and value bytes (the map's
 /// entry, its strings' headers): counted against `capacity`, not against a
@@ -546,5 +547,64 @@ impl Inner {
                 }
             }
         }
+    }
+}
+
+/// The memory store answers at once: each answer is ready when asked.
+impl Store for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    fn shown(&self) -> String {
+        "memory".into()
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<Option<String>, ImportRefused>> {
+        Box::pin(ready(Ok(MemoryStore::get(self, id, key, limits))))
+    }
+
+    fn add<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
+        delta: i64,
+        ttl: Option<Duration>,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(i64, bool), ImportRefused>> {
+        Box::pin(ready(MemoryStore::add(self, id, key, delta, ttl, limits)))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        writes: &'a Writes,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(), ImportRefused>> {
+        Box::pin(ready(MemoryStore::commit(self, writes, limits)))
+    }
+
+    fn undo<'a>(&'a self, adds: &'a Adds) -> Pending<'a, Result<(), ImportRefused>> {
+        MemoryStore::undo(self, adds);
+        Box::pin(ready(Ok(())))
+    }
+
+    fn entries<'a>(
+        &'a self,
+        filter: &'a StateFilter,
+    ) -> Pending<'a, Result<Vec<StateEntry>, crate::Error>> {
+        Box::pin(ready(Ok(MemoryStore::entries(self, filter))))
+    }
+
+    fn clear<'a>(&'a self, filter: &'a StateFilter) -> Pending<'a, Result<u64, crate::Error>> {
+        Box::pin(ready(Ok(MemoryStore::clear(self, filter))))
+    }
+
+    fn usage(&self) -> Vec<(Arc<str>, StateUsage)> {
+        MemoryStore::usage(self)
     }
 }

@@ -18,6 +18,8 @@ pub(crate) mod call;
 pub(crate) mod memory;
 pub(crate) mod redis;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -229,14 +231,70 @@ fn canonical(text: &str) -> Option<i64> {
     text.parse::<i64>().ok().filter(|n| n.to_string() == text)
 }
 
-/// Where guards' state lives.
-pub enum StateStore {
-    /// In this process: the default. Lost on restart; not shared by
-    /// replicas.
-    Memory(memory::MemoryStore),
-    /// In Redis: shared by every replica that names the same server.
-    Redis(Box<self::redis::RedisStore>),
+/// A store's answer, to be awaited.
+pub(crate) type Pending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A place guards' state is kept. Each store is a file of its own
+/// ([`memory`], [`redis`]); [`StateBackend`](crate::StateBackend)
+/// (`runtime/engine.rs`) is the one place they are registered — parsed
+/// from `--state` and opened. Every store gives the same answers in the
+/// same words: its budgets through [`over_budget`], `add`'s arithmetic
+/// through [`sum`].
+pub(crate) trait Store: Send + Sync {
+    /// `"memory"`, `"redis"`: which store this is.
+    fn kind(&self) -> &'static str;
+
+    /// Where the state is, for people (no password).
+    fn shown(&self) -> String;
+
+    /// The value of `key` in scope `id`, if it is live.
+    fn get<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<Option<String>, ImportRefused>>;
+
+    /// Adds `delta` to the integer at `key` at once; the sum, and whether
+    /// the key was created.
+    fn add<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
+        delta: i64,
+        ttl: Option<Duration>,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(i64, bool), ImportRefused>>;
+
+    /// Applies a call's writes, all or none, within its budgets.
+    fn commit<'a>(
+        &'a self,
+        writes: &'a Writes,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(), ImportRefused>>;
+
+    /// Gives back a faulted call's adds (see [`StateStore::undo`]).
+    fn undo<'a>(&'a self, adds: &'a Adds) -> Pending<'a, Result<(), ImportRefused>>;
+
+    /// Every live key `filter` selects, sorted by owner and key.
+    fn entries<'a>(
+        &'a self,
+        filter: &'a StateFilter,
+    ) -> Pending<'a, Result<Vec<StateEntry>, crate::Error>>;
+
+    /// Removes every key `filter` selects; returns how many.
+    fn clear<'a>(&'a self, filter: &'a StateFilter) -> Pending<'a, Result<u64, crate::Error>>;
+
+    /// Keys and bytes held per tenant, for the gauges; none when the
+    /// store's own server reports them.
+    fn usage(&self) -> Vec<(Arc<str>, StateUsage)> {
+        Vec::new()
+    }
 }
+
+/// Where guards' state lives: in this process (the default) or in Redis,
+/// each a store of its own behind one trait (`runtime/state`).
+pub struct StateStore(Box<dyn Store>);
 
 impl std::fmt::Debug for StateStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -245,68 +303,55 @@ impl std::fmt::Debug for StateStore {
 }
 
 impl StateStore {
-    /// An in-memory store holding at most `capacity` bytes in all.
+    /// An in-memory store holding at most `capacity` bytes in all: the
+    /// default. Lost on restart; not shared by replicas.
     pub fn memory(capacity: usize) -> StateStore {
-        StateStore::Memory(memory::MemoryStore::new(capacity))
+        StateStore(Box::new(memory::MemoryStore::new(capacity)))
     }
 
-    /// A Redis store at `url`; the connection is made on first use.
+    /// A Redis store at `url`, shared by every replica that names the
+    /// same server; the connection is made on first use.
     pub fn redis(url: &str) -> Result<StateStore, crate::Error> {
-        self::redis::RedisStore::open(url).map(|r| StateStore::Redis(Box::new(r)))
+        Ok(StateStore(Box::new(self::redis::RedisStore::open(url)?)))
     }
 
     /// Where the state is, for people: `memory`, or the Redis URL without
     /// its password.
     pub fn shown(&self) -> String {
-        match self {
-            StateStore::Memory(_) => "memory".into(),
-            StateStore::Redis(r) => format!("redis at {}", r.shown()),
-        }
+        self.0.shown()
     }
 
     /// `"memory"` or `"redis"`.
     pub fn describe(&self) -> &'static str {
-        match self {
-            StateStore::Memory(_) => "memory",
-            StateStore::Redis(_) => "redis",
-        }
+        self.0.kind()
     }
 
-    pub(crate) async fn get(
-        &self,
-        id: &ScopeId,
-        key: &str,
-        limits: &StateLimits,
-    ) -> Result<Option<String>, ImportRefused> {
-        match self {
-            StateStore::Memory(m) => Ok(m.get(id, key, limits)),
-            StateStore::Redis(r) => r.get(id, key, limits).await,
-        }
+    pub(crate) fn get<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<Option<String>, ImportRefused>> {
+        self.0.get(id, key, limits)
     }
 
-    pub(crate) async fn add(
-        &self,
-        id: &ScopeId,
-        key: &str,
+    pub(crate) fn add<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
         delta: i64,
         ttl: Option<Duration>,
-        limits: &StateLimits,
-    ) -> Result<(i64, bool), ImportRefused> {
-        match self {
-            StateStore::Memory(m) => m.add(id, key, delta, ttl, limits),
-            StateStore::Redis(r) => r.add(id, key, delta, ttl, limits).await,
-        }
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(i64, bool), ImportRefused>> {
+        self.0.add(id, key, delta, ttl, limits)
     }
 
-    pub(crate) async fn commit(
-        &self,
-        writes: &Writes,
-        limits: &StateLimits,
-    ) -> Result<(), ImportRefused> {
-        match self {
-            StateStore::Memory(m) => m.commit(writes, limits),
-            StateStore::Redis(r) => r.commit(writes, limits).await,
-        }
+    pub(crate) fn commit<'a>(
+        &'a self,
+        writes: &'a Writes,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(), ImportRefused>> {
+        self.0.commit(writes, limits)
     }
 
     /// Gives back what a faulted call added (a key gone since is left
@@ -315,43 +360,29 @@ impl StateStore {
     /// counting. Called only when every write of the call is known to
     /// have been applied or not.
     pub(crate) async fn undo(&self, adds: &Adds) {
-        match self {
-            StateStore::Memory(m) => m.undo(adds),
-            StateStore::Redis(r) => {
-                if let Err(e) = r.undo(adds).await {
-                    tracing::warn!(
-                        adds = adds.len(),
-                        "a faulted call's adds were kept: {}",
-                        e.message
-                    );
-                }
-            }
+        if let Err(e) = self.0.undo(adds).await {
+            tracing::warn!(
+                adds = adds.len(),
+                "a faulted call's adds were kept: {}",
+                e.message
+            );
         }
     }
 
     /// Every live key `filter` selects, sorted by owner and key.
     pub async fn entries(&self, filter: &StateFilter) -> Result<Vec<StateEntry>, crate::Error> {
-        match self {
-            StateStore::Memory(m) => Ok(m.entries(filter)),
-            StateStore::Redis(r) => r.entries(filter).await,
-        }
+        self.0.entries(filter).await
     }
 
     /// Removes every key `filter` selects; returns how many.
     pub async fn clear(&self, filter: &StateFilter) -> Result<u64, crate::Error> {
-        match self {
-            StateStore::Memory(m) => Ok(m.clear(filter)),
-            StateStore::Redis(r) => r.clear(filter).await,
-        }
+        self.0.clear(filter).await
     }
 
     /// Keys and bytes held per tenant (`""`: the operator's plugins), for
     /// the gauges. The Redis store reports none (its server's own
     /// `INFO` does).
     pub fn usage(&self) -> Vec<(Arc<str>, StateUsage)> {
-        match self {
-            StateStore::Memory(m) => m.usage(),
-            StateStore::Redis(_) => Vec::new(),
-        }
+        self.0.usage()
     }
 }

@@ -61,7 +61,8 @@ use tokio::sync::OnceCell;
 
 use crate::fault::{Fault, ImportRefused};
 use crate::runtime::state::{
-    Adds, ScopeId, StateEntry, StateFilter, StateLimits, Write, Writes, over_budget, refused,
+    Adds, Pending, ScopeId, StateEntry, StateFilter, StateLimits, Store, Write, Writes,
+    over_budget, refused,
 };
 
 /// Every script's shared helpers.
@@ -493,11 +494,6 @@ impl RedisStore {
             scripts: Scripts::new(),
             breaker: Breaker::default(),
         })
-    }
-
-    /// Where the store is (without credentials).
-    pub fn shown(&self) -> &str {
-        &self.shown
     }
 
     async fn connection(&self) -> Result<ConnectionManager, ImportRefused> {
@@ -947,6 +943,59 @@ impl Drop for Attempt<'_> {
         } else if self.probe {
             self.breaker.lock().probing = false;
         }
+    }
+}
+
+impl Store for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    fn shown(&self) -> String {
+        format!("redis at {}", self.shown)
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<Option<String>, ImportRefused>> {
+        Box::pin(RedisStore::get(self, id, key, limits))
+    }
+
+    fn add<'a>(
+        &'a self,
+        id: &'a ScopeId,
+        key: &'a str,
+        delta: i64,
+        ttl: Option<Duration>,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(i64, bool), ImportRefused>> {
+        Box::pin(RedisStore::add(self, id, key, delta, ttl, limits))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        writes: &'a Writes,
+        limits: &'a StateLimits,
+    ) -> Pending<'a, Result<(), ImportRefused>> {
+        Box::pin(RedisStore::commit(self, writes, limits))
+    }
+
+    fn undo<'a>(&'a self, adds: &'a Adds) -> Pending<'a, Result<(), ImportRefused>> {
+        Box::pin(RedisStore::undo(self, adds))
+    }
+
+    fn entries<'a>(
+        &'a self,
+        filter: &'a StateFilter,
+    ) -> Pending<'a, Result<Vec<StateEntry>, crate::Error>> {
+        Box::pin(RedisStore::entries(self, filter))
+    }
+
+    fn clear<'a>(&'a self, filter: &'a StateFilter) -> Pending<'a, Result<u64, crate::Error>> {
+        Box::pin(RedisStore::clear(self, filter))
     }
 }
 

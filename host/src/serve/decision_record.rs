@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::call::chain::{Chain, Decision, GuardTrace, Verdict};
 use crate::event::Event;
-use crate::runtime::decision_log::{DecisionLog, now_rfc3339, redact};
+use crate::runtime::log_writer::{DecisionLog, now_rfc3339, redact};
 use crate::serve::decision_line::{DecisionLine, GuardLine};
 use crate::serve::request::DecideRequest;
 

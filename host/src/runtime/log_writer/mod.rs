@@ -9,16 +9,16 @@
 //! the log says so at most every 10 s. A batch the HTTP sink could not
 //! deliver after its retries is dropped and counted the same way.
 //!
-//! What a line holds is the faces' business (`serve/decision_log.rs`);
+//! What a line holds is the faces' business (`serve/decision_record.rs`);
 //! this part only queues, masks ([`redact`]) and writes.
 
 pub(crate) mod config;
 mod file;
 mod http;
 pub(crate) mod redact;
+mod stdout;
 
 use std::fmt;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -214,16 +214,14 @@ impl Writer {
             }
         };
         runtime.block_on(async move {
+            // The one place sinks are registered: each is a file of its own.
             match self.config.sink.clone() {
                 Sink::Off => {}
-                Sink::Stdout => self.lines(Lines::Stdout).await,
+                Sink::Stdout => self.lines(stdout::Stdout).await,
                 Sink::File(path) => {
-                    let file = file::Rotating::new(
-                        path,
-                        self.config.max_file_kib.saturating_mul(1024),
-                        self.config.keep_files,
-                    );
-                    self.lines(Lines::File(file)).await;
+                    let max_bytes = self.config.max_file_kib.saturating_mul(1024);
+                    let keep = self.config.keep_files;
+                    self.lines(file::Rotating::new(path, max_bytes, keep)).await;
                 }
                 Sink::Http(url) => http::run(url, self).await,
             }
@@ -232,55 +230,47 @@ impl Writer {
 
     /// The stdout and file sinks: what is queued written out and flushed,
     /// then a rest of [`WRITE_EVERY`].
-    async fn lines(mut self, mut out: Lines) {
+    async fn lines(mut self, mut out: impl LineSink) {
         while let Some(msg) = self.rx.recv().await {
             let mut next = Some(msg);
             while let Some(msg) = next.take() {
                 match msg {
                     Msg::Line(line) => {
-                        if let Err(e) = out.write(&line) {
+                        let mut text = line.to_string();
+                        text.push('\n');
+                        if let Err(e) = out.write(text.as_bytes()) {
                             self.drops.add(1, &format!("cannot write: {e}"));
                         }
                     }
                     Msg::Flush(done) => {
-                        out.flush();
+                        flush(&mut out);
                         let _ = done.send(());
                     }
                 }
                 next = self.rx.try_recv().ok();
             }
-            out.flush();
+            flush(&mut out);
             tokio::time::sleep(WRITE_EVERY).await;
         }
-        out.flush();
+        flush(&mut out);
     }
 }
 
-/// A sink written line by line.
-enum Lines {
-    Stdout,
-    File(file::Rotating),
+/// Flushes `out`; a failure is logged.
+fn flush(out: &mut impl LineSink) {
+    if let Err(e) = out.flush() {
+        tracing::warn!("decision log: cannot flush: {e}");
+    }
 }
 
-impl Lines {
-    fn write(&mut self, line: &Value) -> std::io::Result<()> {
-        let mut text = line.to_string();
-        text.push('\n');
-        match self {
-            Lines::Stdout => std::io::stdout().lock().write_all(text.as_bytes()),
-            Lines::File(f) => f.write(text.as_bytes()),
-        }
-    }
+/// A sink written line by line (the stdout and file sinks), its lines
+/// written out by [`Writer::lines`].
+trait LineSink {
+    /// Writes one line (its newline included).
+    fn write(&mut self, line: &[u8]) -> std::io::Result<()>;
 
-    fn flush(&mut self) {
-        let flushed = match self {
-            Lines::Stdout => std::io::stdout().lock().flush(),
-            Lines::File(f) => f.flush(),
-        };
-        if let Err(e) = flushed {
-            tracing::warn!("decision log: cannot flush: {e}");
-        }
-    }
+    /// Writes out what is buffered.
+    fn flush(&mut self) -> std::io::Result<()>;
 }
 
 /// Now as RFC 3339 UTC with microseconds (`2026-12-04T15:20:01.123456Z`).

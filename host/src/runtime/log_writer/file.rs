@@ -1,4 +1,4 @@
-//! The file sink: lines appended to one file, rotated by size — the file
+//! The file sink (`sink = "file"`): lines appended to one file, rotated by size — the file
 //! becomes `FILE.1`, `FILE.1` becomes `FILE.2` ..., and the one past
 //! `keep` is deleted — so the log never holds more than about
 //! `(keep + 1) × max_bytes`.
@@ -6,6 +6,8 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+use super::LineSink;
 
 /// A size-rotated file, opened on the first write (and again after a
 /// failure).
@@ -26,9 +28,30 @@ impl Rotating {
         }
     }
 
+    fn rotate(&mut self) -> io::Result<()> {
+        if let Some((mut out, _)) = self.open.take() {
+            out.flush()?;
+        }
+        let numbered = |n: u32| {
+            let mut p = self.path.clone().into_os_string();
+            p.push(format!(".{n}"));
+            PathBuf::from(p)
+        };
+        if self.keep == 0 {
+            return remove(&self.path);
+        }
+        remove(&numbered(self.keep))?;
+        for n in (1..self.keep).rev() {
+            rename(&numbered(n), &numbered(n + 1))?;
+        }
+        rename(&self.path, &numbered(1))
+    }
+}
+
+impl LineSink for Rotating {
     /// Appends `line`, rotating first when it would take the file past
     /// its size (a file always takes at least one line).
-    pub(super) fn write(&mut self, line: &[u8]) -> io::Result<()> {
+    fn write(&mut self, line: &[u8]) -> io::Result<()> {
         if let Some((_, size)) = &self.open
             && *size > 0
             && size + line.len() as u64 > self.max_bytes
@@ -52,30 +75,11 @@ impl Rotating {
         Ok(())
     }
 
-    pub(super) fn flush(&mut self) -> io::Result<()> {
+    fn flush(&mut self) -> io::Result<()> {
         match &mut self.open {
             Some((out, _)) => out.flush(),
             None => Ok(()),
         }
-    }
-
-    fn rotate(&mut self) -> io::Result<()> {
-        if let Some((mut out, _)) = self.open.take() {
-            out.flush()?;
-        }
-        let numbered = |n: u32| {
-            let mut p = self.path.clone().into_os_string();
-            p.push(format!(".{n}"));
-            PathBuf::from(p)
-        };
-        if self.keep == 0 {
-            return remove(&self.path);
-        }
-        remove(&numbered(self.keep))?;
-        for n in (1..self.keep).rev() {
-            rename(&numbered(n), &numbered(n + 1))?;
-        }
-        rename(&self.path, &numbered(1))
     }
 }
 
