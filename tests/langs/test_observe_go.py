@@ -21,20 +21,20 @@ comes from ``scripts/build-plugins go rust``.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import threading
 import time
-import urllib.request
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from conftest import REPO, build_test_guards, steering_event
+from conftest import REPO, Serving, build_test_guards, steering_event
 
 GUARDS = REPO / "tests/langs/guards"
 RUN = "run-1"
+# A Go component's first instantiation on a busy machine can outlast the
+# load probe's default cap: these tests are about what the guard sees.
+PATIENT = ("--probe-timeout-ms", "600000")
 
 # One event of every hook, every field given (the WIT record's, in
 # symfonic's names), in the order a run would send them.
@@ -86,62 +86,6 @@ EVENTS: list[tuple[str, dict[str, Any]]] = [
 IN_RUN = [hook for hook, e in EVENTS if "run_id" in e]
 
 
-class Serving:
-    """`toolgate serve` on a free loopback port; its log kept."""
-
-    def __init__(self, toolgate_bin: Path, dir: Path) -> None:
-        self.proc = subprocess.Popen(
-            [str(toolgate_bin), "serve", "--plugins", str(dir), "--listen", "127.0.0.1:0",
-             "--probe-timeout-ms", "600000"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )
-        self.log: list[str] = []
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line)
-            found = re.search(r"serving .* on (http://\S+)", line)
-            if found:
-                self.url = found.group(1)
-                break
-        else:
-            raise AssertionError(f"toolgate serve stopped before serving:\n{''.join(self.log)}")
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.log.append(line)
-
-    def post(self, path: str, body: Any) -> tuple[int, Any]:
-        request = urllib.request.Request(
-            self.url + path, data=json.dumps(body).encode(),
-            headers={"content-type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read())
-
-    def text(self, path: str) -> str:
-        with urllib.request.urlopen(self.url + path, timeout=120) as response:
-            return response.read().decode()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
-
-
-@pytest.fixture
-def serving(toolgate_bin: Path) -> Iterator[Any]:
-    started: list[Serving] = []
-
-    def start(dir: Path) -> Serving:
-        started.append(Serving(toolgate_bin, dir))
-        return started[-1]
-
-    yield start
-    for s in started:
-        s.stop()
-
-
 @pytest.fixture(scope="session")
 def observer(toolgate_bin: Path) -> Path:
     return build_test_guards(toolgate_bin, "observe", {"go": GUARDS / "observe-go"})["go"]
@@ -156,19 +100,19 @@ def plugin_dir(tmp: Path, name: str, wasm: Path, manifest: str) -> Path:
 
 
 def observe(server: Serving, hook: str, event: dict[str, Any]) -> str:
-    status, body = server.post("/v1/observe", {"hook": hook, "event": event})
+    status, body = server.send("/v1/observe", {"hook": hook, "event": event})
     assert status == 202, body
     return body["observed"]
 
 
 def steer(server: Serving, run: str) -> Any:
-    status, body = server.post("/v1/steering", {"event": {**steering_event("search", {}), "run_id": run}})
+    status, body = server.send("/v1/steering", {"event": {**steering_event("search", {}), "run_id": run}})
     assert status == 200, body
     return body
 
 
 def test_every_field_of_every_event_reaches_the_go_observer_in_order(observer, serving, tmp_path):
-    server = serving(plugin_dir(tmp_path, "observe", observer, ""))
+    server = serving(plugin_dir(tmp_path, "observe", observer, ""), *PATIENT)
     hooks = json.loads(server.text("/v1/hooks"))["hooks"]
     assert sorted(hooks) == sorted(hook for hook, _ in EVENTS), "its handlers are its subscriptions"
     for hook, event in EVENTS:
@@ -190,7 +134,7 @@ def test_a_hostile_go_observer_faults_on_every_event_and_decisions_still_answer(
 ):
     # spin: a short deadline, so each call ends soon.
     server = serving(plugin_dir(tmp_path, "observe", observer,
-                                f"timeout_ms = 50\n[plugin.config]\n{attack} = true"))
+                                f"timeout_ms = 50\n[plugin.config]\n{attack} = true"), *PATIENT)
     # Four: a fifth fault within the window would quarantine the guard
     # (docs/plugins.md, "[quarantine]"), and its steering would not run.
     faults = 4
@@ -216,7 +160,7 @@ def llm_end(run: str, usage: dict[str, int]) -> dict[str, Any]:
 
 
 def routing(server: Serving, run: str) -> Any:
-    status, body = server.post("/v1/routing", {"event": {
+    status, body = server.send("/v1/routing", {"event": {
         "run_id": run, "mode": "enforce", "intent_label": "i", "total_tools": 2,
         "narrowed_tool_names": ["search", "send_email"],
     }})
@@ -234,7 +178,7 @@ def test_token_budget_cancels_the_very_next_call_and_a_new_run_starts_from_zero(
     wasm = plugins_root / lang / "token-budget.wasm"
     if not wasm.is_file():
         pytest.fail(f"{wasm} is missing; scripts/build-plugins {lang}")
-    server = serving(plugin_dir(tmp_path, "token-budget", wasm, "[plugin.config]\nmax_tokens = 100"))
+    server = serving(plugin_dir(tmp_path, "token-budget", wasm, "[plugin.config]\nmax_tokens = 100"), *PATIENT)
     assert json.loads(server.text("/v1/hooks")) == {"hooks": ["on_llm_end"]}
     observe(server, "on_llm_end", llm_end("r1", {"input_tokens": 50, "output_tokens": 10}))
     under = steer(server, "r1")
