@@ -19,7 +19,8 @@
 // Importing a seam package is what makes the component export that seam
 // (toolgate:guard/steering@0.3.0 and so on); the host consults a guard only at
 // the seams its component exports. The seam packages are steering, rewrite,
-// routing, result and response.
+// routing, result and response; package observe is the lifecycle events
+// (symfonic's fire-and-forget hooks, on_agent_start ... on_fabrication_detected).
 //
 // This package holds what every seam shares: the event and verdict types, the
 // verdict helpers, and what the host lends a guard ([Log], [Config],
@@ -214,6 +215,25 @@ func Object(raw json.RawMessage) (map[string]any, error) {
 		return nil, errors.New("not a JSON object")
 	}
 	return obj, nil
+}
+
+// Decode reads a JSON value (an event's usage, messages, findings, ...) into
+// a T: a struct (json tags name the members; members it has no field for
+// are ignored), a map, a slice, or any. Numbers in untyped values (any,
+// map[string]any) decode as json.Number, so big integers keep every digit.
+// It goes through encoding/json: reading one member is cheaper with
+// [Member], [StringMember] or [IntMember].
+func Decode[T any](raw json.RawMessage) (T, error) {
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return v, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return v, errors.New("more than one JSON value")
+	}
+	return v, nil
 }
 
 // Verdict is what a steering guard decides for one call. The zero value

@@ -118,3 +118,23 @@ func TestDeprecatedEventNamesAreAliases(t *testing.T) {
 		t.Fatal("aliases lost their fields")
 	}
 }
+
+func TestDecodeReadsAnyShapeAndKeepsNumbers(t *testing.T) {
+	type usage struct {
+		Total int64 `json:"total_tokens"`
+	}
+	u, err := Decode[usage](json.RawMessage(`{"total_tokens":30,"other":{"x":1}}`))
+	if err != nil || u.Total != 30 {
+		t.Fatalf("%+v %v", u, err)
+	}
+	list, err := Decode[[]map[string]any](json.RawMessage(`[{"n":12345678901234567890}]`))
+	if err != nil || list[0]["n"] != json.Number("12345678901234567890") {
+		t.Fatalf("%v %v", list, err)
+	}
+	if _, err := Decode[usage](json.RawMessage(`{"total_tokens":"x"}`)); err == nil {
+		t.Fatal("a wrong type is an error")
+	}
+	if _, err := Decode[any](json.RawMessage(`1 2`)); err == nil {
+		t.Fatal("two values are an error")
+	}
+}

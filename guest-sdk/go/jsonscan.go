@@ -3,6 +3,7 @@ package guest
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -321,6 +322,18 @@ func Member(obj json.RawMessage, name string) (json.RawMessage, bool) {
 		return nil, false
 	}
 	return obj[sp.start:sp.end:sp.end], true
+}
+
+// IntMember returns obj[name] when obj is a JSON object whose member name
+// is an integer that fits in an int64 (written without a fraction or an
+// exponent: 7 and -3, not 7.0 or 1e3), without decoding the rest.
+func IntMember(obj json.RawMessage, name string) (int64, bool) {
+	raw, ok := Member(obj, name)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil
 }
 
 // SetStringMember returns a copy of the JSON object obj with member name set

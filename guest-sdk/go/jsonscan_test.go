@@ -117,3 +117,20 @@ func TestMember(t *testing.T) {
 		}
 	}
 }
+
+func TestIntMemberReadsIntegersOnly(t *testing.T) {
+	usage := json.RawMessage(`{"total_tokens": 120, "neg":-3, "f":7.0, "e":1e3, "s":"5", "big":9223372036854775808, "n":null, "max":9223372036854775807}`)
+	for name, want := range map[string]int64{"total_tokens": 120, "neg": -3, "max": 9223372036854775807} {
+		if n, ok := IntMember(usage, name); !ok || n != want {
+			t.Fatalf("%s: %d %v, want %d", name, n, ok, want)
+		}
+	}
+	for _, name := range []string{"f", "e", "s", "big", "n", "absent"} {
+		if n, ok := IntMember(usage, name); ok {
+			t.Fatalf("%s is not an int64: got %d", name, n)
+		}
+	}
+	if _, ok := IntMember(json.RawMessage(`[1]`), "0"); ok {
+		t.Fatal("not an object")
+	}
+}

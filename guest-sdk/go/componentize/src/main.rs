@@ -42,8 +42,10 @@ const VERSIONS: [(&str, &[&str], &[&str]); 3] = [
     ("0.3.0", &["state", "http"], &["config"]),
 ];
 /// The seam interfaces a guard may export, in the contract's order
-/// (`response` since `0.3.0`).
-const SEAMS: [&str; 5] = ["routing", "rewrite", "steering", "result", "response"];
+/// (`response` and the lifecycle events' `observe` since `0.3.0`).
+const SEAMS: [&str; 6] = [
+    "routing", "rewrite", "steering", "result", "response", "observe",
+];
 
 fn main() {
     if let Err(err) = run(std::env::args().skip(1).collect()) {
@@ -145,7 +147,7 @@ fn componentize(module: &[u8], wit: &Path) -> Result<Vec<u8>> {
     if !SEAMS.iter().any(|s| exported.contains(s)) {
         bail!(
             "the module exports no seam: a Go guard must import at least one of \
-             toolgate.dev/guest/{{steering,rewrite,routing,result,response}} and call its Handle"
+             toolgate.dev/guest/{{steering,rewrite,routing,result,response,observe}} and register a handler"
         );
     }
     let mut resolve = Resolve::default();

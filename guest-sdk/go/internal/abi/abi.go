@@ -180,6 +180,9 @@ func Load32(addr uint32) uint32 { return *(*uint32)(ptr(addr)) }
 // Load8 reads the byte at addr.
 func Load8(addr uint32) uint8 { return *(*uint8)(ptr(addr)) }
 
+// Load64 reads the little-endian u64 at addr.
+func Load64(addr uint32) uint64 { return *(*uint64)(ptr(addr)) }
+
 // Strings lifts a list<string> at (addr, n): n (ptr, len) pairs.
 func Strings(addr, n uint32) []string {
 	out := make([]string, n)
