@@ -20,9 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
+import threading
+import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -236,3 +239,62 @@ class Runs:
 
     def __call__(self, lang: str, case: str) -> dict[str, Any]:
         return self.by_lang[lang][case]
+
+
+class Serving:
+    """`toolgate serve` on a free loopback port; its log kept."""
+
+    def __init__(self, toolgate_bin: Path, dir: Path) -> None:
+        self.proc = subprocess.Popen(
+            [str(toolgate_bin), "serve", "--plugins", str(dir), "--listen", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        self.log: list[str] = []
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+            found = re.search(r"serving .* on (http://\S+)", line)
+            if found:
+                self.url = found.group(1)
+                break
+        else:
+            raise AssertionError(f"toolgate serve stopped before serving:\n{''.join(self.log)}")
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def post(self, path: str, body: Any) -> Any:
+        request = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.loads(response.read())
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=120) as response:
+            return json.loads(response.read())
+
+    def text(self, path: str) -> str:
+        with urllib.request.urlopen(self.url + path, timeout=120) as response:
+            return response.read().decode()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def serving(toolgate_bin: Path) -> Iterator[Any]:
+    started: list[Serving] = []
+
+    def start(dir: Path) -> Serving:
+        started.append(Serving(toolgate_bin, dir))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.stop()
