@@ -242,11 +242,11 @@ class Runs:
 
 
 class Serving:
-    """`toolgate serve` on a free loopback port; its log kept."""
+    """`toolgate serve` (with `options`) on a free loopback port; its log kept."""
 
-    def __init__(self, toolgate_bin: Path, dir: Path) -> None:
+    def __init__(self, toolgate_bin: Path, dir: Path, *options: str) -> None:
         self.proc = subprocess.Popen(
-            [str(toolgate_bin), "serve", "--plugins", str(dir), "--listen", "127.0.0.1:0"],
+            [str(toolgate_bin), "serve", "--plugins", str(dir), "--listen", "127.0.0.1:0", *options],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         self.log: list[str] = []
@@ -266,21 +266,25 @@ class Serving:
         for line in self.proc.stderr:
             self.log.append(line)
 
-    def post(self, path: str, body: Any) -> Any:
+    def send(self, path: str, body: Any) -> tuple[int, Any]:
+        """POSTs `body` as JSON; the status and the JSON answer."""
         request = urllib.request.Request(
             self.url + path, data=json.dumps(body).encode(),
             headers={"content-type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=120) as response:
-            return json.loads(response.read())
+            return response.status, json.loads(response.read())
 
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=120) as response:
-            return json.loads(response.read())
+    def post(self, path: str, body: Any) -> Any:
+        """POSTs `body` as JSON; the JSON answer."""
+        return self.send(path, body)[1]
 
     def text(self, path: str) -> str:
         with urllib.request.urlopen(self.url + path, timeout=120) as response:
             return response.read().decode()
+
+    def get(self, path: str) -> Any:
+        return json.loads(self.text(path))
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -289,10 +293,12 @@ class Serving:
 
 @pytest.fixture
 def serving(toolgate_bin: Path) -> Iterator[Any]:
+    """Starts `toolgate serve` over a plugin directory (`serving(dir,
+    *options)`); stops every server the test started."""
     started: list[Serving] = []
 
-    def start(dir: Path) -> Serving:
-        started.append(Serving(toolgate_bin, dir))
+    def start(dir: Path, *options: str) -> Serving:
+        started.append(Serving(toolgate_bin, dir, *options))
         return started[-1]
 
     yield start
