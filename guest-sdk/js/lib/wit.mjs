@@ -31,8 +31,29 @@ export const SEAMS = [
   { seam: 'response', iface: 'response', func: 'render', export: 'render', hook: 'onResponseRender', deprecatedHook: null },
 ];
 
-/** The hook names a guard may implement, one per seam. */
-export const HOOKS = SEAMS.map((s) => s.hook);
+/**
+ * The thirteen lifecycle hooks (interface `observe`), in the WIT variant's order: the case's
+ * tag, the hook a guard implements for it (symfonic's hook name in camelCase) and symfonic's
+ * own name. A guard implementing any of them exports `observe`, subscribed to exactly those.
+ */
+export const LIFECYCLE = [
+  'agent-start', 'agent-end', 'node-start', 'node-end', 'node-error', 'llm-start', 'llm-pre-call',
+  'llm-end', 'token-composition', 'user-correction', 'procedure-selection', 'react-loop-end',
+  'fabrication-detected',
+].map((tag) => ({
+  tag,
+  hook: `on${tag.replace(/(^|-)(\w)/g, (_, __, c) => c.toUpperCase())}`,
+  symfonic: `on_${tag.replaceAll('-', '_')}`,
+}));
+
+/** The lifecycle hook names, in order. */
+export const LIFECYCLE_HOOKS = LIFECYCLE.map((l) => l.hook);
+
+/** The export a guard implementing lifecycle hooks adds beside its seams. */
+export const OBSERVE = { seam: 'observe', iface: 'observe' };
+
+/** The hook names a guard may implement, one per seam, then the lifecycle hooks. */
+export const HOOKS = [...SEAMS.map((s) => s.hook), ...LIFECYCLE_HOOKS];
 
 /** Deprecated: the hooks' former names, still accepted (one per seam that had one). */
 export const DEPRECATED_HOOKS = SEAMS.map((s) => s.deprecatedHook).filter((h) => h !== null);
@@ -42,10 +63,11 @@ export const ALL_HOOKS = [...HOOKS, ...DEPRECATED_HOOKS];
 
 /**
  * The seams a guard implements, given the names of its hooks (each under its own name or
- * its deprecated one). Throws when a seam's hook is given under both names.
+ * its deprecated one), then `OBSERVE` when it implements a lifecycle hook. Throws when a
+ * seam's hook is given under both names.
  */
 export function seamsOf(hooks) {
-  return SEAMS.filter((s) => {
+  const seams = SEAMS.filter((s) => {
     const own = hooks.includes(s.hook);
     const old = s.deprecatedHook !== null && hooks.includes(s.deprecatedHook);
     if (own && old) {
@@ -53,6 +75,7 @@ export function seamsOf(hooks) {
     }
     return own || old;
   });
+  return hooks.some((h) => LIFECYCLE_HOOKS.includes(h)) ? [...seams, OBSERVE] : seams;
 }
 
 /**

@@ -12,12 +12,15 @@
 //   object, else `JsonValue`) and the events named as symfonic names them (the WIT
 //   record's name kept as a deprecated alias), the `Hooks` interface (one optional method
 //   per seam, under symfonic's hook name, and its deprecated former name) and, per seam,
-//   the event fields the glue parses.
+//   the event fields the glue parses; then the lifecycle events of interface `observe`, named
+//   as symfonic's classes (`LLMEndEvent`), their JSON fields parsed (`dict` a `JsonObject`,
+//   `list` a `JsonValue[]`, `Any` a `JsonValue`), one optional hook each in `Hooks`
+//   (`onLlmEnd`), and the table `LIFECYCLE_EVENTS` the glue subscribes and dispatches with.
 
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { $init, generateTypes } from '@bytecodealliance/jco-transpile/component';
-import { SDK_DIR, SEAMS, WIT_PACKAGE, readGuardWit } from '../lib/wit.mjs';
+import { LIFECYCLE, SDK_DIR, SEAMS, WIT_PACKAGE, readGuardWit } from '../lib/wit.mjs';
 
 const OUT = join(SDK_DIR, 'src', 'generated');
 const HEADER = '// Generated from wit/guard.wit by scripts/gen-types.mjs: do not edit.\n';
@@ -163,12 +166,93 @@ function hookTypes(typesDts, out) {
     }
     eventFields.push(`  ${s.seam}: ${JSON.stringify(parsed.get(fn[3]) ?? [])},`);
   }
+  const lifecycle = lifecycleTypes(out);
+  lines.push(...lifecycle.hooks);
   lines.push('}', '');
+  lines.push(...lifecycle.records);
   lines.push('/** Per seam, the event fields that arrive as JSON text and are parsed for its hook. */');
   lines.push('export const EVENT_JSON_FIELDS = {', ...eventFields, '} as const;', '');
+  lines.push(...lifecycle.table);
   lines.push('/** The wire types, for the glue. */');
   lines.push('export type { wire };', '');
   return lines.join('\n');
+}
+
+/** symfonic's class name of a lifecycle event, from jco's spelling of its WIT record. */
+const lifecycleName = (record) => record.replace(/^Llm/, 'LLM');
+
+/** The TypeScript type of a lifecycle event's JSON field, from the seed type its doc names. */
+function jsonType(doc) {
+  if (/`\w+: dict/.test(doc)) return 'JsonObject';
+  if (/`\w+: list/.test(doc)) return 'JsonValue[]';
+  return 'JsonValue';
+}
+
+/**
+ * The lifecycle events (interface `observe`): their records as a guard sees them, one hook
+ * per event for `Hooks`, and the table the glue works from. Returns { records, hooks, table }.
+ */
+function lifecycleTypes(out) {
+  const dts = out.get(join('wit', 'interfaces', 'toolgate-guard-observe.d.ts'));
+  if (!dts) throw new Error('jco produced no types for interface observe');
+  const body = moduleBody(dts, modName('observe'));
+  const records = new Map(interfaces(body).map((r) => [r.name, r]));
+  const recordLines = [];
+  const hooks = [];
+  const table = [];
+  for (const l of LIFECYCLE) {
+    const caseName = l.tag.replace(/(^|-)(\w)/g, (_, __, c) => c.toUpperCase());
+    const m = body.match(new RegExp(`export interface LifecycleEvent${caseName} \\{\\n\\s*tag: '${l.tag}',\\n\\s*val: (\\w+),`));
+    if (!m) throw new Error(`interface observe has no case ${l.tag}: update lib/wit.mjs`);
+    const r = records.get(m[1]);
+    if (!r) throw new Error(`no record ${m[1]} in interface observe`);
+    const name = lifecycleName(r.name);
+    const witRecord = r.name.replace(/[A-Z]/g, (c, i) => (i ? '-' : '') + c.toLowerCase());
+    // The first record's doc match starts at the functions' docs before it: keep its own.
+    recordLines.push(
+      r.doc
+        .slice(Math.max(0, r.doc.lastIndexOf('  /**')))
+        .replace(/^  /gm, '')
+        .trimEnd()
+        .replace(/\*\/$/, `*\n * WIT: record \`${witRecord}\` (interface \`observe\`).\n */`),
+    );
+    recordLines.push(`export interface ${name} {`);
+    const json = [];
+    for (const f of r.fields) {
+      let type = f.type;
+      let doc = f.doc.replace(/^    /gm, '  ').trimEnd();
+      if (type === 'Json') {
+        json.push(f.name);
+        type = jsonType(f.doc);
+        doc = doc.replace(/\*\/$/, '*\n   * (JSON text on the wire; the SDK parses it.)\n   */');
+      }
+      if (doc) recordLines.push('  ' + doc.trimStart());
+      recordLines.push(`  ${f.name}${f.optional}: ${type};`);
+    }
+    recordLines.push('}', '');
+    hooks.push('  /**');
+    hooks.push(`   * Lifecycle hook \`${l.symfonic}\` (\`${modName('observe')}\`, case \`${l.tag}\`): ${name}.`);
+    hooks.push('   * Observes the event; nothing to return. A guard implementing any lifecycle hook');
+    hooks.push('   * exports `observe`, subscribed to exactly the hooks it implements.');
+    hooks.push('   */');
+    hooks.push(`  ${l.hook}?(event: ${name}): void;`);
+    const flag = caseName[0].toLowerCase() + caseName.slice(1);
+    table.push(`  { tag: '${l.tag}', hook: '${l.hook}', symfonic: '${l.symfonic}', flag: '${flag}', json: ${JSON.stringify(json)} },`);
+  }
+  return {
+    records: recordLines,
+    hooks,
+    table: [
+      '/**',
+      ' * Per lifecycle event (the `observe` variant\'s case, in order): its hook, symfonic\'s name,',
+      ' * its `event-kinds` flag and the fields that arrive as JSON text.',
+      ' */',
+      'export const LIFECYCLE_EVENTS = [',
+      ...table,
+      '] as const;',
+      '',
+    ],
+  };
 }
 
 function listFiles(dir, base = dir) {

@@ -14,8 +14,9 @@ import type * as Steering from 'toolgate:guard/steering@0.3.0';
 import type * as Result from 'toolgate:guard/result@0.3.0';
 import type * as Response from 'toolgate:guard/response@0.3.0';
 import type * as Config from 'toolgate:guard/config@0.3.0';
+import type * as Observe from 'toolgate:guard/observe@0.3.0';
 import type { wire } from './generated/types.js';
-import { EVENT_JSON_FIELDS, type Hooks, type JsonObject, type Verdict } from './generated/types.js';
+import { EVENT_JSON_FIELDS, LIFECYCLE_EVENTS, type Hooks, type JsonObject, type Verdict } from './generated/types.js';
 import { parseJson, stringifyJson } from './json.js';
 
 type SeamName = keyof typeof EVENT_JSON_FIELDS;
@@ -53,8 +54,13 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * never reads `args` or `state` does not pay for parsing them.
  */
 function parseEvent<E extends object>(seam: SeamName, event: E): any {
+  return parseFields(event, EVENT_JSON_FIELDS[seam]);
+}
+
+/** A copy of `event` whose `fields` (JSON text) are parsed on first access. */
+function parseFields<E extends object>(event: E, fields: readonly string[]): any {
   const parsed: Record<string, unknown> = { ...(event as Record<string, unknown>) };
-  for (const field of EVENT_JSON_FIELDS[seam]) {
+  for (const field of fields) {
     const text = (event as Record<string, unknown>)[field] as string;
     Object.defineProperty(parsed, field, {
       enumerable: true,
@@ -152,7 +158,8 @@ function toNames(value: unknown, hook: string): string[] | undefined {
 
 /**
  * Per seam, the object componentize-js exports for that seam's interface: its WIT function
- * (`narrow`, `dispatch`, `beforeToolCall`, `onResult`, `render`) calling the guard's hook.
+ * (`narrow`, `dispatch`, `beforeToolCall`, `onResult`, `render`) calling the guard's hook;
+ * and `observe`, for the lifecycle hooks.
  */
 export const bind = {
   routing(guard: Hooks): typeof Routing {
@@ -179,7 +186,30 @@ export const bind = {
     const [hook, name] = hookOf(guard, 'response');
     return { render: (e) => call(name, () => hook(parseEvent('response', e)), toAnswer) };
   },
+  observe: bindObserve,
 };
+
+/**
+ * The `observe` interface's export for a guard implementing lifecycle hooks (`onLlmEnd`, ...):
+ * `subscriptions` answers the flags of exactly the hooks the guard implements, and `observe`
+ * calls the hook of the event's case with the event, its JSON fields parsed on first access.
+ * A hook that throws faults the observation (logged, rethrown: the host counts and skips it).
+ */
+function bindObserve(guard: Hooks): typeof Observe {
+  const implemented = LIFECYCLE_EVENTS.filter((l) => typeof guard?.[l.hook] === 'function');
+  if (implemented.length === 0) throw new TypeError('the guard implements no lifecycle hook');
+  const byTag = new Map<string, (typeof LIFECYCLE_EVENTS)[number]>(implemented.map((l) => [l.tag, l]));
+  return {
+    subscriptions: () => Object.fromEntries(implemented.map((l) => [l.flag, true])) as Observe.EventKinds,
+    observe: (e) => {
+      const l = byTag.get(e.tag);
+      // The host sends only the events subscribed to; anything else is ignored.
+      if (l === undefined) return;
+      const hook = (guard[l.hook] as (event: any) => unknown).bind(guard);
+      call(l.hook, () => hook(parseFields(e.val, l.json)), () => undefined);
+    },
+  };
+}
 
 /** A guard's check of its configuration (the `validateConfig` member of its default export). */
 type ConfigCheck = { validateConfig?: (config: JsonObject) => unknown };

@@ -15,10 +15,25 @@
 // (ResponseRenderEvent: return the final answer to give, or nothing). The former names (narrow,
 // dispatch, beforeToolCall, onResult; RoutingEvent, DispatchEvent, ToolResultEvent) are
 // deprecated aliases.
+//
+// Lifecycle events (symfonic's thirteen fire-and-forget hooks) are hooks too, named the same
+// way: onAgentStart, onAgentEnd, onNodeStart, onNodeEnd, onNodeError, onLlmStart,
+// onLlmPreCall, onLlmEnd, onTokenComposition, onUserCorrection, onProcedureSelection,
+// onReactLoopEnd, onFabricationDetected, each given its event (symfonic's class: LLMEndEvent,
+// ...; JSON fields such as `usage` parsed) and returning nothing. A guard implementing any of
+// them exports `observe`, subscribed to exactly those hooks: the host calls it for nothing
+// else. What an observer learns it keeps in `state` (the run scope is the event's `runId`),
+// where the guard's decisions read it:
+//
+//   export default defineGuard({
+//     onLlmEnd(event) { state.add('run', 'tokens', Number(event.usage.total_tokens ?? 0)); },
+//     onBeforeToolCall() { return Number(state.get('run', 'tokens') ?? 0) > 1000 ? cancel('...') : proceed(); },
+//   });
 
 /// <reference path="./env.d.ts" />
 
 import { config as hostConfig, log as hostLog } from 'toolgate:guard/host@0.3.0';
+import { LIFECYCLE_EVENTS } from './generated/types.js';
 import type { Hooks, JsonObject, JsonValue, Level, Rewrite, Verdict } from './generated/types.js';
 import { parseJson } from './json.js';
 
@@ -27,6 +42,23 @@ export { state } from './state.js';
 export type { Scope, TtlOptions } from './state.js';
 export { http, HttpResponse } from './http.js';
 export type { BodyInit, HeadersInit, HttpRequest, RequestOptions } from './http.js';
+
+export type {
+  AgentEndEvent,
+  AgentStartEvent,
+  FabricationDetectedEvent,
+  LLMEndEvent,
+  LLMPreCallEvent,
+  LLMStartEvent,
+  NodeEndEvent,
+  NodeErrorEvent,
+  NodeStartEvent,
+  ProcedureSelectionEvent,
+  ReactLoopEndEvent,
+  TokenCompositionEvent,
+  UserCorrectionEvent,
+} from './generated/types.js';
+export { LIFECYCLE_EVENTS } from './generated/types.js';
 
 export type {
   BeforeToolCallEvent,
@@ -57,6 +89,9 @@ export const HOOK_NAMES = [
   'onToolResult',
   'onResponseRender',
 ] as const;
+
+/** The lifecycle hooks a guard may implement (symfonic's, in camelCase: `onLlmEnd`, ...). */
+export const LIFECYCLE_HOOKS = LIFECYCLE_EVENTS.map((l) => l.hook);
 
 /**
  * Deprecated: the hooks' former names (the WIT functions'), in the order of `HOOK_NAMES`
@@ -93,13 +128,13 @@ export function defineGuard<H extends Guard>(hooks: H & NoExtraKeys<H>): H {
     throw new TypeError('defineGuard expects an object of hooks');
   }
   const keys = Object.keys(hooks).filter((key) => key !== 'validateConfig');
-  const known: readonly string[] = [...HOOK_NAMES, ...DEPRECATED_HOOK_NAMES];
+  const known: readonly string[] = [...HOOK_NAMES, ...DEPRECATED_HOOK_NAMES, ...LIFECYCLE_HOOKS];
   if ('validateConfig' in hooks && typeof hooks.validateConfig !== 'function') {
     throw new TypeError('validateConfig must be a function');
   }
   for (const key of keys) {
     if (!known.includes(key)) {
-      throw new TypeError(`unknown hook "${key}"; a guard implements some of: ${HOOK_NAMES.join(', ')}`);
+      throw new TypeError(`unknown hook "${key}"; a guard implements some of: ${[...HOOK_NAMES, ...LIFECYCLE_HOOKS].join(', ')}`);
     }
     if (typeof (hooks as Record<string, unknown>)[key] !== 'function') {
       throw new TypeError(`hook "${key}" must be a function`);

@@ -33,6 +33,26 @@ it; raising ``ValueError`` (or ``TypeError``) refuses the plugin at load with
 the exception's message. A guard without it exports no ``config``, and the
 host loads it with any config.
 
+Lifecycle events — symfonic's thirteen fire-and-forget hooks — are methods
+too, named as symfonic names them: ``on_agent_start``, ``on_agent_end``,
+``on_node_start``, ``on_node_end``, ``on_node_error``, ``on_llm_start``,
+``on_llm_pre_call``, ``on_llm_end``, ``on_token_composition``,
+``on_user_correction``, ``on_procedure_selection``, ``on_react_loop_end``,
+``on_fabrication_detected`` (:data:`LIFECYCLE`), each given its event (a
+dataclass named as symfonic's class, :class:`LLMEndEvent`, ...; JSON fields
+such as ``usage`` parsed; see :mod:`toolgate_guest.lifecycle`) and returning
+nothing. A guard defining any of them exports ``observe``, subscribed to
+exactly those: the host calls it for nothing else. What an observer learns it
+keeps in :mod:`toolgate_guest.state` (the ``run`` scope is the event's
+``run_id``), where its decisions read it::
+
+    class Budget(Guard):
+        def on_llm_end(self, event: LLMEndEvent) -> None:
+            state.add("tokens", int(event.usage.get("total_tokens", 0)))
+
+        def on_before_tool_call(self, event):
+            return cancel("over budget") if int(state.get("tokens") or 0) > 1000 else None
+
 Deprecated names, still accepted: the hooks ``narrow``, ``dispatch``,
 ``before_tool_call`` and ``on_result`` (the WIT functions' names; see
 :data:`DEPRECATED_HOOKS`) and the events ``RoutingEvent``, ``DispatchEvent``
@@ -54,8 +74,39 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from toolgate_guest import http, state
+from toolgate_guest.lifecycle import (
+    LIFECYCLE,
+    AgentEndEvent,
+    AgentStartEvent,
+    FabricationDetectedEvent,
+    LLMEndEvent,
+    LLMPreCallEvent,
+    LLMStartEvent,
+    NodeEndEvent,
+    NodeErrorEvent,
+    NodeStartEvent,
+    ProcedureSelectionEvent,
+    ReactLoopEndEvent,
+    TokenCompositionEvent,
+    UserCorrectionEvent,
+)
 
 __all__ = [
+    "AgentEndEvent",
+    "AgentStartEvent",
+    "FabricationDetectedEvent",
+    "LIFECYCLE",
+    "LLMEndEvent",
+    "LLMPreCallEvent",
+    "LLMStartEvent",
+    "NodeEndEvent",
+    "NodeErrorEvent",
+    "NodeStartEvent",
+    "ProcedureSelectionEvent",
+    "ReactLoopEndEvent",
+    "TokenCompositionEvent",
+    "UserCorrectionEvent",
+    "observed_hooks",
     "BeforeToolCallEvent",
     "CONFIG_HOOK",
     "DEPRECATED_HOOKS",
@@ -430,6 +481,48 @@ class Guard:
         or None to keep it."""
         return None
 
+    # Lifecycle hooks: a guard overriding any of them exports ``observe``,
+    # subscribed to exactly those. Each observes its event; nothing to return.
+
+    def on_agent_start(self, event: AgentStartEvent) -> None:
+        """``on_agent_start``: agent execution begins."""
+
+    def on_agent_end(self, event: AgentEndEvent) -> None:
+        """``on_agent_end``: agent execution completed."""
+
+    def on_node_start(self, event: NodeStartEvent) -> None:
+        """``on_node_start``: a graph node is about to run."""
+
+    def on_node_end(self, event: NodeEndEvent) -> None:
+        """``on_node_end``: a graph node completed."""
+
+    def on_node_error(self, event: NodeErrorEvent) -> None:
+        """``on_node_error``: a graph node raised."""
+
+    def on_llm_start(self, event: LLMStartEvent) -> None:
+        """``on_llm_start``: the LLM is invoked (the engine-view prompt)."""
+
+    def on_llm_pre_call(self, event: LLMPreCallEvent) -> None:
+        """``on_llm_pre_call``: right before the provider call."""
+
+    def on_llm_end(self, event: LLMEndEvent) -> None:
+        """``on_llm_end``: the LLM returned (with its ``usage``)."""
+
+    def on_token_composition(self, event: TokenCompositionEvent) -> None:
+        """``on_token_composition``: input tokens by prompt section."""
+
+    def on_user_correction(self, event: UserCorrectionEvent) -> None:
+        """``on_user_correction``: the user corrected a previous answer."""
+
+    def on_procedure_selection(self, event: ProcedureSelectionEvent) -> None:
+        """``on_procedure_selection``: the force-resolver picked a procedural skill."""
+
+    def on_react_loop_end(self, event: ReactLoopEndEvent) -> None:
+        """``on_react_loop_end``: the React loop ended with an empty final response."""
+
+    def on_fabrication_detected(self, event: FabricationDetectedEvent) -> None:
+        """``on_fabrication_detected``: the fabrication check found suspect content."""
+
 
 def _implements(guard: Any, method: str) -> bool:
     impl = getattr(guard, method, None)
@@ -492,6 +585,13 @@ def implemented_seams(guard: Any) -> List[str]:
     deprecated one (see :func:`hook_name`).
     """
     return [seam for seam in SEAMS if hook_name(guard, seam) is not None]
+
+
+def observed_hooks(guard: Any) -> List[str]:
+    """The lifecycle hooks a guard implements (:data:`LIFECYCLE`'s names,
+    in its order): those its ``observe`` export subscribes to. Empty when it
+    observes nothing (and so exports no ``observe``)."""
+    return [hook for hook in LIFECYCLE if _implements(guard, hook)]
 
 
 # --------------------------------------------------------------------------

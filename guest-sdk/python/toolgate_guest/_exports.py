@@ -236,6 +236,39 @@ def response(guard: Any) -> type:
     return Response
 
 
+def observe(guard: Any) -> type:
+    """The ``Observe`` export class for a guard defining lifecycle hooks:
+    ``subscriptions`` answers the flags of exactly the hooks it defines, and
+    ``observe`` calls the hook of the event's case with the event as its
+    dataclass. A hook that raises faults the observation (logged, re-raised:
+    the host counts and skips it); what it returns is ignored."""
+    from wit_world.exports import observe as _obs
+
+    hooks = _tg.observed_hooks(guard)
+    if not hooks:
+        raise TypeError("the guard implements no lifecycle hook")
+    flags = _obs.EventKinds(0)
+    by_case: dict[type, tuple[str, Any]] = {}
+    for hook in hooks:
+        event_type, case = _tg.LIFECYCLE[hook]
+        flags |= getattr(_obs.EventKinds, case.replace("-", "_").upper())
+        camel = "".join(word.capitalize() for word in case.split("-"))
+        by_case[getattr(_obs, f"LifecycleEvent_{camel}")] = (hook, event_type)
+
+    class Observe(_wit.Observe):
+        def subscriptions(self) -> Any:
+            return flags
+
+        def observe(self, event: Any) -> None:
+            # The host sends only the events subscribed to; anything else is ignored.
+            found = by_case.get(type(event))
+            if found is not None:
+                hook, event_type = found
+                _call(guard, hook, event_type, event.value, _nothing)
+
+    return Observe
+
+
 def to_answer(value: Any, hook: str = "on_response_render") -> Optional[str]:
     """A guard's response answer as a WIT ``option<string>``: a str, or None
     to keep the content."""
@@ -276,5 +309,6 @@ FACTORIES: dict[str, Callable[[Any], type]] = {
     "steering": steering,
     "result": result,
     "response": response,
+    "observe": observe,
     "config": config,
 }

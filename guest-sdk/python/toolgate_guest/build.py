@@ -40,7 +40,11 @@ from types import ModuleType
 from typing import Any, List, Optional, Sequence
 
 import toolgate_guest
-from toolgate_guest import SEAMS, Guard, implemented_seams, validates_config
+from toolgate_guest import SEAMS, Guard, implemented_seams, observed_hooks, validates_config
+
+#: What a guard may export besides ``config``: its seams, then ``observe``
+#: (when it defines a lifecycle hook such as ``on_llm_end``).
+EXPORTS = (*SEAMS, "observe")
 from toolgate_guest.wasminfo import read_component_file
 
 #: The componentize-py release this SDK is built and tested against.
@@ -51,7 +55,7 @@ WIT_PACKAGE = "toolgate:guard"
 WIT_VERSION = "0.3.0"
 
 _APP_MODULE = "_toolgate_guest_app"
-_RUNTIME_FILES = ("__init__.py", "_exports.py", "state.py", "http.py")
+_RUNTIME_FILES = ("__init__.py", "_exports.py", "lifecycle.py", "state.py", "http.py")
 _RESERVED_MODULES = {_APP_MODULE, "toolgate_guest", "wit_world", "componentize_py_types",
                      "componentize_py_runtime", "componentize_py_async_support", "poll_loop"}
 
@@ -164,24 +168,25 @@ def find_target(module: ModuleType, class_name: Optional[str] = None,
         class_name = classes[0].__name__ if classes else None
 
     try:
-        found = implemented_seams(guard)
+        found = implemented_seams(guard) + (["observe"] if observed_hooks(guard) else [])
     except TypeError as e:
         raise BuildError(f"{where}: {e}") from None
     if not found:
         hooks = ", ".join(SEAMS.values())
         raise BuildError(f"{where}: implements no hook; override one of {hooks} "
+                         "(or a lifecycle hook such as on_llm_end) "
                          "in a Guard subclass, or define it as a module-level function")
     if seams is not None:
-        unknown = [s for s in seams if s not in SEAMS]
+        unknown = [s for s in seams if s not in EXPORTS]
         if unknown:
-            raise BuildError(f"unknown seam(s) {', '.join(unknown)}; expected {', '.join(SEAMS)}")
+            raise BuildError(f"unknown seam(s) {', '.join(unknown)}; expected {', '.join(EXPORTS)}")
         missing = [s for s in seams if s not in found]
         if missing:
             raise BuildError(
                 f"{where}: --seams asks for {', '.join(missing)} but the guard does not implement "
-                + ", ".join(SEAMS[s] for s in missing)
+                + ", ".join(SEAMS.get(s, "a lifecycle hook") for s in missing)
             )
-        found = [s for s in SEAMS if s in seams]
+        found = [s for s in EXPORTS if s in seams]
     source = Path(where).read_text() if isinstance(where, str) and Path(where).is_file() else ""
     return Target(module, class_name, found, config=validates_config(guard),
                   state=state or imports_module(source, "state"),
@@ -405,7 +410,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--class", dest="class_name", metavar="NAME",
                    help="the Guard subclass to build, when the file defines several")
     p.add_argument("--seams", metavar="LIST",
-                   help="comma-separated seams to export (default: every hook the guard implements)")
+                   help="comma-separated seams to export, observe among them (default: every hook "
+                   "the guard implements)")
     p.add_argument("--state", action="store_true",
                    help="import the host's state interface even if the guard file does not import "
                    "toolgate_guest.state (say, a module bundled with -p uses it)")

@@ -94,6 +94,29 @@ fn each_language_gets_its_files_with_the_hooks_of_the_seams_asked() {
             src.contains(steering) && src.contains(result),
             "{lang}: {src}"
         );
+        // The response seam, and lifecycle events: their
+        // hooks, and cases that feed the observer events before a call.
+        let (render, observe) = match lang {
+            "rust" => ("fn on_response_render", "fn on_llm_end"),
+            "ts" | "js" => ("onResponseRender(", "onLlmEnd("),
+            "python" => ("def on_response_render", "def on_llm_end"),
+            _ => ("response.Handle(render)", "observe.OnLLMEnd(onLLMEnd)"),
+        };
+        let seams = "response,observe";
+        let both = format!("{lang}-observer");
+        let out = toolgate(dir.path(), &["new", lang, &both, "--seam", seams]);
+        assert!(
+            out.status.success(),
+            "{lang}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let src = text(&dir.path().join(&both), source);
+        assert!(src.contains(render), "{lang}: {src}");
+        assert!(!src.contains(steering), "{lang}: {src}");
+        let cases = text(&dir.path().join(&both), &format!("{both}.test.toml"));
+        assert!(cases.contains("seam = \"response\""), "{cases}");
+        assert!(src.contains(observe), "{lang}: {src}");
+        assert!(cases.contains("hook = \"on_llm_end\""), "{cases}");
     }
     let cargo = text(&dir.path().join("rust-guard"), "Cargo.toml");
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -141,7 +164,7 @@ fn refusals_are_one_line_and_exit_2_and_write_nothing() {
         ),
         (
             &["new", "go", "g", "--seam", "steering,audit"],
-            "toolgate: error: unknown seam \"audit\": routing, rewrite, steering or result",
+            "toolgate: error: unknown seam \"audit\": routing, rewrite, steering, result, response or observe",
         ),
         (
             &["new", "go", "../g", "--seam", "steering"],
@@ -245,8 +268,13 @@ fn the_binary_alone_scaffolds_builds_and_tests_rust_and_ts_guards() {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    for (lang, name) in [("rust", "alone-rs"), ("ts", "alone-ts")] {
-        run(&work, &["new", lang, name, "--seam", "steering"]);
+    // Rust: the response seam and an observer; TypeScript: steering and an
+    // observer (two cases each).
+    for (lang, name, seams) in [
+        ("rust", "alone-rs", "response,observe"),
+        ("ts", "alone-ts", "steering,observe"),
+    ] {
+        run(&work, &["new", lang, name, "--seam", seams]);
         let project = work.join(name);
         let built = run(&project, &["build", "."]);
         assert!(built.starts_with(&format!("built {name}.wasm")), "{built}");

@@ -312,6 +312,483 @@ export interface Hooks {
    * `content`), or none to keep `content` as it is.
    */
   onResponseRender?(event: ResponseRenderEvent): string | null | undefined | void;
+  /**
+   * Lifecycle hook `on_agent_start` (`toolgate:guard/observe@0.3.0`, case `agent-start`): AgentStartEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onAgentStart?(event: AgentStartEvent): void;
+  /**
+   * Lifecycle hook `on_agent_end` (`toolgate:guard/observe@0.3.0`, case `agent-end`): AgentEndEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onAgentEnd?(event: AgentEndEvent): void;
+  /**
+   * Lifecycle hook `on_node_start` (`toolgate:guard/observe@0.3.0`, case `node-start`): NodeStartEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onNodeStart?(event: NodeStartEvent): void;
+  /**
+   * Lifecycle hook `on_node_end` (`toolgate:guard/observe@0.3.0`, case `node-end`): NodeEndEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onNodeEnd?(event: NodeEndEvent): void;
+  /**
+   * Lifecycle hook `on_node_error` (`toolgate:guard/observe@0.3.0`, case `node-error`): NodeErrorEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onNodeError?(event: NodeErrorEvent): void;
+  /**
+   * Lifecycle hook `on_llm_start` (`toolgate:guard/observe@0.3.0`, case `llm-start`): LLMStartEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onLlmStart?(event: LLMStartEvent): void;
+  /**
+   * Lifecycle hook `on_llm_pre_call` (`toolgate:guard/observe@0.3.0`, case `llm-pre-call`): LLMPreCallEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onLlmPreCall?(event: LLMPreCallEvent): void;
+  /**
+   * Lifecycle hook `on_llm_end` (`toolgate:guard/observe@0.3.0`, case `llm-end`): LLMEndEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onLlmEnd?(event: LLMEndEvent): void;
+  /**
+   * Lifecycle hook `on_token_composition` (`toolgate:guard/observe@0.3.0`, case `token-composition`): TokenCompositionEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onTokenComposition?(event: TokenCompositionEvent): void;
+  /**
+   * Lifecycle hook `on_user_correction` (`toolgate:guard/observe@0.3.0`, case `user-correction`): UserCorrectionEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onUserCorrection?(event: UserCorrectionEvent): void;
+  /**
+   * Lifecycle hook `on_procedure_selection` (`toolgate:guard/observe@0.3.0`, case `procedure-selection`): ProcedureSelectionEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onProcedureSelection?(event: ProcedureSelectionEvent): void;
+  /**
+   * Lifecycle hook `on_react_loop_end` (`toolgate:guard/observe@0.3.0`, case `react-loop-end`): ReactLoopEndEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onReactLoopEnd?(event: ReactLoopEndEvent): void;
+  /**
+   * Lifecycle hook `on_fabrication_detected` (`toolgate:guard/observe@0.3.0`, case `fabrication-detected`): FabricationDetectedEvent.
+   * Observes the event; nothing to return. A guard implementing any lifecycle hook
+   * exports `observe`, subscribed to exactly the hooks it implements.
+   */
+  onFabricationDetected?(event: FabricationDetectedEvent): void;
+}
+
+/**
+ * `on_agent_start`: `AgentStartEvent`, agent execution begins.
+ *
+ * WIT: record `agent-start-event` (interface `observe`).
+ */
+export interface AgentStartEvent {
+  /**
+   * `query: str`: the user's query.
+   */
+  query: string;
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+}
+
+/**
+ * `on_agent_end`: `AgentEndEvent`, agent execution completed.
+ *
+ * WIT: record `agent-end-event` (interface `observe`).
+ */
+export interface AgentEndEvent {
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+  /**
+   * `final_response: str | None`: the answer (none when streaming).
+   */
+  finalResponse?: string;
+  /**
+   * `duration_ms: float`: how long the run took.
+   */
+  durationMs: number;
+  /**
+   * `node_count: int | None`: nodes run (none when streaming).
+   */
+  nodeCount?: number;
+}
+
+/**
+ * `on_node_start`: `NodeStartEvent`, a graph node is about to run.
+ *
+ * WIT: record `node-start-event` (interface `observe`).
+ */
+export interface NodeStartEvent {
+  /**
+   * `node_name: str`: the node.
+   */
+  nodeName: string;
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+}
+
+/**
+ * `on_node_end`: `NodeEndEvent`, a graph node completed.
+ *
+ * WIT: record `node-end-event` (interface `observe`).
+ */
+export interface NodeEndEvent {
+  /**
+   * `node_name: str`: the node.
+   */
+  nodeName: string;
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+  /**
+   * `duration_ms: float`: how long it ran.
+   */
+  durationMs: number;
+}
+
+/**
+ * `on_node_error`: `NodeErrorEvent`, a graph node raised.
+ *
+ * WIT: record `node-error-event` (interface `observe`).
+ */
+export interface NodeErrorEvent {
+  /**
+   * `node_name: str`: the node.
+   */
+  nodeName: string;
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+  /**
+   * `error: str`: the exception's message.
+   */
+  error: string;
+  /**
+   * `error_type: str`: the exception's class name.
+   */
+  errorType: string;
+}
+
+/**
+ * `on_llm_start`: `LLMStartEvent`, the engine-view prompt.
+ *
+ * WIT: record `llm-start-event` (interface `observe`).
+ */
+export interface LLMStartEvent {
+  /**
+   * `model: str`: the model invoked.
+   */
+  model: string;
+  /**
+   * `messages: list`: the conversation, as JSON.
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  messages: JsonValue[];
+  /**
+   * `run_id: str = ""`: the agent run.
+   */
+  runId: string;
+  /**
+   * `system_prompt: str = ""`: the system prompt.
+   */
+  systemPrompt: string;
+  /**
+   * `node_name: str = ""`: the calling node.
+   */
+  nodeName: string;
+  /**
+   * `turn_index: int = 0`: the turn.
+   */
+  turnIndex: number;
+}
+
+/**
+ * `on_llm_pre_call`: `LLMPreCallEvent`, the wire-accurate payload.
+ *
+ * WIT: record `llm-pre-call-event` (interface `observe`).
+ */
+export interface LLMPreCallEvent {
+  /**
+   * `model: str`: the model invoked.
+   */
+  model: string;
+  /**
+   * `messages: list`: the post-consolidation messages, as JSON.
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  messages: JsonValue[];
+  /**
+   * `tools: list`: `{"name", "description", "schema"}` records, as JSON.
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  tools: JsonValue[];
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+  /**
+   * `invocation_params: dict = {}`: provider kwargs, as JSON.
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  invocationParams: JsonObject;
+  /**
+   * `node_name: str = ""`: the calling node.
+   */
+  nodeName: string;
+}
+
+/**
+ * `on_llm_end`: `LLMEndEvent`, the LLM returned.
+ *
+ * WIT: record `llm-end-event` (interface `observe`).
+ */
+export interface LLMEndEvent {
+  /**
+   * `model: str`: the model invoked.
+   */
+  model: string;
+  /**
+   * `output: str`: what it returned.
+   */
+  output: string;
+  /**
+   * `usage: dict`: the provider's usage dict (token counts), as JSON.
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  usage: JsonObject;
+  /**
+   * `run_id: str = ""`: the agent run.
+   */
+  runId: string;
+  /**
+   * `node_name: str = ""`: the calling node ("react", ...).
+   */
+  nodeName: string;
+  /**
+   * `pricing_unknown: bool = False`: the model had no price.
+   */
+  pricingUnknown: boolean;
+  /**
+   * `duration_ms: float = 0.0`: the call's latency.
+   */
+  durationMs: number;
+  /**
+   * `started_at_utc: str = ""`: when it started, ISO-8601.
+   */
+  startedAtUtc: string;
+  /**
+   * `iteration_index: int = 0`: the React loop iteration.
+   */
+  iterationIndex: number;
+  /**
+   * `turn_index: int = 0`: the turn.
+   */
+  turnIndex: number;
+}
+
+/**
+ * `on_token_composition`: `TokenCompositionEvent`, input tokens by
+ * prompt section.
+ *
+ * WIT: record `token-composition-event` (interface `observe`).
+ */
+export interface TokenCompositionEvent {
+  /**
+   * `system_prompt_tokens: int = 0`.
+   */
+  systemPromptTokens: bigint;
+  /**
+   * `tool_definitions_tokens: int = 0`.
+   */
+  toolDefinitionsTokens: bigint;
+  /**
+   * `conversation_history_tokens: int = 0`.
+   */
+  conversationHistoryTokens: bigint;
+  /**
+   * `memory_context_tokens: int = 0`.
+   */
+  memoryContextTokens: bigint;
+  /**
+   * `run_id: str = ""`: the agent run.
+   */
+  runId: string;
+}
+
+/**
+ * `on_user_correction`: `UserCorrectionEvent`, the user corrected a
+ * previous answer.
+ *
+ * WIT: record `user-correction-event` (interface `observe`).
+ */
+export interface UserCorrectionEvent {
+  /**
+   * `turn_id: str`: the corrected turn.
+   */
+  turnId: string;
+  /**
+   * `original_response: str`: the answer corrected.
+   */
+  originalResponse: string;
+  /**
+   * `correction_text: str`: the user's correction.
+   */
+  correctionText: string;
+  /**
+   * `activation_log: dict`: that turn's activation log, as JSON.
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  activationLog: JsonObject;
+  /**
+   * `tenant_id: str`: symfonic's tenant.
+   */
+  tenantId: string;
+  /**
+   * `scope: Any = None`: the `TenantScope`, as JSON (`null`: none).
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  scope: JsonValue;
+}
+
+/**
+ * `on_procedure_selection`: `ProcedureSelectionEvent`, the
+ * force-resolver picked a procedural skill.
+ *
+ * WIT: record `procedure-selection-event` (interface `observe`).
+ */
+export interface ProcedureSelectionEvent {
+  /**
+   * `procedure_id: str | None`: the winning skill's id.
+   */
+  procedureId?: string;
+  /**
+   * `action_tool: str | None`: the action tool it resolves to.
+   */
+  actionTool?: string;
+  /**
+   * `pre_tool: str`: the tool `tool_choice` is forced to.
+   */
+  preTool: string;
+  /**
+   * `force_mode: Literal["off", "soft", "hard"]`.
+   */
+  forceMode: string;
+  /**
+   * `candidate_count: int`: candidates considered (at least 1).
+   */
+  candidateCount: number;
+}
+
+/**
+ * `on_react_loop_end`: `ReactLoopEndEvent`, the loop ended with an
+ * empty final response.
+ *
+ * WIT: record `react-loop-end-event` (interface `observe`).
+ */
+export interface ReactLoopEndEvent {
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+  /**
+   * `iteration_index: int`: the terminating iteration.
+   */
+  iterationIndex: number;
+  /**
+   * `content_type: str`: Python type name of the message's content.
+   */
+  contentType: string;
+  /**
+   * `has_tool_calls: bool`: the last message carried tool calls.
+   */
+  hasToolCalls: boolean;
+  /**
+   * `tool_call_count: int`: how many.
+   */
+  toolCallCount: number;
+  /**
+   * `termination_reason: Literal["tool_calls_with_no_text",
+   * "no_content_no_tool_calls", "recursion_exhausted"]`.
+   */
+  terminationReason: string;
+}
+
+/**
+ * `on_fabrication_detected`: `FabricationDetectedEvent`, the
+ * fabrication check found suspect content.
+ *
+ * WIT: record `fabrication-detected-event` (interface `observe`).
+ */
+export interface FabricationDetectedEvent {
+  /**
+   * `run_id: str`: the agent run.
+   */
+  runId: string;
+  /**
+   * `mode: Literal["off", "observe", "revise", "refuse"]`.
+   */
+  mode: string;
+  /**
+   * `action_taken: Literal["none", "observed", "revise_forced",
+   * "refuse_replaced"]`.
+   */
+  actionTaken: string;
+  /**
+   * `findings: list[dict[str, Any]]`: the findings, as JSON.
+   *
+   * (JSON text on the wire; the SDK parses it.)
+   */
+  findings: JsonValue[];
+  /**
+   * `refuse_threshold: float`: the threshold in effect.
+   */
+  refuseThreshold: number;
+  /**
+   * `max_finding_confidence: float`: the strongest finding.
+   */
+  maxFindingConfidence: number;
+  /**
+   * `original_draft_preview: str`: the draft's first 240 characters.
+   */
+  originalDraftPreview: string;
+  /**
+   * `replacement_preview: str | None`: the replacement's (refuse mode).
+   */
+  replacementPreview?: string;
+  /**
+   * `preview_truncated: bool`: the draft was longer than 240.
+   */
+  previewTruncated: boolean;
 }
 
 /** Per seam, the event fields that arrive as JSON text and are parsed for its hook. */
@@ -322,6 +799,26 @@ export const EVENT_JSON_FIELDS = {
   result: ["result","state"],
   response: ["state"],
 } as const;
+
+/**
+ * Per lifecycle event (the `observe` variant's case, in order): its hook, symfonic's name,
+ * its `event-kinds` flag and the fields that arrive as JSON text.
+ */
+export const LIFECYCLE_EVENTS = [
+  { tag: 'agent-start', hook: 'onAgentStart', symfonic: 'on_agent_start', flag: 'agentStart', json: [] },
+  { tag: 'agent-end', hook: 'onAgentEnd', symfonic: 'on_agent_end', flag: 'agentEnd', json: [] },
+  { tag: 'node-start', hook: 'onNodeStart', symfonic: 'on_node_start', flag: 'nodeStart', json: [] },
+  { tag: 'node-end', hook: 'onNodeEnd', symfonic: 'on_node_end', flag: 'nodeEnd', json: [] },
+  { tag: 'node-error', hook: 'onNodeError', symfonic: 'on_node_error', flag: 'nodeError', json: [] },
+  { tag: 'llm-start', hook: 'onLlmStart', symfonic: 'on_llm_start', flag: 'llmStart', json: ["messages"] },
+  { tag: 'llm-pre-call', hook: 'onLlmPreCall', symfonic: 'on_llm_pre_call', flag: 'llmPreCall', json: ["messages","tools","invocationParams"] },
+  { tag: 'llm-end', hook: 'onLlmEnd', symfonic: 'on_llm_end', flag: 'llmEnd', json: ["usage"] },
+  { tag: 'token-composition', hook: 'onTokenComposition', symfonic: 'on_token_composition', flag: 'tokenComposition', json: [] },
+  { tag: 'user-correction', hook: 'onUserCorrection', symfonic: 'on_user_correction', flag: 'userCorrection', json: ["activationLog","scope"] },
+  { tag: 'procedure-selection', hook: 'onProcedureSelection', symfonic: 'on_procedure_selection', flag: 'procedureSelection', json: [] },
+  { tag: 'react-loop-end', hook: 'onReactLoopEnd', symfonic: 'on_react_loop_end', flag: 'reactLoopEnd', json: [] },
+  { tag: 'fabrication-detected', hook: 'onFabricationDetected', symfonic: 'on_fabrication_detected', flag: 'fabricationDetected', json: ["findings"] },
+] as const;
 
 /** The wire types, for the glue. */
 export type { wire };

@@ -1,7 +1,8 @@
 //! `toolgate new LANG NAME --seam SEAM[,SEAM]`: a guard project that
 //! builds (`toolgate build .`) and passes its tests (`toolgate test`) as
-//! written. The templates are this directory's `*.tmpl` files, embedded in
-//! the binary: a line `@@ SEAM` starts a block kept only when that seam is
+//! written. A seam is one of the five, or `observe` (lifecycle events).
+//! The templates are this directory's `*.tmpl` files, embedded in the
+//! binary: a line `@@ SEAM` starts a block kept only when that seam is
 //! asked for (up to the next `@@` line; `@@ end` ends one), and
 //! `{{NAME}}`-style words are filled in.
 
@@ -23,7 +24,7 @@ pub(crate) struct NewArgs {
     /// starting with a letter.
     name: String,
     /// The seams the guard subscribes to, comma-separated: routing, rewrite,
-    /// steering, result.
+    /// steering, result, response, and observe (lifecycle events).
     #[arg(long, value_delimiter = ',', required = true)]
     seam: Vec<String>,
     /// The guest-sdk directory (for Rust: the crate the project depends on).
@@ -71,6 +72,36 @@ impl Lang {
     }
 }
 
+/// What `--seam` names: one of the five seams, or `observe`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Part {
+    /// A seam: the guard answers its decisions.
+    Seam(Seam),
+    /// Lifecycle events: the guard observes some (the `observe` export).
+    Observe,
+}
+
+impl Part {
+    fn parse(s: &str) -> Result<Part> {
+        if s == "observe" {
+            return Ok(Part::Observe);
+        }
+        s.parse().map(Part::Seam).map_err(|_| {
+            bad(format!(
+                "unknown seam {s:?}: routing, rewrite, steering, result, response or observe"
+            ))
+        })
+    }
+
+    /// Its name: the seam's, or `observe` (also its export's name).
+    fn as_str(self) -> &'static str {
+        match self {
+            Part::Seam(seam) => seam.as_str(),
+            Part::Observe => "observe",
+        }
+    }
+}
+
 const RUST_LIB: &str = include_str!("lib.rs.tmpl");
 const RUST_CARGO: &str = include_str!("Cargo.toml.tmpl");
 const GO_MAIN: &str = include_str!("main.go.tmpl");
@@ -95,20 +126,9 @@ pub(crate) fn run(args: NewArgs) -> Result<()> {
     }
     let mut seams = Vec::new();
     for s in &args.seam {
-        let seam: Seam = s.trim().parse().map_err(|_| {
-            bad(format!(
-                "unknown seam {s:?}: routing, rewrite, steering or result"
-            ))
-        })?;
-        if seam == Seam::Response {
-            return Err(bad(
-                "the response seam has no project template yet: write it by hand against \
-                 the Rust SDK (plugins/rust has none yet either)"
-                    .to_string(),
-            ));
-        }
-        if !seams.contains(&seam) {
-            seams.push(seam);
+        let part = Part::parse(s.trim())?;
+        if !seams.contains(&part) {
+            seams.push(part);
         }
     }
     let dir = PathBuf::from(name);
@@ -137,7 +157,7 @@ pub(crate) fn run(args: NewArgs) -> Result<()> {
 fn project(
     lang: Lang,
     name: &str,
-    seams: &[Seam],
+    seams: &[Part],
     sdk: Option<PathBuf>,
 ) -> Result<Vec<(String, String)>> {
     let seam_list = seams
@@ -302,13 +322,13 @@ fn project(
 }
 
 /// `template` with the blocks of the seams not in `seams` dropped.
-fn keep(template: &str, seams: &[Seam]) -> String {
+fn keep(template: &str, seams: &[Part]) -> String {
     let mut out = String::new();
     let mut keeping = true;
     for line in template.lines() {
         if let Some(tag) = line.strip_prefix("@@ ") {
-            keeping = match tag.trim().parse::<Seam>() {
-                Ok(seam) => seams.contains(&seam),
+            keeping = match Part::parse(tag.trim()) {
+                Ok(part) => seams.contains(&part),
                 Err(_) => true,
             };
             continue;
@@ -323,7 +343,7 @@ fn keep(template: &str, seams: &[Seam]) -> String {
 
 /// The project's case file: cases the stubs pass — two of the first seam
 /// when there is one, else one per seam.
-fn cases(name: &str, seams: &[Seam]) -> String {
+fn cases(name: &str, seams: &[Part]) -> String {
     let mut out = format!(
         "# {name}'s unit tests: `toolgate test` runs every case through the guard\n\
          # ({name}.wasm, which `toolgate build .` writes here) and checks `expect`.\n\
@@ -332,16 +352,23 @@ fn cases(name: &str, seams: &[Seam]) -> String {
          [[plugin]]\npath = \"{name}.wasm\"\n"
     );
     let per_seam = if seams.len() == 1 { 2 } else { 1 };
-    for seam in seams {
+    let steering = seams.contains(&Part::Seam(Seam::Steering));
+    for part in seams {
         for i in 0..per_seam {
             out.push('\n');
-            out.push_str(&case(name, *seam, i));
+            out.push_str(&case(name, *part, steering, i));
         }
     }
     out
 }
 
-fn case(name: &str, seam: Seam, i: usize) -> String {
+/// Case `i` of `part`: for `observe`, lifecycle events then a steering
+/// decision (which the guard answers too when it has the steering seam).
+fn case(name: &str, part: Part, steering: bool, i: usize) -> String {
+    let seam = match part {
+        Part::Seam(seam) => seam,
+        Part::Observe => return observe_case(name, steering, i),
+    };
     let (title, event, expect) = match (seam, i) {
         (Seam::Routing, 0) => (
             "every tool stays visible",
@@ -383,13 +410,47 @@ fn case(name: &str, seam: Seam, i: usize) -> String {
             r#"{ run_id = "r1", tool_name = "search", call_id = "c2", result = "timed out", is_error = true }"#,
             format!(r#"{{ guards = {{ {name} = "observed" }} }}"#),
         ),
-        (Seam::Response, _) => (
+        (Seam::Response, 0) => (
             "an answer is given as it is",
             r#"{ run_id = "r1", iteration_index = 0, model = "m", node_name = "react", original_content = "done" }"#,
-            format!(r#"{{ action = "render", guards = {{ {name} = "proceed" }} }}"#),
+            format!(
+                r#"{{ action = "render", result = "done", guards = {{ {name} = "proceed" }} }}"#
+            ),
+        ),
+        (Seam::Response, _) => (
+            "an earlier guard's answer is kept",
+            r#"{ run_id = "r1", iteration_index = -1, model = "m", node_name = "react", original_content = "draft", content = "done" }"#,
+            r#"{ action = "render", result = "done" }"#.to_string(),
         ),
     };
     format!("[[case]]\nname = \"{title}\"\nseam = \"{seam}\"\nevent = {event}\nexpect = {expect}\n")
+}
+
+/// The `observe` cases: events the stubs observe, then a call that
+/// proceeds.
+fn observe_case(name: &str, steering: bool, i: usize) -> String {
+    let (title, events) = if i == 0 {
+        (
+            "an LLM call's usage is observed, then a call proceeds",
+            r#"[{ hook = "on_llm_end", event = { model = "m", output = "o", usage = { total_tokens = 120 }, run_id = "r1" } }]"#,
+        )
+    } else {
+        (
+            "a run's start is observed, then a call proceeds",
+            r#"[{ hook = "on_agent_start", event = { query = "find toolgate", run_id = "r2" } }]"#,
+        )
+    };
+    let run = if i == 0 { "r1" } else { "r2" };
+    let expect = if steering {
+        format!(r#"{{ action = "proceed", guards = {{ {name} = "proceed" }} }}"#)
+    } else {
+        r#"{ action = "proceed" }"#.to_string()
+    };
+    format!(
+        "[[case]]\nname = \"{title}\"\nseam = \"steering\"\nevents = {events}\n\
+         event = {{ run_id = \"{run}\", tool_name = \"search\", call_id = \"c1\", args = {{}} }}\n\
+         expect = {expect}\n"
+    )
 }
 
 #[cfg(test)]
@@ -399,20 +460,34 @@ mod tests {
     #[test]
     fn blocks_of_other_seams_are_dropped() {
         let t = "a\n@@ steering\ns\n@@ result\nr\n@@ end\nz\n";
-        assert_eq!(keep(t, &[Seam::Steering]), "a\ns\nz\n");
-        assert_eq!(keep(t, &[Seam::Result, Seam::Steering]), "a\ns\nr\nz\n");
-        assert_eq!(keep(t, &[Seam::Routing]), "a\nz\n");
+        let steering = Part::Seam(Seam::Steering);
+        let result = Part::Seam(Seam::Result);
+        assert_eq!(keep(t, &[steering]), "a\ns\nz\n");
+        assert_eq!(keep(t, &[result, steering]), "a\ns\nr\nz\n");
+        assert_eq!(keep(t, &[Part::Seam(Seam::Routing)]), "a\nz\n");
+        let t = "a\n@@ observe\no\n@@ end\nz\n";
+        assert_eq!(keep(t, &[Part::Observe]), "a\no\nz\n");
+        assert_eq!(keep(t, &[steering]), "a\nz\n");
     }
 
     #[test]
     fn every_template_fills_every_placeholder() {
-        let all = [Seam::Routing, Seam::Rewrite, Seam::Steering, Seam::Result];
+        let seams = [
+            Seam::Routing,
+            Seam::Rewrite,
+            Seam::Steering,
+            Seam::Result,
+            Seam::Response,
+        ];
+        let mut all: Vec<Part> = seams.into_iter().map(Part::Seam).collect();
+        all.push(Part::Observe);
         for lang in [Lang::Rust, Lang::Ts, Lang::Js, Lang::Go, Lang::Python] {
+            let all = &all[..];
             let sdk = Some(PathBuf::from(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/../guest-sdk"
             )));
-            let files = project(lang, "my-guard", &all, sdk).expect("project");
+            let files = project(lang, "my-guard", all, sdk).expect("project");
             for (file, text) in files {
                 assert!(
                     !text.contains("{{") && !text.contains("@@"),
