@@ -95,6 +95,7 @@ pub use load::remote::FetchLimits;
 
 // The faces: one request for every face, the HTTP service, metrics.
 pub use serve::metrics::Metrics;
+pub use serve::observe::ObserveRequest;
 pub use serve::request::{DecideRequest, NotDecided};
 pub use serve::server::ServerConfig;
 pub use serve::tokens::TenantTokens;
@@ -159,6 +160,7 @@ pub mod bench {
 
 /// `toolgate serve`: the seams over HTTP.
 pub mod server {
+    pub use crate::serve::observe::hooks_body;
     pub use crate::serve::server::{
         Draining, ServerConfig, Stop, exposure_warning, router, serve, serve_with, shutdown_signal,
     };
