@@ -159,6 +159,9 @@ def test_token_budget_cancels_the_first_tool_call_after_the_budget(
     assert t.ran == [("run_query", {"sql": "SELECT 1"}), ("run_query", {"sql": "SELECT 3"})]
     assert seen["a1"].content == "ok: SELECT 1" and seen["b1"].content == "ok: SELECT 3"
     assert handler.wanted_hooks() == {"on_llm_end"}
+    manager = CallbackManager([handler])
+    assert manager.has_hook("on_llm_end")
+    assert not any(manager.has_hook(hook) for hook in OPTIONAL_HOOKS + ("on_response_render",))
     # Only on_llm_end is sent: one per model turn.
     assert handler.calls["observe"] == 5
     assert handler.failures == {}
