@@ -266,3 +266,68 @@ def test_an_observer_sees_what_a_python_handler_beside_it_records(
     assert any(e.startswith("on_llm_pre_call(obs-run;") for e in whole_first_run)
     assert t.ran == []
     assert handler.failures == {}
+
+
+def test_every_symfonic_event_converts_to_what_the_host_takes(tmp_path: Path) -> None:
+    """Each of symfonic's thirteen event classes, as symfonic builds them
+    (LangChain messages, a tenant scope, -1 indexes), goes through
+    ``lifecycle_event`` into ``Host.observe`` unrefused."""
+    from agent_kit import scope
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    from toolgate import Host
+    from toolgate_symfonic import LIFECYCLE_FIELDS, lifecycle_event
+
+    plugins = plugin_dir(tmp_path / "plugins", {"observer.wasm": required_guest("observer")})
+    host = Host(plugins, watch=False, max_instances=8)
+    messages = [SystemMessage("be brief"), HumanMessage("hi"), call("list_tables", "c1")]
+    events = {
+        "on_agent_start": contracts.AgentStartEvent(query="q", run_id="r"),
+        "on_agent_end": contracts.AgentEndEvent(
+            run_id="r", final_response=None, duration_ms=1.5, node_count=None
+        ),
+        "on_node_start": contracts.NodeStartEvent(node_name="react", run_id="r"),
+        "on_node_end": contracts.NodeEndEvent(node_name="react", run_id="r", duration_ms=2.0),
+        "on_node_error": contracts.NodeErrorEvent(
+            node_name="tools", run_id="r", error="boom", error_type="ValueError"
+        ),
+        "on_llm_start": contracts.LLMStartEvent(
+            model="m", messages=messages, run_id="r", turn_index=-1
+        ),
+        "on_llm_pre_call": contracts.LLMPreCallEvent(
+            model="m",
+            messages=messages,
+            tools=[{"name": "t", "description": "d", "schema": {"type": "object"}}],
+            run_id="r",
+        ),
+        "on_llm_end": contracts.LLMEndEvent(
+            model="m", output="o", usage={"input_tokens": 3, "output_tokens": 2},
+            run_id="r", iteration_index=-1,
+        ),
+        "on_token_composition": contracts.TokenCompositionEvent(system_prompt_tokens=7, run_id="r"),
+        "on_user_correction": contracts.UserCorrectionEvent(
+            turn_id="t", original_response="a", correction_text="b",
+            activation_log={"k": [1]}, tenant_id="acme", scope=scope("acme"),
+        ),
+        "on_procedure_selection": contracts.ProcedureSelectionEvent(
+            procedure_id=None, action_tool="x", pre_tool="y", force_mode="soft", candidate_count=2
+        ),
+        "on_react_loop_end": contracts.ReactLoopEndEvent(
+            run_id="r", iteration_index=3, content_type="str", has_tool_calls=False,
+            tool_call_count=0, termination_reason="no_content_no_tool_calls",
+        ),
+        "on_fabrication_detected": contracts.FabricationDetectedEvent(
+            run_id="r", mode="observe", action_taken="observed", findings=[{"claim": "x"}],
+            refuse_threshold=0.8, max_finding_confidence=0.5, original_draft_preview="d",
+            replacement_preview=None, preview_truncated=False,
+        ),
+    }
+    assert set(events) == set(LIFECYCLE_FIELDS)
+    for hook, event in events.items():
+        assert host.observe(hook, lifecycle_event(hook, event)) == "queued", hook
+    llm_start = lifecycle_event("on_llm_start", events["on_llm_start"])
+    assert llm_start["turn_index"] == 0
+    assert llm_start["messages"][0] == {"type": "system", "content": "be brief"}
+    assert llm_start["messages"][2]["tool_calls"][0]["name"] == "list_tables"
+    correction = lifecycle_event("on_user_correction", events["on_user_correction"])
+    assert correction["scope"]["tenant_id"] == "acme"

@@ -333,13 +333,28 @@ def _message(message: Any) -> Any:
     return out
 
 
+def _record(value: Any) -> Any:
+    """A structured object as a JSON object of its fields: a pydantic model
+    (symfonic's ``TenantScope``) by its ``model_dump(mode="json")``, a
+    dataclass by its fields; anything else through :func:`json_safe`."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return json_safe(dump(mode="json"))
+        except Exception:  # noqa: BLE001 - fall back to its text
+            return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+    return json_safe(value)
+
+
 def lifecycle_event(hook: str, event: Any) -> dict[str, Any]:
     """The JSON form toolgate takes of symfonic's event for ``hook``.
 
     Every field of the hook's event class (:data:`LIFECYCLE_FIELDS`) that
     the event has, as a JSON-safe copy (:func:`json_safe`); ``messages``
-    as ``{"type", "content", ...}`` records; ``scope`` (a dataclass) as an
-    object of its fields; a negative count as 0. A field the event lacks is
+    as ``{"type", "content", ...}`` records; ``scope`` (symfonic's
+    ``TenantScope``, a pydantic model) as an object of its fields; a negative count as 0. A field the event lacks is
     left out (the host fills a field with a default, and names a missing
     required one).
     """
@@ -351,10 +366,8 @@ def lifecycle_event(hook: str, event: Any) -> dict[str, Any]:
             continue
         if name == "messages" and isinstance(value, (list, tuple)):
             out[name] = [_message(m) for m in value]
-        elif name == "scope" and dataclasses.is_dataclass(value) and not isinstance(value, type):
-            out[name] = json_safe(
-                {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-            )
+        elif name == "scope" and value is not None:
+            out[name] = _record(value)
         elif name in _COUNTS and type(value) is int and value < 0:
             out[name] = 0
         else:
