@@ -162,6 +162,7 @@ pub mod bench {
 
 /// `toolgate serve`: the seams over HTTP.
 pub mod server {
+    pub use crate::serve::observe::hooks_body;
     pub use crate::serve::server::{
         Draining, ServerConfig, Stop, exposure_warning, router, serve, serve_with, shutdown_signal,
     };

@@ -103,6 +103,21 @@ def say(text: str) -> AIMessage:
     return AIMessage(content=text)
 
 
+def spent(message: AIMessage, input_tokens: int, output_tokens: int) -> AIMessage:
+    """``message`` with the provider's token counts (LangChain's
+    ``usage_metadata``), which symfonic reports in ``on_llm_end``'s
+    ``usage`` as ``input_tokens`` and ``output_tokens``."""
+    return message.model_copy(
+        update={
+            "usage_metadata": {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            }
+        }
+    )
+
+
 def make_tools(transcript: Transcript) -> list[BaseTool]:
     """The tools of the scenarios; each records its execution."""
 

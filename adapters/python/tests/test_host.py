@@ -493,3 +493,77 @@ def test_a_bad_decision_log_setting_is_a_value_error_naming_its_key(tmp_path: Pa
         host_over(tmp_path, guard, decision_log={"include": ["secrets"]})
     with pytest.raises(ValueError, match=r"decision_log: unknown field `sinks`"):
         host_over(tmp_path, guard, decision_log={"sinks": "stdout"})
+
+
+# Lifecycle events ------------------------------------------------------------
+
+BUDGET_MANIFEST = '[[plugin]]\npath = "token-budget.wasm"\n[plugin.config]\nmax_tokens = 100\n'
+OVER_BUDGET = {
+    "action": "skip",
+    "content": "Token budget of 100 exceeded. Answer with what you have.",
+    "is_error": False,
+}
+
+
+def llm_end(run_id: str, total: int) -> dict[str, Any]:
+    return {"model": "m", "output": "o", "usage": {"total_tokens": total}, "run_id": run_id}
+
+
+def budget_host(tmp_path: Path) -> Host:
+    """A host over token-budget with a budget of 100 tokens."""
+    plugins = plugin_dir(tmp_path / "plugins", {"token-budget.wasm": rust_plugin("token-budget")})
+    (plugins / "toolgate.toml").write_text(BUDGET_MANIFEST)
+    return Host(plugins, watch=False, max_instances=32)
+
+
+def test_observe_returns_at_once_and_the_next_decision_of_the_run_sees_it(tmp_path: Path) -> None:
+    host = budget_host(tmp_path)
+    call = {"run_id": "r1", "tool_name": "search", "call_id": "c", "args": {}}
+
+    async def go() -> list[Any]:
+        answers = [await host.steering(call)]
+        assert host.observe("on_llm_end", llm_end("r1", 60)) == "queued"
+        answers.append(await host.steering(call))
+        assert host.observe("on_llm_end", llm_end("r1", 40)) == "queued"
+        answers.append(await host.steering(call))
+        # Another run has spent nothing; an event nobody observes does nothing.
+        answers.append(await host.steering({**call, "run_id": "r2"}))
+        assert host.observe("on_agent_start", {"query": "q", "run_id": "r2"}) == "unobserved"
+        return answers
+
+    assert asyncio.run(go()) == [None, None, OVER_BUDGET, None]
+
+
+def test_observe_refuses_an_unknown_hook_or_a_bad_field_naming_it(tmp_path: Path) -> None:
+    host = budget_host(tmp_path)
+    with pytest.raises(RequestError, match="field `hook`: unknown lifecycle hook `on_nothing`"):
+        host.observe("on_nothing", {"run_id": "r"})
+    with pytest.raises(RequestError, match="missing field `usage`"):
+        host.observe("on_llm_end", {"model": "m", "output": "o"})
+    with pytest.raises(RequestError, match=r"`event\.usage`: invalid type"):
+        host.observe("on_llm_end", {"model": "m", "output": "o", "usage": 5})
+    with pytest.raises(RequestError, match="field `tenant`"):
+        host.observe("on_llm_end", llm_end("r", 1), tenant="../x")
+    with pytest.raises(ValueError):
+        host.observe("on_llm_end", {**llm_end("r", 1), "duration_ms": float("nan")})
+    # The host goes on serving.
+    assert host.observe("on_llm_end", llm_end("r", 1)) == "queued"
+
+
+def test_hooks_follow_what_is_loaded_across_reloads(tmp_path: Path) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    host = Host(plugins, watch=False, max_instances=32)
+    assert host.hooks() == {"hooks": [], "response": False, "generation": 1}
+    shutil.copyfile(rust_plugin("token-budget"), plugins / "token-budget.wasm")
+    (plugins / "toolgate.toml").write_text(BUDGET_MANIFEST)
+    host.reload()
+    assert host.hooks() == {"hooks": ["on_llm_end"], "response": False, "generation": 2}
+    # A tenant's guard counts as much as a global one.
+    plugin_dir(plugins, {"tenants/acme/pii-redact.wasm": rust_plugin("pii-redact")})
+    host.reload()
+    assert host.hooks() == {"hooks": ["on_llm_end"], "response": True, "generation": 3}
+    (plugins / "token-budget.wasm").unlink()
+    (plugins / "toolgate.toml").unlink()
+    host.reload()
+    assert host.hooks() == {"hooks": [], "response": True, "generation": 4}

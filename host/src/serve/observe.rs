@@ -1,11 +1,31 @@
 //! A lifecycle event request, `{"hook": "on_llm_end", "event": {...},
-//! "tenant"?: "t"}`: what `POST /v1/observe` reads. Every error is one
-//! line naming the field at fault (`hook`, `event.usage`, `tenant`).
+//! "tenant"?: "t"}`: what `POST /v1/observe` (and the Python `Host.observe`)
+//! reads. Every error is one line naming the field at fault (`hook`,
+//! `event.usage`, `tenant`). And what `GET /v1/hooks` (and `Host.hooks()`)
+//! answers: which hooks are worth sending now.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use crate::event::{LifecycleEvent, LifecycleHook};
+use crate::event::{LifecycleEvent, LifecycleHook, Seam};
+use crate::load::registry::PluginSet;
 use crate::tenant::TenantName;
+
+/// What `GET /v1/hooks` answers for `set`: `{"hooks": [...], "response":
+/// bool, "generation": n}` — the lifecycle hooks some loaded guard of any
+/// tenant observes, whether some loaded guard of any tenant answers the
+/// response seam, and the plugin set's generation (it changes with every
+/// reload that changed something, so an adapter polling this knows when
+/// to look again). An adapter offers its agent only these hooks.
+pub fn hooks_body(set: &PluginSet) -> Value {
+    let response = std::iter::once(&set.global)
+        .chain(set.tenants.values())
+        .any(|chain| chain.plugins().iter().any(|p| p.subscribes(Seam::Response)));
+    json!({
+        "hooks": set.observed_hooks().names(),
+        "response": response,
+        "generation": set.generation,
+    })
+}
 
 /// A lifecycle event request, checked.
 #[derive(Clone, Debug, PartialEq)]

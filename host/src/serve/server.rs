@@ -717,11 +717,15 @@ async fn observe(
     Ok((StatusCode::ACCEPTED, axum::Json(body)).into_response())
 }
 
-/// `GET /v1/hooks`: `{"hooks": [...]}`, the lifecycle hooks some loaded
-/// guard (any tenant) observes now: what an adapter offers its agent.
+/// `GET /v1/hooks`: `{"hooks": [...], "response": bool, "generation": n}`,
+/// the lifecycle hooks some loaded guard (any tenant) observes now and
+/// whether some guard answers the response seam: what an adapter offers
+/// its agent ([`crate::serve::observe::hooks_body`]).
 async fn hooks(State(app): State<Shared>) -> Response {
-    let hooks = app.registry.plugin_set().observed_hooks().names();
-    axum::Json(serde_json::json!({ "hooks": hooks })).into_response()
+    axum::Json(crate::serve::observe::hooks_body(
+        &app.registry.plugin_set(),
+    ))
+    .into_response()
 }
 
 fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {

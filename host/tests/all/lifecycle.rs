@@ -278,7 +278,7 @@ async fn over_http_post_v1_observe_answers_202_and_the_next_decision_sees_it() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         serde_json::from_str::<Value>(&body).expect("json"),
-        json!({"hooks": ["on_llm_end"]})
+        json!({"hooks": ["on_llm_end"], "response": false, "generation": 1})
     );
     let usage = json!({"hook": "on_llm_end", "event": {
         "model": "m", "output": "o", "usage": {"input_tokens": 80, "output_tokens": 40},

@@ -1171,3 +1171,55 @@ async fn a_global_guards_state_follows_the_tenant_the_call_is_for_with_or_withou
         );
     }
 }
+
+/// An observer's faults are the guard's own: they count toward its
+/// quarantine like a fault at any seam, for the tenant whose events made
+/// it fault. Tenant `a`'s events trap a global observer three times: its
+/// steering is then quarantined for `a` (its `on_error = "deny"` answers),
+/// and still runs for `b`.
+#[tokio::test]
+async fn observe_faults_count_toward_the_guard_s_quarantine_for_that_tenant_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    put(
+        dir.path(),
+        &[
+            ("observer.wasm", toolgate_tests::OBSERVER),
+            ("tenants/a/no-email.wasm", NO_EMAIL),
+            ("tenants/b/no-email.wasm", NO_EMAIL),
+        ],
+    );
+    write(
+        &dir.path().join("toolgate.toml"),
+        "[quarantine]\nfaults = 3\nwindow_ms = 60000\ncooldown_ms = 60000\n\n\
+         [[plugin]]\npath = \"observer.wasm\"\non_error = \"deny\"\n\
+         [plugin.config]\ntrap = true\n",
+    );
+    let reg = open(dir.path()).await;
+    let set = reg.plugin_set();
+    let event = toolgate::LifecycleEvent::from_value(
+        toolgate::LifecycleHook::AgentStart,
+        json!({"query": "q", "run_id": "run-1"}),
+    )
+    .expect("event");
+    for _ in 0..3 {
+        assert_eq!(
+            set.chain(Some("a")).observe(&event),
+            toolgate::Observed::Queued
+        );
+    }
+    let until = Instant::now() + Duration::from_secs(60);
+    while reg.engine().observe_faults() < 3 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(reg.engine().observe_faults(), 3);
+    let d = steer_as(&reg, Some("a"), "search", json!({})).await;
+    assert_eq!(d.trace[0].fault, Some(Fault::Quarantined), "{:?}", d.trace);
+    assert!(d.result.is_some(), "a's calls are denied");
+    let d = steer_as(&reg, Some("b"), "search", json!({})).await;
+    assert_eq!(d.trace[0].fault, None, "{:?}", d.trace);
+    assert_eq!(
+        d.result.map(|s| s.content).as_deref(),
+        Some("seen=0 hooks="),
+        "b's calls still run the observer's steering"
+    );
+}

@@ -310,7 +310,8 @@ impl Host {
 
     /// Runs one seam request; returns the answer, or an awaitable of it.
     ///
-    /// `seam` is `"routing"`, `"rewrite"`, `"steering"` or `"result"`;
+    /// `seam` is `"routing"`, `"rewrite"`, `"steering"`, `"result"` or
+    /// `"response"`;
     /// `request` is the JSON text of `{"event": {...}, "state"?: {...},
     /// "tenant"?: "..."}`. The answer is the JSON text of what the Python
     /// hook returns, or with `trace=True` of `{"result": ..., "trace":
@@ -379,6 +380,42 @@ impl Host {
                 Err(e) => Err(ToolgateError::new_err(format!("guard call failed: {e}"))),
             }
         })
+    }
+
+    /// Hands one lifecycle event to the guards that observe its hook and
+    /// returns at once: `"queued"`, `"unobserved"` (no guard observes it)
+    /// or `"dropped"` (its run's queue is full).
+    ///
+    /// `request` is the JSON text of `{"hook": "on_llm_end", "event":
+    /// {...}, "tenant"?: "..."}`, what `toolgate serve`'s `POST
+    /// /v1/observe` takes; it is checked the same way: an unknown hook or
+    /// a missing or mistyped field raises `RequestError` naming it, a
+    /// tenant whose guards are not serving yet `BusyError`. The
+    /// observations of a run are delivered on the host's runtime, in the
+    /// order they were handed over, and a later decision of the run waits
+    /// for them (docs/plugins.md, "Lifecycle events"); no guard runs on the
+    /// calling thread.
+    fn observe(&self, request: String) -> PyResult<&'static str> {
+        let rt = runtime()?;
+        let request = toolgate::ObserveRequest::parse(request.as_bytes())
+            .map_err(|message| PyErr::from(Refused::Invalid(message)))?;
+        // The run's lane is spawned on the host's runtime.
+        let _in_runtime = rt.rt.enter();
+        let observed = self
+            .registry
+            .plugin_set()
+            .observe(request.tenant.as_deref(), &request.event)
+            .map_err(|e| PyErr::from(Refused::Busy(e.to_string())))?;
+        Ok(observed.as_str())
+    }
+
+    /// The hooks worth sending now, as JSON text: the document of `toolgate
+    /// serve`'s `GET /v1/hooks` (`hooks`: the lifecycle hooks some loaded
+    /// guard of any tenant observes; `response`: whether some loaded guard
+    /// answers the response seam; `generation`), following reloads.
+    fn hooks(&self) -> PyResult<String> {
+        let body = toolgate::server::hooks_body(&self.registry.plugin_set());
+        serde_json::to_string(&body).map_err(|e| PyRuntimeError::new_err(e.to_string()))
     }
 
     /// Re-reads the plugin directory now and swaps in the new chains;

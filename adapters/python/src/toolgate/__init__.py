@@ -37,10 +37,28 @@ from ._native import BusyError, RequestError, ToolgateError
 for _exc in (BusyError, RequestError, ToolgateError):
     _exc.__module__ = __name__
 
-__all__ = ["BusyError", "Host", "RequestError", "ToolgateError", "SEAMS"]
+__all__ = ["BusyError", "Host", "LIFECYCLE_HOOKS", "RequestError", "ToolgateError", "SEAMS"]
 
 #: The five seams, in the order symfonic fires them.
 SEAMS: tuple[str, ...] = ("routing", "rewrite", "steering", "result", "response")
+
+#: symfonic's thirteen fire-and-forget hooks a guard may observe
+#: (:meth:`Host.observe`), in the order the contract lists them.
+LIFECYCLE_HOOKS: tuple[str, ...] = (
+    "on_agent_start",
+    "on_agent_end",
+    "on_node_start",
+    "on_node_end",
+    "on_node_error",
+    "on_llm_start",
+    "on_llm_pre_call",
+    "on_llm_end",
+    "on_token_composition",
+    "on_user_correction",
+    "on_procedure_selection",
+    "on_react_loop_end",
+    "on_fabrication_detected",
+)
 
 
 def _dumps(value: Any) -> str:
@@ -279,6 +297,50 @@ class Host:
         the answer with a fixed message instead (docs/failures.md).
         """
         return await self.decide("response", event, state=state, tenant=tenant, trace=trace)
+
+    # ------------------------------------------------------------------
+    # Lifecycle events
+    # ------------------------------------------------------------------
+
+    def observe(
+        self, hook: str, event: Mapping[str, Any], *, tenant: str | None = None
+    ) -> str:
+        """Hands one lifecycle event to the guards that observe ``hook`` and
+        returns at once, before any guard runs.
+
+        ``hook`` is one of :data:`LIFECYCLE_HOOKS`; ``event`` carries the
+        fields of symfonic's event class for it (``on_llm_end``: ``model``,
+        ``output``, ``usage``, ``run_id``, ...; fields with a default may
+        be left out). The host delivers a run's observations on its own
+        runtime, in the order they were handed over, each guard under its
+        own limits (a fault is logged, counted and skipped); a later
+        decision of the same run (``run_id``) waits for them, so it sees
+        their state writes (docs/plugins.md, "Lifecycle events").
+
+        Returns ``"queued"``, ``"unobserved"`` (no guard of the chain
+        observes ``hook``: nothing was done) or ``"dropped"`` (the run
+        already had 1,024 observations waiting; counted).
+
+        Raises:
+            RequestError: ``hook`` is not a lifecycle hook, or a field of
+                ``event`` is missing or of the wrong type, or ``tenant`` is
+                not a valid tenant name; the message names it, as
+                ``toolgate serve``'s ``POST /v1/observe`` does.
+            BusyError: the tenant's guards are not serving yet.
+            ValueError: a value is not JSON (a non-finite float).
+        """
+        body: dict[str, Any] = {"hook": hook, "event": event}
+        if tenant is not None:
+            body["tenant"] = tenant
+        return str(self._native.observe(_dumps(body)))
+
+    def hooks(self) -> dict[str, Any]:
+        """The hooks worth sending now, following reloads: ``toolgate
+        serve``'s ``GET /v1/hooks`` document. ``hooks``: the lifecycle
+        hooks some loaded guard (of any tenant) observes; ``response``:
+        whether some loaded guard answers the response seam;
+        ``generation``: the plugin set generation it describes."""
+        return dict(json.loads(self._native.hooks()))
 
     # ------------------------------------------------------------------
     # What is loaded

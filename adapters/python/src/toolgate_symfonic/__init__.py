@@ -8,10 +8,11 @@
 """
 
 from ._transport import CircuitBreaker, ConfigurationError, ServiceError
-from ._wire import STATE_KEYS, json_safe, state_subset, tenant_dir
+from ._wire import LIFECYCLE_FIELDS, STATE_KEYS, json_safe, lifecycle_event, state_subset, tenant_dir
 from .handler import (
     FAIL_CLOSED_ANSWER,
     FAIL_CLOSED_MESSAGE,
+    REQUIRED_HOOKS,
     FailurePolicy,
     ToolgateHandler,
 )
@@ -20,6 +21,8 @@ from .palette import ToolgatePaletteResolver
 __all__ = [
     "FAIL_CLOSED_ANSWER",
     "FAIL_CLOSED_MESSAGE",
+    "LIFECYCLE_FIELDS",
+    "REQUIRED_HOOKS",
     "STATE_KEYS",
     "CircuitBreaker",
     "ConfigurationError",
@@ -28,6 +31,7 @@ __all__ = [
     "ToolgateHandler",
     "ToolgatePaletteResolver",
     "json_safe",
+    "lifecycle_event",
     "state_subset",
     "tenant_dir",
 ]

@@ -241,6 +241,64 @@ class HttpTransport:
     def _failure(self, cause: str) -> None:
         self.breaker.failure(self.url, cause, self._policy)
 
+    async def observe(self, body: dict[str, Any], timeout: float) -> str:
+        """Posts one lifecycle event to ``/v1/observe``; returns what became
+        of it (``queued``, ``unobserved``, ``dropped``). The service answers
+        202 before any guard runs, so awaiting it costs one round trip and
+        puts the event on the service before the run's next request."""
+        self.breaker.before_call()
+        path = "/v1/observe"
+        if self._external_client is not None:
+            path = f"{self.url}{path}"
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._http().post(
+                    path,
+                    content=_dumps(body),
+                    headers={"Content-Type": "application/json"},
+                    timeout=httpx.Timeout(timeout),
+                )
+        except TimeoutError as exc:
+            self._failure(f"no answer within {timeout:g}s")
+            raise ServiceError(f"no answer within {timeout:g}s") from exc
+        except httpx.HTTPError as exc:
+            cause = f"{type(exc).__name__}: {exc or 'transport error'}"
+            self._failure(cause)
+            raise ServiceError(cause) from exc
+        status = response.status_code
+        if 400 <= status < 500 and status not in (408, 429):
+            self.breaker.success()
+            raise ConfigurationError(f"HTTP {status}: {response.text[:300]!r}")
+        if status != 202:
+            cause = f"HTTP {status}: {response.text[:300]!r}"
+            self._failure(cause)
+            raise ServiceError(cause)
+        self.breaker.success()
+        try:
+            return str(response.json()["observed"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ServiceError(f"answer is not an observation: {response.text[:300]!r}") from exc
+
+    async def hooks(self, timeout: float) -> dict[str, Any]:
+        """``GET /v1/hooks``: the hooks worth sending now (see
+        ``toolgate.Host.hooks``). Raises ServiceError when there is no
+        such answer; the breaker is left alone (a poll is not a guard
+        call)."""
+        path = f"{self.url}/v1/hooks" if self._external_client else "/v1/hooks"
+        try:
+            response = await self._http().get(path, timeout=httpx.Timeout(timeout))
+        except httpx.HTTPError as exc:
+            raise ServiceError(f"{type(exc).__name__}: {exc or 'transport error'}") from exc
+        if response.status_code != 200:
+            raise ServiceError(f"HTTP {response.status_code}: {response.text[:300]!r}")
+        try:
+            doc = response.json()
+        except ValueError as exc:
+            raise ServiceError(f"answer is not JSON: {response.text[:300]!r}") from exc
+        if not isinstance(doc, dict) or not isinstance(doc.get("hooks"), list):
+            raise ServiceError(f"answer has no hooks: {response.text[:300]!r}")
+        return doc
+
     async def check(self) -> list[str]:
         """Raises ConfigurationError unless the service answers with this
         handler's URL and token and loaded every file; returns the
@@ -307,6 +365,19 @@ class EmbeddedTransport:
         except toolgate_error as exc:
             raise ServiceError(str(exc)) from exc
         return _traced(json.loads(answer))
+
+    async def observe(self, body: dict[str, Any], timeout: float) -> str:
+        """Hands one lifecycle event to the host (it returns at once)."""
+        request_error, toolgate_error = self._errors
+        request = self._native_dumps(body)
+        if request is None:
+            request = json.dumps(body, separators=(",", ":"), allow_nan=False)
+        try:
+            return str(self.host._native.observe(request))
+        except request_error as exc:
+            raise ConfigurationError(f"request refused: {exc}") from exc
+        except toolgate_error as exc:
+            raise ServiceError(str(exc)) from exc
 
     def routing_guards(self, tenant: str | None) -> bool:
         """Whether some plugin of ``tenant``'s chain subscribes to routing."""

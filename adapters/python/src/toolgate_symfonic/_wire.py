@@ -9,6 +9,7 @@ JSON-safe copy.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -225,4 +226,150 @@ def describe_tools(tools: Sequence[Any]) -> list[dict[str, str]]:
         else:
             desc = getattr(tool, "description", None)
         out.append({"name": name, "description": desc if isinstance(desc, str) else ""})
+    return out
+
+
+#: symfonic's thirteen lifecycle hooks and the fields of each one's event
+#: (the seed's names, which toolgate's events take as they are).
+LIFECYCLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "on_agent_start": ("query", "run_id"),
+    "on_agent_end": ("run_id", "final_response", "duration_ms", "node_count"),
+    "on_node_start": ("node_name", "run_id"),
+    "on_node_end": ("node_name", "run_id", "duration_ms"),
+    "on_node_error": ("node_name", "run_id", "error", "error_type"),
+    "on_llm_start": ("model", "messages", "run_id", "system_prompt", "node_name", "turn_index"),
+    "on_llm_pre_call": (
+        "model",
+        "messages",
+        "tools",
+        "run_id",
+        "invocation_params",
+        "node_name",
+    ),
+    "on_llm_end": (
+        "model",
+        "output",
+        "usage",
+        "run_id",
+        "node_name",
+        "pricing_unknown",
+        "duration_ms",
+        "started_at_utc",
+        "iteration_index",
+        "turn_index",
+    ),
+    "on_token_composition": (
+        "system_prompt_tokens",
+        "tool_definitions_tokens",
+        "conversation_history_tokens",
+        "memory_context_tokens",
+        "run_id",
+    ),
+    "on_user_correction": (
+        "turn_id",
+        "original_response",
+        "correction_text",
+        "activation_log",
+        "tenant_id",
+        "scope",
+    ),
+    "on_procedure_selection": (
+        "procedure_id",
+        "action_tool",
+        "pre_tool",
+        "force_mode",
+        "candidate_count",
+    ),
+    "on_react_loop_end": (
+        "run_id",
+        "iteration_index",
+        "content_type",
+        "has_tool_calls",
+        "tool_call_count",
+        "termination_reason",
+    ),
+    "on_fabrication_detected": (
+        "run_id",
+        "mode",
+        "action_taken",
+        "findings",
+        "refuse_threshold",
+        "max_finding_confidence",
+        "original_draft_preview",
+        "replacement_preview",
+        "preview_truncated",
+    ),
+}
+
+#: Fields the contract types as unsigned counts: a negative value (symfonic
+#: writes -1 for "not from the React loop") is sent as 0.
+_COUNTS = frozenset(
+    (
+        "iteration_index",
+        "turn_index",
+        "node_count",
+        "candidate_count",
+        "tool_call_count",
+        "system_prompt_tokens",
+        "tool_definitions_tokens",
+        "conversation_history_tokens",
+        "memory_context_tokens",
+    )
+)
+
+
+def _message(message: Any) -> Any:
+    """A LangChain message as JSON: ``{"type", "content"}`` plus, where the
+    message has them, ``tool_calls``, ``tool_call_id`` and ``name``; a value
+    that is no message goes through :func:`json_safe`."""
+    kind = getattr(message, "type", None)
+    if not isinstance(kind, str) or not hasattr(message, "content"):
+        return json_safe(message)
+    out: dict[str, Any] = {"type": kind, "content": json_safe(message.content)}
+    for key in ("tool_calls", "tool_call_id", "name"):
+        value = getattr(message, key, None)
+        if value:
+            out[key] = json_safe(value)
+    return out
+
+
+def _record(value: Any) -> Any:
+    """A structured object as a JSON object of its fields: a pydantic model
+    (symfonic's ``TenantScope``) by its ``model_dump(mode="json")``, a
+    dataclass by its fields; anything else through :func:`json_safe`."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return json_safe(dump(mode="json"))
+        except Exception:  # noqa: BLE001 - fall back to its text
+            return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+    return json_safe(value)
+
+
+def lifecycle_event(hook: str, event: Any) -> dict[str, Any]:
+    """The JSON form toolgate takes of symfonic's event for ``hook``.
+
+    Every field of the hook's event class (:data:`LIFECYCLE_FIELDS`) that
+    the event has, as a JSON-safe copy (:func:`json_safe`); ``messages``
+    as ``{"type", "content", ...}`` records; ``scope`` (symfonic's
+    ``TenantScope``, a pydantic model) as an object of its fields; a negative count as 0. A field the event lacks is
+    left out (the host fills a field with a default, and names a missing
+    required one).
+    """
+    out: dict[str, Any] = {}
+    for name in LIFECYCLE_FIELDS[hook]:
+        try:
+            value = getattr(event, name)
+        except AttributeError:
+            continue
+        if name == "messages" and isinstance(value, (list, tuple)):
+            out[name] = [_message(m) for m in value]
+        elif name == "scope" and value is not None:
+            out[name] = _record(value)
+        elif name in _COUNTS and type(value) is int and value < 0:
+            out[name] = 0
+        else:
+            out[name] = json_safe(value)
     return out

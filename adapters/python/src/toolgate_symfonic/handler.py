@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import types
 from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,8 +31,21 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from symfonic.core.callbacks import BaseCallbackHandler
 from symfonic.core.contracts.callbacks import (
+    AgentEndEvent,
+    AgentStartEvent,
     BeforeToolCallEvent,
+    FabricationDetectedEvent,
+    LLMEndEvent,
+    LLMPreCallEvent,
+    LLMStartEvent,
+    NodeEndEvent,
+    NodeErrorEvent,
+    NodeStartEvent,
+    ProcedureSelectionEvent,
+    ReactLoopEndEvent,
     ResponseRenderEvent,
+    TokenCompositionEvent,
+    UserCorrectionEvent,
     ToolCallDispatchEvent,
     ToolResultCallbackEvent,
     ToolRoutingDecisionEvent,
@@ -48,6 +62,7 @@ from ._transport import (
 from ._wire import (
     describe_tools,
     json_safe,
+    lifecycle_event,
     restore_unchanged,
     state_subset,
     tenant_dir,
@@ -83,12 +98,59 @@ FAIL_CLOSED_ANSWER = (
     "consulted (fail-closed policy)."
 )
 
-#: Seam names, as in the HTTP paths.
-Seam = Literal["steering", "rewrite", "routing", "result", "response"]
+#: Seam names, as in the HTTP paths (``observe``: a lifecycle event).
+Seam = Literal["steering", "rewrite", "routing", "result", "response", "observe"]
+
+#: The lifecycle hooks symfonic's ``CallbackHandler`` protocol requires:
+#: symfonic builds their events whenever any handler is registered (its
+#: gate is ``CallbackManager.is_noop``, not ``has_hook``) and warns once
+#: about a handler that lacks one, so the handler always has them; they
+#: forward an event only while some loaded guard observes the hook.
+REQUIRED_HOOKS: frozenset[str] = frozenset(
+    (
+        "on_agent_start",
+        "on_agent_end",
+        "on_node_start",
+        "on_node_end",
+        "on_node_error",
+        "on_llm_start",
+        "on_llm_end",
+        "on_token_composition",
+    )
+)
+
+
+class _Offered:
+    """A hook the handler has only while some loaded guard wants it.
+
+    symfonic builds the event of an optional hook only when
+    ``CallbackManager.has_hook(name)`` is true, which is ``hasattr`` on each
+    handler, asked anew at every emission: reading this attribute raises
+    ``AttributeError`` (so ``hasattr`` is false and symfonic builds
+    nothing) unless the loaded guards subscribe to it now.
+    """
+
+    def __init__(self, method: Any) -> None:
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.wanted = "response" if name == "on_response_render" else name
+
+    def __get__(self, handler: Any, owner: type | None = None) -> Any:
+        if handler is None:
+            return self
+        if handler._offers(self.wanted):
+            return types.MethodType(self.method, handler)
+        raise AttributeError(
+            f"{type(handler).__name__} has no {self.name} now: no loaded guard wants it"
+        )
 
 __all__ = [
     "FAIL_CLOSED_ANSWER",
     "FAIL_CLOSED_MESSAGE",
+    "REQUIRED_HOOKS",
     "ConfigurationError",
     "FailurePolicy",
     "ServiceError",
@@ -161,6 +223,11 @@ class ToolgateHandler(BaseCallbackHandler):
             the handler's own.
         trust_env: ``url`` only: whether the handler's own client honours
             proxy environment variables (off).
+        hooks_refresh: ``url`` only: how old, in seconds, the service's
+            list of wanted hooks (``GET /v1/hooks``) may be when a run
+            starts before it is asked again (default 1.0; 0: at every
+            run's start). In-process the host's generation is checked at
+            every ``hasattr``, so a reload is seen at once.
         host_options: ``plugins`` as a directory only: keyword arguments of
             ``toolgate.Host`` (``cache_dir``, ``watch``, ``max_instances``,
             ...).
@@ -181,6 +248,7 @@ class ToolgateHandler(BaseCallbackHandler):
         breaker_cooldown: float = 5.0,
         client: httpx.AsyncClient | None = None,
         trust_env: bool = False,
+        hooks_refresh: float = 1.0,
         **host_options: Any,
     ) -> None:
         if failure_policy not in ("fail_open", "fail_closed"):
@@ -195,6 +263,8 @@ class ToolgateHandler(BaseCallbackHandler):
             raise ValueError(f"breaker_threshold must be at least 1, got {breaker_threshold!r}")
         if not breaker_cooldown >= 0:
             raise ValueError(f"breaker_cooldown must be >= 0, got {breaker_cooldown!r}")
+        if not hooks_refresh >= 0:
+            raise ValueError(f"hooks_refresh must be >= 0, got {hooks_refresh!r}")
         if isinstance(plugins, str) and plugins.startswith(("http://", "https://")):
             raise ValueError(
                 f"{plugins!r} is a URL: pass it as ToolgateHandler(url=...) to use a "
@@ -232,6 +302,14 @@ class ToolgateHandler(BaseCallbackHandler):
 
             host = plugins if isinstance(plugins, Host) else open_host(plugins, **host_options)  # type: ignore[arg-type]
             self._transport = EmbeddedTransport(host)
+        self.hooks_refresh = float(hooks_refresh)
+        # What the loaded guards want (``Host.hooks()`` / ``GET /v1/hooks``):
+        # the lifecycle hooks, whether a response guard is loaded, the
+        # generation it describes; ``None`` until known.
+        self._wanted: frozenset[str] = frozenset()
+        self._wanted_response = True
+        self._wanted_generation: int | None = None
+        self._wanted_polled: float | None = None
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._resolver_installed = False
         self._logged_config_errors: set[str] = set()
@@ -338,6 +416,8 @@ class ToolgateHandler(BaseCallbackHandler):
         resolving every hook by the failure policy.
         """
         warnings = await self._transport.check()
+        self._wanted_polled = None
+        await self._refresh_wanted()
         for warning in warnings:
             logger.warning("toolgate: %s: %s", self._transport, warning)
         return warnings
@@ -480,10 +560,15 @@ class ToolgateHandler(BaseCallbackHandler):
             self._failed("result", exc, getattr(event, "call_id", None))
         return None
 
-    async def on_response_render(
+    async def _on_response_render(
         self, content: str, state: dict[str, Any], metadata: ResponseRenderEvent
     ) -> str:
         """Response: the run's final answer, as the response guards leave it.
+
+        The handler has this hook only while some loaded guard (of any
+        tenant) answers the response seam, or while that is not known (the
+        service has not answered ``GET /v1/hooks`` yet): with none, symfonic
+        builds no ``ResponseRenderEvent`` and the answer is not touched.
 
         symfonic calls it once per ``agent.run()`` (never from ``stream()``),
         after its own transformations and before ``on_agent_end``, with the
@@ -523,6 +608,145 @@ class ToolgateHandler(BaseCallbackHandler):
         except Exception as exc:  # noqa: BLE001 - a hook never raises
             self._failed("response", exc, None)
             return FAIL_CLOSED_ANSWER if self.failure_policy == "fail_closed" else content
+
+    on_response_render = _Offered(_on_response_render)
+
+    # ------------------------------------------------------------------
+    # Lifecycle events
+    # ------------------------------------------------------------------
+
+    async def on_agent_start(self, event: AgentStartEvent) -> None:
+        """Lifecycle: a run begins. Over HTTP, first asks the service which
+        hooks its guards want when the last answer is older than
+        ``hooks_refresh`` (one ``GET /v1/hooks``)."""
+        await self._refresh_wanted()
+        await self._observe("on_agent_start", event)
+
+    async def on_agent_end(self, event: AgentEndEvent) -> None:
+        """Lifecycle: a run ended."""
+        await self._observe("on_agent_end", event)
+
+    async def on_node_start(self, event: NodeStartEvent) -> None:
+        """Lifecycle: a graph node is about to run."""
+        await self._observe("on_node_start", event)
+
+    async def on_node_end(self, event: NodeEndEvent) -> None:
+        """Lifecycle: a graph node completed."""
+        await self._observe("on_node_end", event)
+
+    async def on_node_error(self, event: NodeErrorEvent) -> None:
+        """Lifecycle: a graph node raised."""
+        await self._observe("on_node_error", event)
+
+    async def on_llm_start(self, event: LLMStartEvent) -> None:
+        """Lifecycle: the model is invoked."""
+        await self._observe("on_llm_start", event)
+
+    async def on_llm_end(self, event: LLMEndEvent) -> None:
+        """Lifecycle: the model returned (``usage``: its token counts)."""
+        await self._observe("on_llm_end", event)
+
+    async def on_token_composition(self, event: TokenCompositionEvent) -> None:
+        """Lifecycle: the input tokens by prompt section."""
+        await self._observe("on_token_composition", event)
+
+    async def _on_llm_pre_call(self, event: LLMPreCallEvent) -> None:
+        """Lifecycle (optional): right before the provider call."""
+        await self._observe("on_llm_pre_call", event)
+
+    async def _on_user_correction(self, event: UserCorrectionEvent) -> None:
+        """Lifecycle (optional): the user corrected an earlier answer."""
+        await self._observe("on_user_correction", event)
+
+    async def _on_procedure_selection(self, event: ProcedureSelectionEvent) -> None:
+        """Lifecycle (optional): the force-resolver picked a procedure."""
+        await self._observe("on_procedure_selection", event)
+
+    async def _on_react_loop_end(self, event: ReactLoopEndEvent) -> None:
+        """Lifecycle (optional): the React loop ended with no final text."""
+        await self._observe("on_react_loop_end", event)
+
+    async def _on_fabrication_detected(self, event: FabricationDetectedEvent) -> None:
+        """Lifecycle (optional): the fabrication check found suspect content."""
+        await self._observe("on_fabrication_detected", event)
+
+    on_llm_pre_call = _Offered(_on_llm_pre_call)
+    on_user_correction = _Offered(_on_user_correction)
+    on_procedure_selection = _Offered(_on_procedure_selection)
+    on_react_loop_end = _Offered(_on_react_loop_end)
+    on_fabrication_detected = _Offered(_on_fabrication_detected)
+
+    def wanted_hooks(self) -> frozenset[str]:
+        """The lifecycle hooks some loaded guard observes, as this handler
+        last saw it (in-process: now; over HTTP: at the last poll)."""
+        self._offers("")
+        return self._wanted
+
+    def _offers(self, hook: str) -> bool:
+        """Whether the loaded guards want ``hook`` (``"response"``: the
+        response seam). In-process the host's generation is read each time
+        and the wanted hooks re-read when it changed; over HTTP the last
+        poll's answer stands (the response seam is offered until one
+        came)."""
+        transport = self._transport
+        if isinstance(transport, EmbeddedTransport):
+            generation = transport.host.generation
+            if generation != self._wanted_generation:
+                self._want(transport.host.hooks())
+        if hook == "response":
+            return self._wanted_response
+        return hook in self._wanted
+
+    def _want(self, doc: Mapping[str, Any]) -> None:
+        """Takes a ``Host.hooks()`` / ``GET /v1/hooks`` document."""
+        self._wanted = frozenset(str(h) for h in doc.get("hooks") or ())
+        self._wanted_response = bool(doc.get("response", True))
+        generation = doc.get("generation")
+        self._wanted_generation = generation if isinstance(generation, int) else None
+
+    async def _refresh_wanted(self) -> None:
+        """Over HTTP: asks ``GET /v1/hooks`` when the last answer is older
+        than ``hooks_refresh``. A failed poll keeps what was known."""
+        transport = self._transport
+        if not isinstance(transport, HttpTransport):
+            return
+        now = time.monotonic()
+        if self._wanted_polled is not None and now - self._wanted_polled < self.hooks_refresh:
+            return
+        self._wanted_polled = now
+        try:
+            doc = await transport.hooks(min(self.timeout, 5.0))
+        except Exception as exc:  # noqa: BLE001 - a hook never raises
+            logger.debug("toolgate: cannot read %s/v1/hooks (%s); keeping the last answer", transport, exc)
+            return
+        self._want(doc)
+
+    async def _observe(self, hook: str, event: Any) -> None:
+        """Hands a lifecycle event to the guards that observe ``hook``.
+
+        Nothing is built or sent unless some loaded guard observes it. The
+        event goes with the run's tenant (known once a hook with the run's
+        state fired; else the handler's ``tenant``). In-process the host
+        queues it and returns at once; over HTTP the 202 of ``POST
+        /v1/observe`` is awaited (the service answers before any guard
+        runs), so the event is on the service before the run's next
+        decision is sent, and that decision sees it.
+        """
+        if not self._offers(hook):
+            return
+        try:
+            run_id = getattr(event, "run_id", None)
+            run = self._runs.get(str(run_id)) if run_id else None
+            tenant = run.tenant if run is not None else self.tenant
+            if tenant is None and hook == "on_user_correction":
+                tenant = getattr(event, "tenant_id", None) or None
+            body: dict[str, Any] = {"hook": hook, "event": lifecycle_event(hook, event)}
+            if tenant is not None:
+                body["tenant"] = tenant_dir(str(tenant))
+            self.calls["observe"] += 1
+            await self._transport.observe(body, self.timeout)
+        except Exception as exc:  # noqa: BLE001 - a hook never raises
+            self._failed("observe", exc, None)
 
     # ------------------------------------------------------------------
     # Routing verdicts
@@ -738,6 +962,8 @@ class ToolgateHandler(BaseCallbackHandler):
             outcome = "withholding the answer"
         elif seam == "response":
             outcome = "delivering the answer unchanged"
+        elif seam == "observe":
+            outcome = "event not observed"
         else:
             outcome = "result not observed"
         cause = str(exc) if isinstance(exc, ServiceError) else f"{type(exc).__name__}: {exc}"

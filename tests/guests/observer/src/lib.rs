@@ -5,7 +5,9 @@
 //! - `"trap": true` — panics (a trap);
 //! - `"blow": true` — writes values past its state budget;
 //! - otherwise — adds 1 to the run's `seen` and appends the hook's name to
-//!   the run's `hooks` (comma-separated).
+//!   the run's `hooks` (comma-separated); with `"detail": true`, the name
+//!   followed by the event's run id and key fields, `;`-separated in
+//!   parentheses: `on_llm_end(r1;model;12;5)` (see [`detail`]).
 //!
 //! Its steering answers every call with a cancel whose content is
 //! `seen=<n> hooks=<names>` (the run's state as the call finds it), so a
@@ -45,6 +47,35 @@ fn seen(hook: &str) {
     state::set(Scope::Run, "hooks", &hooks);
 }
 
+/// Whether the config asks for the key fields (`"detail": true`).
+fn detailed() -> bool {
+    toolgate_guest::config()["detail"] == true
+}
+
+/// What an observation of `hook` appends: its name, or with `"detail":
+/// true` `hook(field;field;...)` (the key fields an adapter's test compares
+/// with what a Python handler saw).
+fn record(hook: &str, fields: &[&dyn std::fmt::Display]) {
+    if detailed() {
+        seen(&detail(hook, fields))
+    } else {
+        seen(hook)
+    }
+}
+
+/// `hook(a;b;c)`.
+fn detail(hook: &str, fields: &[&dyn std::fmt::Display]) -> String {
+    let fields: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+    format!("{hook}({})", fields.join(";"))
+}
+
+/// A usage count, or `-` when the usage has none.
+fn count(usage: &toolgate_guest::serde_json::Value, key: &str) -> String {
+    usage[key]
+        .as_i64()
+        .map_or_else(|| "-".to_string(), |n| n.to_string())
+}
+
 impl Observer for Watcher {
     const HOOKS: &'static [Hook] = &[
         Hook::AgentStart,
@@ -62,44 +93,65 @@ impl Observer for Watcher {
         Hook::FabricationDetected,
     ];
 
-    fn on_agent_start(_: toolgate_guest::AgentStartEvent) {
-        seen("on_agent_start")
+    fn on_agent_start(e: toolgate_guest::AgentStartEvent) {
+        record("on_agent_start", &[&e.run_id, &e.query])
     }
-    fn on_agent_end(_: toolgate_guest::AgentEndEvent) {
-        seen("on_agent_end")
+    fn on_agent_end(e: toolgate_guest::AgentEndEvent) {
+        record(
+            "on_agent_end",
+            &[&e.run_id, &e.final_response.as_deref().unwrap_or("")],
+        )
     }
-    fn on_node_start(_: toolgate_guest::NodeStartEvent) {
-        seen("on_node_start")
+    fn on_node_start(e: toolgate_guest::NodeStartEvent) {
+        record("on_node_start", &[&e.run_id, &e.node_name])
     }
-    fn on_node_end(_: toolgate_guest::NodeEndEvent) {
-        seen("on_node_end")
+    fn on_node_end(e: toolgate_guest::NodeEndEvent) {
+        record("on_node_end", &[&e.run_id, &e.node_name])
     }
-    fn on_node_error(_: toolgate_guest::NodeErrorEvent) {
-        seen("on_node_error")
+    fn on_node_error(e: toolgate_guest::NodeErrorEvent) {
+        record("on_node_error", &[&e.run_id, &e.node_name, &e.error_type])
     }
-    fn on_llm_start(_: toolgate_guest::LLMStartEvent) {
-        seen("on_llm_start")
+    fn on_llm_start(e: toolgate_guest::LLMStartEvent) {
+        record("on_llm_start", &[&e.run_id, &e.model, &e.turn_index])
     }
-    fn on_llm_pre_call(_: toolgate_guest::LLMPreCallEvent) {
-        seen("on_llm_pre_call")
+    fn on_llm_pre_call(e: toolgate_guest::LLMPreCallEvent) {
+        record(
+            "on_llm_pre_call",
+            &[&e.run_id, &e.model, &e.tools.as_array().map_or(0, Vec::len)],
+        )
     }
     fn on_llm_end(e: toolgate_guest::LLMEndEvent) {
-        seen(&format!("on_llm_end:{}", e.usage["total_tokens"]))
+        if detailed() {
+            let (input, output) = (
+                count(&e.usage, "input_tokens"),
+                count(&e.usage, "output_tokens"),
+            );
+            seen(&detail(
+                "on_llm_end",
+                &[&e.run_id, &e.model, &input, &output],
+            ))
+        } else {
+            seen(&format!("on_llm_end:{}", e.usage["total_tokens"]))
+        }
     }
-    fn on_token_composition(_: toolgate_guest::TokenCompositionEvent) {
-        seen("on_token_composition")
+
+    fn on_token_composition(e: toolgate_guest::TokenCompositionEvent) {
+        record(
+            "on_token_composition",
+            &[&e.run_id, &e.system_prompt_tokens],
+        )
     }
-    fn on_user_correction(_: toolgate_guest::UserCorrectionEvent) {
-        seen("on_user_correction")
+    fn on_user_correction(e: toolgate_guest::UserCorrectionEvent) {
+        record("on_user_correction", &[&e.turn_id])
     }
-    fn on_procedure_selection(_: toolgate_guest::ProcedureSelectionEvent) {
-        seen("on_procedure_selection")
+    fn on_procedure_selection(e: toolgate_guest::ProcedureSelectionEvent) {
+        record("on_procedure_selection", &[&e.pre_tool])
     }
-    fn on_react_loop_end(_: toolgate_guest::ReactLoopEndEvent) {
-        seen("on_react_loop_end")
+    fn on_react_loop_end(e: toolgate_guest::ReactLoopEndEvent) {
+        record("on_react_loop_end", &[&e.run_id, &e.termination_reason])
     }
-    fn on_fabrication_detected(_: toolgate_guest::FabricationDetectedEvent) {
-        seen("on_fabrication_detected")
+    fn on_fabrication_detected(e: toolgate_guest::FabricationDetectedEvent) {
+        record("on_fabrication_detected", &[&e.run_id, &e.action_taken])
     }
 }
 
