@@ -1,13 +1,15 @@
-//! The JSON face of the four seams: events as symfonic sends them (the
+//! The JSON face of the five seams: events as symfonic sends them (the
 //! seed's class names and snake_case field names) and verdicts exactly as
 //! its Python hooks return them.
 //!
 //! Each seam's event type is named after symfonic's event class
 //! ([`ToolRoutingDecisionEvent`], [`ToolCallDispatchEvent`],
-//! [`BeforeToolCallEvent`], [`ToolResultCallbackEvent`]); the WIT records
-//! the host lowers them into keep the contract's names (`routing-event`,
-//! `dispatch-event`, `before-tool-call-event`, `tool-result-event`). The
-//! table is in `docs/design.md` ("Vocabulary").
+//! [`BeforeToolCallEvent`], [`ToolResultCallbackEvent`],
+//! [`ResponseRenderEvent`]); the WIT records the host lowers them into keep
+//! the contract's names (`routing-event`, `dispatch-event`,
+//! `before-tool-call-event`, `tool-result-event`, `response-event`). The
+//! table is in `docs/design.md` ("Vocabulary"). The lifecycle events are in
+//! [`lifecycle`].
 
 use std::fmt;
 use std::str::FromStr;

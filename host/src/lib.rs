@@ -2,8 +2,10 @@
 //! components.
 //!
 //! A guard is a component built against `wit/guard.wit`
-//! (`toolgate:guard@0.1.0`) that exports one or more of four seams —
-//! routing, rewrite, steering, result — mirroring symfonic's callback
+//! (`toolgate:guard@0.3.0`; `0.1.0` and `0.2.0` guards load unchanged)
+//! that exports one or more of five seams — routing, rewrite, steering,
+//! result, response — and may observe symfonic's thirteen lifecycle events
+//! ([`LifecycleEvent`], [`Chain::observe`]), mirroring symfonic's callback
 //! hooks. Each hook call runs on a fresh instance under fuel, memory and
 //! wall-clock limits; a guard that faults is logged and skipped, exactly
 //! like a Python handler that raised.
