@@ -201,10 +201,13 @@ class HttpTransport:
             self._client_loop = loop
         return self._client
 
-    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Answer:
-        """Posts one request; returns the decoded answer and its trace."""
+    async def _post(self, path: str, body: dict[str, Any], timeout: float, ok: int) -> Any:
+        """Posts ``body`` to ``path``; returns the answer's JSON when its
+        status is ``ok``. A refusal of the request itself (4xx but 408 and
+        429) raises ConfigurationError and leaves the breaker closed; no
+        answer, another status or a body that is not JSON counts against
+        the service and raises ServiceError."""
         self.breaker.before_call()
-        path = f"/v1/{seam}?trace=1"
         if self._external_client is not None:
             path = f"{self.url}{path}"
         try:
@@ -227,16 +230,19 @@ class HttpTransport:
             # The service is up and answered: it refuses the request itself.
             self.breaker.success()
             raise ConfigurationError(f"HTTP {status}: {response.text[:300]!r}")
-        if status != 200:
+        if status != ok:
             cause = f"HTTP {status}: {response.text[:300]!r}"
             self._failure(cause)
             raise ServiceError(cause)
         self.breaker.success()
         try:
-            doc = response.json()
+            return response.json()
         except ValueError as exc:
             raise ServiceError(f"answer is not JSON: {response.text[:300]!r}") from exc
-        return _traced(doc)
+
+    async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Answer:
+        """Posts one request; returns the decoded answer and its trace."""
+        return _traced(await self._post(f"/v1/{seam}?trace=1", body, timeout, 200))
 
     def _failure(self, cause: str) -> None:
         self.breaker.failure(self.url, cause, self._policy)
@@ -246,38 +252,11 @@ class HttpTransport:
         of it (``queued``, ``unobserved``, ``dropped``). The service answers
         202 before any guard runs, so awaiting it costs one round trip and
         puts the event on the service before the run's next request."""
-        self.breaker.before_call()
-        path = "/v1/observe"
-        if self._external_client is not None:
-            path = f"{self.url}{path}"
+        doc = await self._post("/v1/observe", body, timeout, 202)
         try:
-            async with asyncio.timeout(timeout):
-                response = await self._http().post(
-                    path,
-                    content=_dumps(body),
-                    headers={"Content-Type": "application/json"},
-                    timeout=httpx.Timeout(timeout),
-                )
-        except TimeoutError as exc:
-            self._failure(f"no answer within {timeout:g}s")
-            raise ServiceError(f"no answer within {timeout:g}s") from exc
-        except httpx.HTTPError as exc:
-            cause = f"{type(exc).__name__}: {exc or 'transport error'}"
-            self._failure(cause)
-            raise ServiceError(cause) from exc
-        status = response.status_code
-        if 400 <= status < 500 and status not in (408, 429):
-            self.breaker.success()
-            raise ConfigurationError(f"HTTP {status}: {response.text[:300]!r}")
-        if status != 202:
-            cause = f"HTTP {status}: {response.text[:300]!r}"
-            self._failure(cause)
-            raise ServiceError(cause)
-        self.breaker.success()
-        try:
-            return str(response.json()["observed"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ServiceError(f"answer is not an observation: {response.text[:300]!r}") from exc
+            return str(doc["observed"])
+        except (KeyError, TypeError) as exc:
+            raise ServiceError(f"answer is not an observation: {doc!r:.300}") from exc
 
     async def hooks(self, timeout: float) -> dict[str, Any]:
         """``GET /v1/hooks``: the hooks worth sending now (see
