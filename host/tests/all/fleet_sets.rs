@@ -3,7 +3,8 @@
 //! (Debian's `docker-registry`), followed by two `toolgate serve --set`
 //! replicas polling its tag. Both converge on each good version, refuse
 //! the bad ones (unsigned, signed by an untrusted key, a signature for
-//! another digest, a tag moved to something that is not a set) while the
+//! another digest, a tag moved to something that is not a set, a manifest
+//! that does not parse) while the
 //! version before keeps deciding, and keep serving with the registry
 //! down; a restart with the registry down serves the version kept, a cold
 //! one serves nothing.
@@ -261,12 +262,37 @@ async fn replicas_following_a_signed_set_converge_on_each_good_version_refuse_ba
 
     // Version 2: another guard, no tenant directory: both replicas swap
     // it in whole (acme's own guard goes with version 1).
+    // Calls decided meanwhile are decided by one version or the other,
+    // never by a mix of the two.
     let v2 = set_dir(&[("no-email.wasm", NO_EMAIL)], &[]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (client, addr, stop) = (client.clone(), a0.clone(), std::sync::Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                seen.push(decided_by(&client, &addr).await);
+            }
+            seen
+        })
+    };
     let d2 = push_set(v2.path(), &reference, Some(&release_key));
     until_all(&client, &addrs, "converged on version 2", |s| {
         s["digest"] == d2
     })
     .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen = watcher.await.expect("the watcher");
+    let (one, two) = (["sql-guard", "acme/no-email"], ["no-email"]);
+    assert!(
+        seen.iter().all(|p| *p == one || *p == two),
+        "a call decided by a mix: {seen:?}"
+    );
+    assert!(
+        seen.first().is_some_and(|p| *p == one) && seen.last().is_some_and(|p| *p == two),
+        "the calls saw the swap: {seen:?}"
+    );
     all_serve(&client, &addrs, &d2, 2, &["no-email"]).await;
 
     // Refused everywhere, version 2 deciding meanwhile: unsigned ...
@@ -348,9 +374,21 @@ async fn replicas_following_a_signed_set_converge_on_each_good_version_refuse_ba
     )
     .await;
     all_serve(&client, &addrs, &d2, 2, &["no-email"]).await;
+    // ... and a version, signed, whose manifest does not parse.
+    let v7 = set_dir(&[("sql-guard.wasm", SQL_GUARD)], &[]);
+    std::fs::write(v7.path().join("toolgate.toml"), "[[plugin]\n").expect("write");
+    let d7 = push_set(v7.path(), &reference, Some(&release_key));
+    until_all(
+        &client,
+        &addrs,
+        "refused the broken manifest",
+        refused(d7, "does not load whole"),
+    )
+    .await;
+    all_serve(&client, &addrs, &d2, 2, &["no-email"]).await;
     for addr in addrs {
         let set = set_of(&client, addr).await;
-        assert_eq!(set["refused"], 4, "each refusal counted once: {set}");
+        assert_eq!(set["refused"], 5, "each refusal counted once: {set}");
         let metrics = client
             .get(format!("http://{addr}/metrics"))
             .send()
@@ -360,7 +398,7 @@ async fn replicas_following_a_signed_set_converge_on_each_good_version_refuse_ba
             .await
             .expect("text");
         assert!(
-            metrics.contains("toolgate_set_refused_total 4"),
+            metrics.contains("toolgate_set_refused_total 5"),
             "{metrics}"
         );
         assert!(metrics.contains("toolgate_set_generation 2"), "{metrics}");
