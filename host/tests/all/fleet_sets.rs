@@ -437,5 +437,50 @@ async fn replicas_following_a_signed_set_converge_on_each_good_version_refuse_ba
         |s| s["from_cache"] == false && s["last_poll_failure"].is_null() && s["digest"] == d2,
     )
     .await;
-    let _ = d3;
+
+    // The version refused for want of a signature, signed now (the same
+    // directory, the same digest): both replicas take it.
+    assert_eq!(push_set(v3.path(), &reference, Some(&release_key)), d3);
+    let now = [a0.as_str(), warm.as_str()];
+    until_all(&client, &now, "took the version once signed", |s| {
+        s["digest"] == d3
+    })
+    .await;
+    for addr in now {
+        let mut plugins = decided_by(&client, addr).await;
+        plugins.sort();
+        assert_eq!(plugins, ["no-email", "sql-guard"], "{addr}");
+    }
+}
+
+/// `toolgate serve ARGS`, expected to stop at once: its standard error.
+fn refused_at_start(args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .arg("serve")
+        .args(args)
+        .output()
+        .expect("run toolgate");
+    assert!(!out.status.success(), "toolgate serve {args:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn set_flags_that_cannot_work_are_refused_at_start_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad_key = dir.path().join("bad.pub");
+    std::fs::write(&bad_key, "hello").expect("write");
+    let at = "oci://127.0.0.1:9/policies/fleet:prod";
+    let digest = format!("oci://127.0.0.1:9/policies/fleet@sha256:{}", "a".repeat(64));
+    let e = refused_at_start(&["--set", &digest]);
+    assert!(e.contains("names a digest"), "{e}");
+    let e = refused_at_start(&["--set", "http://127.0.0.1:9/policies/fleet:prod"]);
+    assert!(e.contains("oci://registry/repo:tag"), "{e}");
+    let key = bad_key.display().to_string();
+    let e = refused_at_start(&["--set", at, "--trusted-key", &key]);
+    assert!(e.contains(&key) && e.contains("PEM"), "{e}");
+    let e = refused_at_start(&["--set", at, "--require-signatures"]);
+    assert!(e.contains("--trusted-key"), "{e}");
+    let plugins = dir.path().display().to_string();
+    let e = refused_at_start(&["--set", at, "--plugins", &plugins]);
+    assert!(e.contains("cannot be used with"), "{e}");
 }
