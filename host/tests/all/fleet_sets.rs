@@ -35,7 +35,7 @@ fn toolgate(args: &[&str]) -> String {
 
 /// `toolgate push --set DIR REFERENCE [--sign KEY]`: the digest printed
 /// (`sha256:<hex>`).
-fn push_set(dir: &Path, reference: &str, key: Option<&Path>) -> String {
+pub(crate) fn push_set(dir: &Path, reference: &str, key: Option<&Path>) -> String {
     let dir = dir.display().to_string();
     let mut args = vec!["push", "--set", &dir, reference];
     let key = key.map(|k| k.display().to_string());
@@ -70,7 +70,7 @@ fn set_dir(files: &[(&str, &str)], tenant_files: &[(&str, &str, &str)]) -> tempf
 
 /// `toolgate serve --set REFERENCE ARGS`, its address once it listens;
 /// `None` (and the lines it wrote) when it says it has no version to serve.
-fn serve_set(reference: &str, args: &[&str]) -> (KillOnDrop, Result<String, String>) {
+pub(crate) fn serve_set(reference: &str, args: &[&str]) -> (KillOnDrop, Result<String, String>) {
     let mut child = KillOnDrop::spawn(
         Command::new(BIN)
             .args(["serve", "--set", reference, "--listen", "127.0.0.1:0"])
@@ -98,7 +98,7 @@ fn serve_set(reference: &str, args: &[&str]) -> (KillOnDrop, Result<String, Stri
 }
 
 /// `GET /v1/plugins`' `set`.
-async fn set_of(client: &reqwest::Client, addr: &str) -> Value {
+pub(crate) async fn set_of(client: &reqwest::Client, addr: &str) -> Value {
     let body: Value = client
         .get(format!("http://{addr}/v1/plugins"))
         .send()
@@ -193,7 +193,7 @@ async fn copy_signature(client: &reqwest::Client, base: &str, signed: &str, unsi
     assert!(put.status().is_success(), "{}", put.status());
 }
 
-fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn keygen(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let base = dir.join(name);
     toolgate(&["keygen", &base.display().to_string()]);
     (
