@@ -385,6 +385,11 @@ async fn replicas_following_a_signed_set_converge_on_each_good_version_refuse_ba
         refused(d7, "does not load whole"),
     )
     .await;
+    let why = set_of(&client, &a0).await["last_refusal"]["reason"].to_string();
+    assert!(
+        why.contains("toolgate.toml:1") && !why.contains("unpacked"),
+        "named by its path in the set: {why}"
+    );
     all_serve(&client, &addrs, &d2, 2, &["no-email"]).await;
     for addr in addrs {
         let set = set_of(&client, addr).await;

@@ -550,10 +550,8 @@ impl Puller {
             .errors
             .iter()
             .filter(|e| e.kind != IssueKind::Snapshot)
-            .map(|e| {
-                let path = e.path.strip_prefix(&dir).unwrap_or(&e.path);
-                format!("{}: {}", path.display(), e.message)
-            })
+            // Named by their paths in the set, not where it is unpacked.
+            .map(|e| e.message.replace(&format!("{}/", dir.display()), ""))
             .collect();
         issues.extend(
             set.refused
