@@ -489,3 +489,47 @@ fn set_flags_that_cannot_work_are_refused_at_start_naming_what_is_wrong() {
     let e = refused_at_start(&["--set", at, "--plugins", &plugins]);
     assert!(e.contains("cannot be used with"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_source_swaps_a_new_version_in_and_lets_the_one_before_go() {
+    use toolgate::remote::{SetOptions, SetSource};
+    let registry = OciRegistry::start();
+    let reference = format!("oci://{}/policies/lib:prod", registry.authority());
+    let v1 = set_dir(&[("sql-guard.wasm", SQL_GUARD)], &[]);
+    let d1 = push_set(v1.path(), &reference, None);
+    let cache = tempfile::tempdir().expect("tempdir");
+    let engine = toolgate::Engine::new(toolgate::EngineConfig::default()).expect("engine");
+    let options = SetOptions {
+        cache_dir: Some(cache.path().to_path_buf()),
+        ..SetOptions::new(reference.as_str())
+    };
+    let source = SetSource::start(engine, options).await.expect("starts");
+    assert_eq!(source.status().digest, d1);
+    let first = std::sync::Arc::downgrade(&source.registry());
+    assert!(!source.poll().await.expect("polls"), "nothing new");
+
+    let v2 = set_dir(&[("no-email.wasm", NO_EMAIL)], &[]);
+    let d2 = push_set(v2.path(), &reference, None);
+    let held = source.registry();
+    assert!(source.poll().await.expect("polls"), "version 2 swapped in");
+    let status = source.status();
+    assert_eq!(
+        (status.digest.as_str(), status.generation),
+        (d2.as_str(), 2)
+    );
+    // A call that took version 1 finishes on it; then it is let go.
+    assert_eq!(held.plugin_set().describe().global[0].name, "sql-guard");
+    assert!(first.upgrade().is_some());
+    drop(held);
+    assert!(first.upgrade().is_none(), "the version before is dropped");
+    assert!(
+        std::fs::read_dir(cache.path().join("sets/unpacked"))
+            .expect("unpacked")
+            .all(|e| e
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&d2[7..])),
+        "only the version serving stays unpacked"
+    );
+}
