@@ -248,6 +248,19 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A version of a policy set (`serve --set`) that is not served: not
+    /// fetched, not signed as required, not a policy set, or not loaded
+    /// whole. The version serving, if any, keeps serving.
+    #[error("policy set {set}: {digest}: refused: {message}")]
+    Set {
+        /// The set's source, `oci://registry/repo:tag`.
+        set: String,
+        /// The version's manifest digest (`sha256:<hex>`), or `-` when the
+        /// tag could not be resolved.
+        digest: String,
+        /// Why.
+        message: String,
+    },
     /// A compile that went past the operator's time or memory bound.
     #[error("{path}: compile refused: {message}")]
     CompileBound {

@@ -111,12 +111,16 @@ pub mod manifest {
     };
 }
 
-/// Plugins fetched by digest from a URL or an OCI registry, and publishing
-/// one (`toolgate push`; `docs/remote.md`, "Remote plugin sources").
+/// Plugins fetched by digest from a URL or an OCI registry, publishing
+/// one (`toolgate push`; `docs/remote.md`, "Remote plugin sources"), and
+/// policy sets followed by their tag (`docs/remote.md`, "Policy sets").
 pub mod remote {
+    pub use crate::load::remote::set::{
+        SET_CONFIG_MEDIA_TYPE, SET_LAYER_MEDIA_TYPE, SetOptions, SetRefusal, SetSource, SetStatus,
+    };
     pub use crate::load::remote::signature::{SigningKey, Trust, TrustedKey};
     pub use crate::load::remote::{
-        PushOptions, Remote, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, push,
+        PushOptions, Remote, WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, push, push_set,
     };
 }
 
@@ -166,7 +170,8 @@ pub mod bench {
 pub mod server {
     pub use crate::serve::observe::hooks_body;
     pub use crate::serve::server::{
-        Draining, ServerConfig, Stop, exposure_warning, router, serve, serve_with, shutdown_signal,
+        Draining, Served, ServerConfig, Stop, exposure_warning, router, serve, serve_with,
+        shutdown_signal,
     };
 }
 

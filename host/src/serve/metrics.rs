@@ -28,6 +28,10 @@
 //! | `plugin_load_errors` | gauge | | files the last reload could not load |
 //! | `plugin_fetch_failures_total` | counter | plugin | fetches of the plugin's remote source (`url`, `oci`) that failed — not fetched after their tries, or refused for their digest — since start (its last good version, if any, kept serving) |
 //! | `plugins_generation` | gauge | | the plugin set generation serving |
+//! | `set_info` | gauge | source, digest | 1 for the policy set version serving (`serve --set`) |
+//! | `set_generation` | gauge | | policy set versions swapped in since start (0: no set followed) |
+//! | `set_refused_total` | counter | | policy set versions refused (not verified, not a set, not loaded whole), each version and reason once; the version serving kept |
+//! | `set_poll_failures_total` | counter | | polls that could not resolve the set's tag (the registry unreachable, the tag missing) |
 //! | `decision_log_dropped_total` | counter | | decision log lines dropped since start: the queue was full (the sink slow or down) or the HTTP sink gave a batch up after its retries; decisions never wait on the log |
 //! | `tenants_pending` | gauge | | tenants whose directory has not loaded yet (their calls answered 503) |
 //! | `tenants_refused` | gauge | | tenants not admitted: their share did not fit, or their directory has not loaded whole (their calls answered 503) |
@@ -196,6 +200,12 @@ struct AccountLabels {
     account: Label,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SetLabels {
+    source: Label,
+    digest: Label,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -319,6 +329,15 @@ series! {
         "Directory reloads made because the directory kept changing without settling";
     generation: Gauge = Gauge::default(),
         "plugins_generation", "The plugin set generation serving";
+    set_info: Family<SetLabels, Gauge> = Family::default(),
+        "set_info", "1 for the policy set version serving (serve --set): its source and digest";
+    set_generation: Gauge = Gauge::default(),
+        "set_generation", "Policy set versions swapped in since start (0: no set followed)";
+    set_refused: Counter = Counter::default(),
+        "set_refused",
+        "Policy set versions refused (not verified, not a set, not loaded whole), each version and reason once";
+    set_poll_failures: Counter = Counter::default(),
+        "set_poll_failures", "Polls that could not resolve the policy set's tag (registry unreachable, tag missing)";
     quarantined: Family<PluginLabels, Gauge> = Family::default(),
         "plugin_quarantined", "1 while the plugin is quarantined or being probed, else 0";
     quarantines: Family<PluginLabels, Gauge> = Family::default(),
@@ -622,6 +641,25 @@ impl Metrics {
             let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
             self.state_keys.get_or_create(&labels).set(n(usage.keys));
             self.state_bytes.get_or_create(&labels).set(n(usage.bytes));
+        }
+    }
+
+    /// Sets the policy set series from `set`'s status.
+    pub fn observe_set(&self, set: &crate::load::remote::set::SetStatus) {
+        self.set_info.clear();
+        self.set_info
+            .get_or_create(&SetLabels {
+                source: set.source.clone().into(),
+                digest: set.digest.clone().into(),
+            })
+            .set(1);
+        self.set_generation
+            .set(i64::try_from(set.generation).unwrap_or(i64::MAX));
+        for (counter, total) in [
+            (&self.set_refused, set.refused),
+            (&self.set_poll_failures, set.poll_failures),
+        ] {
+            counter.inc_by(total.saturating_sub(counter.get()));
         }
     }
 

@@ -92,6 +92,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use crate::error::Error;
 use crate::event::Seam;
 use crate::load::registry::{Registry, ReloadReport};
+use crate::load::remote::set::{SetSource, SetStatus};
 use crate::serve::metrics::{self, Metrics};
 use crate::serve::request::{DecideRequest, NotDecided};
 use crate::serve::tokens::{Caller, TenantTokens, same_digest, sha256};
@@ -172,8 +173,64 @@ impl Default for ServerConfig {
     }
 }
 
+/// What a server serves: one registry (a plugin directory), or a policy
+/// set's, which a new version replaces whole (`serve --set`).
+#[derive(Clone)]
+pub enum Served {
+    /// A registry of its own (a plugin directory).
+    Registry(Arc<Registry>),
+    /// The registry of the version of a policy set serving now.
+    Set(Arc<SetSource>),
+}
+
+impl std::fmt::Debug for Served {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Served::Registry(r) => write!(f, "Served::Registry({})", r.root().display()),
+            Served::Set(s) => write!(f, "Served::Set({s:?})"),
+        }
+    }
+}
+
+impl From<Arc<Registry>> for Served {
+    fn from(registry: Arc<Registry>) -> Served {
+        Served::Registry(registry)
+    }
+}
+
+impl From<Arc<SetSource>> for Served {
+    fn from(set: Arc<SetSource>) -> Served {
+        Served::Set(set)
+    }
+}
+
+impl Served {
+    /// The registry serving now: hold it for one request.
+    pub fn registry(&self) -> Arc<Registry> {
+        match self {
+            Served::Registry(r) => Arc::clone(r),
+            Served::Set(s) => s.registry(),
+        }
+    }
+
+    /// The policy set's status, when a set is served.
+    pub fn set_status(&self) -> Option<SetStatus> {
+        match self {
+            Served::Registry(_) => None,
+            Served::Set(s) => Some(s.status()),
+        }
+    }
+}
+
+impl App {
+    /// The registry serving now.
+    fn registry(&self) -> Arc<Registry> {
+        self.served.registry()
+    }
+}
+
 struct App {
-    registry: Arc<Registry>,
+    served: Served,
     metrics: Arc<Metrics>,
     token_digest: Option<[u8; 32]>,
     max_body_bytes: usize,
@@ -222,11 +279,12 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Builds the service's router over `registry`, recording into `metrics`.
+/// Builds the service's router over `served` (an `Arc<Registry>`, or a
+/// policy set's [`SetSource`]), recording into `metrics`.
 /// Serve it with [`serve`], or call it directly (`tower::ServiceExt::oneshot`).
-pub fn router(registry: Arc<Registry>, metrics: Arc<Metrics>, config: ServerConfig) -> Router {
+pub fn router(served: impl Into<Served>, metrics: Arc<Metrics>, config: ServerConfig) -> Router {
     let app: Shared = Arc::new(App {
-        registry,
+        served: served.into(),
         metrics,
         token_digest: config.token.as_deref().map(sha256),
         max_body_bytes: config.max_body_bytes,
@@ -546,7 +604,7 @@ fn endpoint_of(request: &Request) -> (String, Option<Seam>) {
 // ---- handlers ---------------------------------------------------------
 
 async fn healthz(State(app): State<Shared>) -> Response {
-    axum::Json(json!({"status": "ok", "generation": app.registry.plugin_set().generation}))
+    axum::Json(json!({"status": "ok", "generation": app.registry().plugin_set().generation}))
         .into_response()
 }
 
@@ -565,7 +623,7 @@ async fn readyz(State(app): State<Shared>) -> Response {
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return response;
     }
-    let set = app.registry.plugin_set();
+    let set = app.registry().plugin_set();
     let pending: Vec<&str> = set.pending.iter().map(String::as_str).collect();
     let status = if pending.is_empty() {
         StatusCode::OK
@@ -652,7 +710,7 @@ async fn decide(
     }
     let metrics = Arc::clone(&app.metrics);
     let decision = request
-        .decide_answer_first(&app.registry.plugin_set(), move |full| {
+        .decide_answer_first(&app.registry().plugin_set(), move |full| {
             metrics.record_shadow(&full);
         })
         .await
@@ -709,7 +767,7 @@ async fn observe(
         (_, named) => named,
     };
     let observed = app
-        .registry
+        .registry()
         .plugin_set()
         .observe(tenant.as_deref(), &request.event)
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
@@ -723,7 +781,7 @@ async fn observe(
 /// its agent ([`crate::serve::observe::hooks_body`]).
 async fn hooks(State(app): State<Shared>) -> Response {
     axum::Json(crate::serve::observe::hooks_body(
-        &app.registry.plugin_set(),
+        &app.registry().plugin_set(),
     ))
     .into_response()
 }
@@ -748,8 +806,20 @@ fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {
 }
 
 async fn plugins(State(app): State<Shared>) -> Response {
-    let set = app.registry.plugin_set();
-    axum::Json(set.describe()).into_response()
+    let set = app.registry().plugin_set();
+    let described = set.describe();
+    match app.served.set_status() {
+        None => axum::Json(described).into_response(),
+        // A policy set's source, version and generation beside what it
+        // loaded: how an operator sees a fleet converge.
+        Some(status) => {
+            let mut body = serde_json::to_value(&described).unwrap_or_default();
+            if let Some(fields) = body.as_object_mut() {
+                fields.insert("set".into(), json!(status));
+            }
+            axum::Json(body).into_response()
+        }
+    }
 }
 
 /// The query of `/v1/state`: `tenant` (required; `""` for calls without
@@ -782,7 +852,7 @@ async fn state_get(
 ) -> Result<Response, ApiError> {
     let filter = q.filter()?;
     let entries = app
-        .registry
+        .registry()
         .engine()
         .state()
         .entries(&filter)
@@ -799,7 +869,7 @@ async fn state_clear(
 ) -> Result<Response, ApiError> {
     let filter = q.filter()?;
     let removed = app
-        .registry
+        .registry()
         .engine()
         .state()
         .clear(&filter)
@@ -809,7 +879,7 @@ async fn state_clear(
 }
 
 async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {
-    let registry = Arc::clone(&app.registry);
+    let registry = app.registry();
     let mut outcome = app
         .reloads
         .request(move || async move { registry.reload_logged("on POST /v1/reload").await });
@@ -836,7 +906,7 @@ async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {
         )),
         Err(_) => {
             app.metrics.record_reload_accepted();
-            let loading = app.registry.loading();
+            let loading = app.registry().loading();
             tracing::info!(
                 ?loading,
                 "POST /v1/reload answered 202 after {} ms; the reload goes on",
@@ -845,7 +915,7 @@ async fn reload(State(app): State<Shared>) -> Result<Response, ApiError> {
             let body = json!({
                 "status": "reloading",
                 "loading": loading,
-                "generation": app.registry.plugin_set().generation,
+                "generation": app.registry().plugin_set().generation,
                 "waited_ms": u64::try_from(app.reload_wait.as_millis()).unwrap_or(u64::MAX),
                 "result": "the reload goes on; its outcome appears in GET /v1/plugins \
                            (generation, errors) and in the log",
@@ -927,7 +997,10 @@ impl Reloads {
 }
 
 async fn metrics_text(State(app): State<Shared>) -> Response {
-    app.metrics.observe(&app.registry);
+    app.metrics.observe(&app.registry());
+    if let Some(set) = app.served.set_status() {
+        app.metrics.observe_set(&set);
+    }
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         app.metrics.encode(),

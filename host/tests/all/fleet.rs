@@ -1,6 +1,7 @@
 //! A fleet on this machine: a real `haproxy` (Debian's package; `.ci/run`
 //! installs it) in front of three `toolgate serve` replicas that share a
-//! real Redis, as `deploy/` describes. Under steady load through the load
+//! real Redis, as `deploy/` describes, each serving the same signed policy
+//! set from a real registry (`serve --set`). Under steady load through the load
 //! balancer one replica is SIGKILLed and another SIGTERMed (draining):
 //! every call is answered by a guard, and a budget never lets more through
 //! than its limit.
@@ -162,24 +163,41 @@ async fn load(worker: u32, base: String, stop: Arc<AtomicBool>, tally: Arc<Tally
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_behind_haproxy_lose_no_call_and_keep_the_budget_while_one_is_killed_and_one_drains()
  {
+    // The budget reaches every replica as one signed policy set, pushed
+    // once to a real registry and followed by its tag.
     let dir = crate::state_redis::send_email_limit_dir(LIMIT);
+    let registry = crate::oci_registry::OciRegistry::start();
+    let keys = tempfile::tempdir().expect("tempdir");
+    let (key, public) = crate::fleet_sets::keygen(keys.path(), "release");
+    let reference = format!("oci://{}/policies/budget:prod", registry.authority());
+    let digest = crate::fleet_sets::push_set(dir.path(), &reference, Some(&key));
     let url = RedisServer::shared().fresh_url();
     let drain = DRAIN.as_millis().to_string();
+    let public = public.display().to_string();
     let args = [
-        "--listen",
-        "127.0.0.1:0",
+        "--trusted-key",
+        public.as_str(),
+        "--require-signatures",
+        "--poll-ms",
+        "1000",
         "--state",
         url.as_str(),
         "--no-cache",
         "--drain-ms",
         drain.as_str(),
     ];
-    let (mut killed, addr_killed, _) = crate::server::spawn_serve(dir.path(), &args);
-    let (mut drained, addr_drained, _) = crate::server::spawn_serve(dir.path(), &args);
-    let (_kept, addr_kept, _) = crate::server::spawn_serve(dir.path(), &args);
+    let replica = || {
+        let (child, addr) = crate::fleet_sets::serve_set(&reference, &args);
+        (child, addr.expect("a replica serves the set"))
+    };
+    let (mut killed, addr_killed) = replica();
+    let (mut drained, addr_drained) = replica();
+    let (_kept, addr_kept) = replica();
     let client = reqwest::Client::new();
     for addr in [&addr_killed, &addr_drained, &addr_kept] {
         until_ok(&client, &format!("http://{addr}/readyz")).await;
+        let set = crate::fleet_sets::set_of(&client, addr).await;
+        assert_eq!(set["digest"], digest.as_str(), "{addr}: {set}");
     }
     let port = free_port();
     let _balancer = haproxy(port, [&addr_killed, &addr_drained, &addr_kept]);

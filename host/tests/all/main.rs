@@ -65,6 +65,7 @@ mod decision_log;
 mod examples;
 mod file_server;
 mod fleet;
+mod fleet_sets;
 mod fresh;
 mod fuzz;
 mod hostile;

@@ -87,8 +87,9 @@ enum Command {
     /// Run guards' unit tests: the cases of `*.test.toml` files, each through the real
     /// chain; prints each failing case with what differs and `N passed, N failed`.
     Test(test::TestArgs),
-    /// Push a component to an OCI registry as a wasm artifact and print its reference
-    /// pinned by digest (`registry/repo:tag@sha256:...`), for a manifest's `oci` key.
+    /// Push a component to an OCI registry as a wasm artifact (or, with --set, a plugin
+    /// directory as a policy set for `serve --set`) and print its reference pinned by
+    /// digest (`registry/repo:tag@sha256:...`).
     Push(push::PushArgs),
     /// Sign component files with a private key: writes `<file>.sig` beside each
     /// (what `[ceilings] trusted_keys` checks; as `cosign sign-blob` does).

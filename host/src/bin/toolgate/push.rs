@@ -1,6 +1,6 @@
-//! `toolgate push`: publishes a component as an OCI artifact (signed with
-//! `--sign`) and prints the reference pinned by its digest, what a
-//! manifest's `oci` key takes; `toolgate sign` signs component files
+//! `toolgate push`: publishes a component as an OCI artifact, or a plugin
+//! directory as a policy set (`--set`), signed with `--sign`, and prints
+//! the reference pinned by its digest (what a manifest's `oci` key takes); `toolgate sign` signs component files
 //! (`<file>.sig`), `toolgate keygen` makes a key pair for both.
 
 use std::path::{Path, PathBuf};
@@ -12,10 +12,16 @@ use crate::bad;
 /// `toolgate push`'s options.
 #[derive(clap::Args)]
 pub(crate) struct PushArgs {
-    /// The component (*.wasm) to push.
-    file: PathBuf,
-    /// Where to: `oci://registry/repo:tag` (the tag defaults to `latest`).
-    reference: String,
+    /// The component (*.wasm) to push, then where to:
+    /// `oci://registry/repo:tag` (the tag defaults to `latest`). With
+    /// --set, only where to.
+    #[arg(value_name = "[FILE] REFERENCE", num_args = 1..=2, required = true)]
+    operands: Vec<String>,
+    /// Push this plugin directory (its manifest, components and tenants/)
+    /// as one policy set, which `toolgate serve --set` follows: one layer,
+    /// the directory's archive; the same directory gives the same digest.
+    #[arg(long, value_name = "DIR")]
+    set: Option<PathBuf>,
     /// Speak plain HTTP to the registry, not HTTPS. A registry on loopback
     /// (localhost, 127.0.0.0/8, ::1) is spoken to in plain HTTP without it.
     #[arg(long)]
@@ -116,20 +122,25 @@ pub(crate) fn keygen(args: KeygenArgs) -> Result<()> {
 
 /// Runs `toolgate push`: prints `registry/repo:tag@sha256:<hex>`.
 pub(crate) async fn run(args: PushArgs) -> Result<()> {
-    let Some(reference) = args.reference.strip_prefix("oci://") else {
+    let (file, reference) = match (&args.set, args.operands.as_slice()) {
+        (None, [file, reference]) => (Some(PathBuf::from(file)), reference),
+        (Some(_), [reference]) => (None, reference),
+        (None, _) => {
+            return Err(bad(
+                "name the component and where to push it: toolgate push FILE oci://registry/repo:tag",
+            ));
+        }
+        (Some(_), _) => {
+            return Err(bad(
+                "with --set DIR, name only where to push it: toolgate push --set DIR oci://registry/repo:tag",
+            ));
+        }
+    };
+    let Some(bare) = reference.strip_prefix("oci://") else {
         return Err(bad(format!(
-            "{:?}: name the registry as oci://registry/repo:tag",
-            args.reference
+            "{reference:?}: name the registry as oci://registry/repo:tag"
         )));
     };
-    let bytes = std::fs::read(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    if !wasmparser::Parser::is_component(&bytes) {
-        return Err(bad(format!(
-            "{}: is not a WebAssembly component",
-            args.file.display()
-        )));
-    }
     let credentials = match args.username {
         None => None,
         Some(user) => {
@@ -144,7 +155,26 @@ pub(crate) async fn run(args: PushArgs) -> Result<()> {
         credentials,
         sign: sign.map(std::sync::Arc::new),
     };
-    let pinned = toolgate::remote::push(&bytes, reference, &options).await?;
+    let pinned = match (&args.set, file) {
+        (Some(dir), _) => {
+            if !dir.is_dir() {
+                return Err(bad(format!("{}: not a plugin directory", dir.display())));
+            }
+            toolgate::remote::push_set(dir, bare, &options).await?
+        }
+        (None, Some(file)) => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            if !wasmparser::Parser::is_component(&bytes) {
+                return Err(bad(format!(
+                    "{}: is not a WebAssembly component",
+                    file.display()
+                )));
+            }
+            toolgate::remote::push(&bytes, bare, &options).await?
+        }
+        (None, None) => return Err(bad("nothing to push")),
+    };
     println!("{pinned}");
     Ok(())
 }

@@ -15,8 +15,32 @@ use crate::bad;
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
     /// The plugin directory.
-    #[arg(long)]
-    plugins: PathBuf,
+    #[arg(long, required_unless_present = "set", conflicts_with = "set")]
+    plugins: Option<PathBuf>,
+    /// Serve a policy set instead of a directory: `oci://registry/repo:tag`
+    /// (pushed by `toolgate push --set`). The tag is resolved every
+    /// --poll-ms; each new version is verified, loaded whole and swapped in
+    /// at once, or refused (logged, counted) while the version serving
+    /// keeps serving. With the registry down at start, the version served
+    /// before (kept in the cache directory) serves; with none, the server
+    /// waits for a first version before it listens.
+    #[arg(long, value_name = "REFERENCE")]
+    set: Option<String>,
+    /// How often the policy set's tag is resolved, in milliseconds.
+    #[arg(long, default_value_t = 10_000, requires = "set")]
+    poll_ms: u64,
+    /// A public key (PEM, ECDSA P-256; `toolgate keygen`'s NAME.pub) a
+    /// policy set's version may be signed with; repeat for several (key
+    /// rotation). With a key, a signature that is there must be good.
+    #[arg(long, value_name = "FILE", requires = "set")]
+    trusted_key: Vec<PathBuf>,
+    /// Refuse every policy set version not signed by a --trusted-key.
+    #[arg(long, requires = "trusted_key")]
+    require_signatures: bool,
+    /// Speak plain HTTP to the policy set's registry, not HTTPS (a registry
+    /// on loopback is spoken to in plain HTTP without it).
+    #[arg(long, requires = "set")]
+    set_plain_http: bool,
     /// Address to listen on (port 0 picks a free port; the bound address is printed).
     #[arg(long, default_value = "127.0.0.1:7878")]
     listen: String,
@@ -213,21 +237,88 @@ fn drain_on_signal(
     }
 }
 
+/// The policy set's trust: the keys of `--trusted-key`, and
+/// `--require-signatures`.
+fn set_trust(args: &ServeArgs) -> Result<toolgate::remote::Trust> {
+    let keys = args
+        .trusted_key
+        .iter()
+        .map(|path| {
+            let pem = std::fs::read_to_string(path)
+                .map_err(|e| bad(format!("--trusted-key {}: {e}", path.display())))?;
+            toolgate::remote::TrustedKey::from_pem(&pem)
+                .map_err(|why| bad(format!("--trusted-key {}: {why}", path.display())))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(toolgate::remote::Trust {
+        keys,
+        required: args.require_signatures,
+    })
+}
+
+/// Follows the policy set `reference`: waits, trying every --poll-ms,
+/// until a first version (from the registry, or the one kept from before)
+/// serves.
+async fn follow_set(args: &ServeArgs, reference: &str) -> Result<Arc<toolgate::remote::SetSource>> {
+    use toolgate::remote::{SetOptions, SetSource};
+    let (engine, options) = crate::args::engine_for(&args.cache, &args.load, &args.policy)?;
+    let poll = std::time::Duration::from_millis(args.poll_ms.max(1));
+    let set_options = SetOptions {
+        plain_http: args.set_plain_http,
+        poll,
+        trust: set_trust(args)?,
+        policy: options.policy,
+        load: options.load,
+        cache_dir: options.cache.dir().map(Path::to_path_buf),
+        ..SetOptions::new(reference)
+    };
+    loop {
+        match SetSource::start(engine.clone(), set_options.clone()).await {
+            Ok(source) => return Ok(Arc::new(source)),
+            Err(e @ toolgate::Error::Set { .. })
+                if e.to_string().contains("no version to serve") =>
+            {
+                say!(
+                    "toolgate: {e}; trying again in {} ms (nothing is served until a version is)",
+                    poll.as_millis()
+                );
+                tokio::time::sleep(poll).await;
+            }
+            Err(e) => return Err(bad(e.to_string())),
+        }
+    }
+}
+
 /// Runs `toolgate serve` until a shutdown signal.
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     SAY_JSON.store(
         matches!(args.log_format, LogFormatArg::Json),
         std::sync::atomic::Ordering::Relaxed,
     );
-    if !args.plugins.is_dir() {
-        return Err(bad(format!(
-            "plugin directory {} does not exist",
-            args.plugins.display()
-        )));
-    }
     let config = args.config()?;
-    let registry =
-        Arc::new(open_for(&args.plugins, &args.cache, &args.load, &args.policy, true).await?);
+    let (served, shown, set_polling): (server::Served, String, _) = match (&args.set, &args.plugins)
+    {
+        (Some(reference), _) => {
+            let source = follow_set(&args, reference).await?;
+            let status = source.status();
+            let shown = format!("{}@{}", status.source, status.digest);
+            let polling = Arc::clone(&source).spawn_polling();
+            (source.into(), shown, Some(polling))
+        }
+        (None, Some(plugins)) => {
+            if !plugins.is_dir() {
+                return Err(bad(format!(
+                    "plugin directory {} does not exist",
+                    plugins.display()
+                )));
+            }
+            let registry =
+                Arc::new(open_for(plugins, &args.cache, &args.load, &args.policy, true).await?);
+            (registry.into(), plugins.display().to_string(), None)
+        }
+        (None, None) => return Err(bad("name --plugins DIR or --set oci://registry/repo:tag")),
+    };
+    let registry = served.registry();
     let set = registry.plugin_set();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
@@ -236,30 +327,39 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     if let Some(warning) = server::exposure_warning(&addr, config.token.is_some()) {
         say!("toolgate: warning: {warning}");
     }
-    // Hot reload: on any change in the directory tree, and on SIGHUP.
-    let _watch = if args.no_watch {
+    // Hot reload: on any change in the directory tree, and on SIGHUP (a
+    // policy set's versions are its own: it is polled instead).
+    let directory = matches!(served, server::Served::Registry(_));
+    let _watch = if args.no_watch || !directory {
         None
     } else {
         Some(Arc::clone(&registry).watch(toolgate::watch::DEFAULT_SETTLE)?)
     };
     #[cfg(unix)]
-    let hup = Arc::clone(&registry).on_sighup()?;
+    let hup = if directory {
+        Some(Arc::clone(&registry).on_sighup()?)
+    } else {
+        None
+    };
     let metrics = Arc::new(Metrics::new());
-    let router = server::router(Arc::clone(&registry), Arc::clone(&metrics), config.clone());
+    let router = server::router(served.clone(), Arc::clone(&metrics), config.clone());
     say!(
         "toolgate: serving {} global plugin(s), {} tenant(s) loading (GET /readyz), state in {}, \
-         from {} on http://{addr}",
+         from {shown} on http://{addr}",
         set.global.plugins().len(),
         set.pending.len(),
         registry.engine().state().shown(),
-        args.plugins.display()
     );
     drop(set);
     // Tenants come online as each is loaded; until then their calls are
-    // answered 503 (not ready).
+    // answered 503 (not ready). (A policy set's version is loaded whole
+    // before it serves.)
     let loading = {
         let registry = Arc::clone(&registry);
         tokio::spawn(async move {
+            if !directory {
+                return;
+            }
             if let Ok(report) = registry.load_pending().await {
                 let set = registry.plugin_set();
                 say!(
@@ -271,16 +371,22 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
             }
         })
     };
+    drop(registry);
     let shutdown = drain_on_signal(
         config.draining.clone(),
         std::time::Duration::from_millis(args.drain_ms),
     );
     server::serve_with(listener, router, &config, Some(metrics), shutdown).await?;
     #[cfg(unix)]
-    hup.abort();
+    if let Some(hup) = hup {
+        hup.abort();
+    }
     loading.abort();
+    if let Some(polling) = set_polling {
+        polling.abort();
+    }
     // What the decision log still queues is written out, within bounds.
-    if let Some(log) = registry.plugin_set().decision_log.clone() {
+    if let Some(log) = served.registry().plugin_set().decision_log.clone() {
         log.flush_within(std::time::Duration::from_secs(10)).await;
     }
     say!("toolgate: shut down");

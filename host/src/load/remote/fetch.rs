@@ -15,10 +15,10 @@ use crate::error::Error;
 use crate::load::cache::CompiledCache;
 
 /// The largest OCI manifest read (the distribution spec's 4 MiB).
-const MAX_OCI_MANIFEST_BYTES: u64 = 4 << 20;
+pub(super) const MAX_OCI_MANIFEST_BYTES: u64 = 4 << 20;
 
 /// The manifest types asked for.
-const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+pub(super) const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
 
 /// Fetches remote sources and keeps what it fetched.
 pub(crate) struct Fetcher {
@@ -42,7 +42,7 @@ pub(crate) struct Fetcher {
 }
 
 /// An artifact's cosign signatures: `(payload, signature)` per layer.
-type Signatures = Arc<[(Vec<u8>, String)]>;
+pub(super) type Signatures = Arc<[(Vec<u8>, String)]>;
 
 /// Why one try failed, and whether another may do better.
 struct Failure {
@@ -60,7 +60,7 @@ impl Failure {
 }
 
 /// What a fetch failed with, before it is an [`Error`] naming its source.
-enum Refusal {
+pub(super) enum Refusal {
     /// Not fetched (after its tries).
     Fetch(String),
     /// Fetched bytes that are not the ones pinned.
@@ -71,17 +71,17 @@ enum Refusal {
 
 /// The parts of an OCI image manifest read here.
 #[derive(Deserialize)]
-struct OciManifest {
+pub(super) struct OciManifest {
     #[serde(default)]
-    layers: Vec<OciDescriptor>,
+    pub(super) layers: Vec<OciDescriptor>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct OciDescriptor {
-    media_type: String,
-    digest: String,
-    size: u64,
+pub(super) struct OciDescriptor {
+    pub(super) media_type: String,
+    pub(super) digest: String,
+    pub(super) size: u64,
     #[serde(default)]
     annotations: HashMap<String, String>,
 }
@@ -222,7 +222,9 @@ impl Fetcher {
                 Some(t) => t.clone(),
                 None => self.token(&reference, *plain_http).await?,
             };
-            let signatures = self.oci_signatures(&base, t.as_deref(), digest).await?;
+            let signatures = self
+                .oci_signatures(&base, t.as_deref(), digest, true)
+                .await?;
             signer = signed(trust, digest, &signatures)?;
             token = Some(t);
         }
@@ -251,21 +253,27 @@ impl Fetcher {
     /// The cosign signatures of the OCI manifest `digest` (the manifest at
     /// the tag `sha256-<digest>.sig`): each layer's payload (verified by its
     /// digest) and the signature its annotation holds; none when the tag is
-    /// not there. Fetched once per process.
-    async fn oci_signatures(
+    /// not there. Fetched once per process when `cached` (a policy set's
+    /// are fetched at each look: its signature may arrive after it).
+    pub(super) async fn oci_signatures(
         &self,
         base: &str,
         token: Option<&str>,
         digest: &str,
+        cached: bool,
     ) -> Result<Signatures, Refusal> {
         let url = format!("{base}/manifests/sha256-{digest}.sig");
-        if let Some(known) = self
-            .signatures
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&url)
-        {
-            return Ok(Arc::clone(known));
+        let known = cached
+            .then(|| {
+                self.signatures
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(&url)
+                    .cloned()
+            })
+            .flatten();
+        if let Some(known) = known {
+            return Ok(known);
         }
         let not_found = format!("HTTP {}", reqwest::StatusCode::NOT_FOUND);
         let manifest = match self
@@ -359,7 +367,7 @@ impl Fetcher {
 
     /// A pull token for `reference`'s repository, when its registry asks
     /// for one (anonymous: public or network-restricted registries).
-    async fn token(
+    pub(super) async fn token(
         &self,
         reference: &oci_client::Reference,
         plain_http: bool,
@@ -404,7 +412,7 @@ impl Fetcher {
 
     /// GETs `url` (with `token` as a bearer, asking for `accept`), at most
     /// `cap` bytes, within the tries.
-    async fn download(
+    pub(super) async fn download(
         &self,
         url: &str,
         token: Option<&str>,
@@ -461,7 +469,12 @@ impl Fetcher {
     }
 
     /// The blob with SHA-256 `hex`, when kept (and intact).
-    async fn kept(&self, cache: &Arc<CompiledCache>, hex: &str, cap: u64) -> Option<Vec<u8>> {
+    pub(super) async fn kept(
+        &self,
+        cache: &Arc<CompiledCache>,
+        hex: &str,
+        cap: u64,
+    ) -> Option<Vec<u8>> {
         if let Some(bytes) = self
             .memory
             .lock()
@@ -479,7 +492,7 @@ impl Fetcher {
 
     /// Keeps the verified blob with SHA-256 `hex`: on disk beside the
     /// compiled cache, else (cache off, or not writable) in memory.
-    async fn keep(&self, cache: &Arc<CompiledCache>, hex: &str, bytes: &[u8]) {
+    pub(super) async fn keep(&self, cache: &Arc<CompiledCache>, hex: &str, bytes: &[u8]) {
         let (c, h, b) = (Arc::clone(cache), hex.to_string(), bytes.to_vec());
         let stored = tokio::task::spawn_blocking(move || c.store_blob(&h, &b))
             .await
@@ -496,7 +509,7 @@ impl Fetcher {
 /// The trusted key's id when one of `signatures` (payload, signature)
 /// names the manifest `digest` and was made by a key `trust` holds; `None`
 /// when there is none and none is required; else why not.
-fn signed(
+pub(super) fn signed(
     trust: &Trust,
     digest: &str,
     signatures: &[(Vec<u8>, String)],
@@ -530,7 +543,7 @@ fn signed(
 }
 
 /// `Err` unless `bytes` have SHA-256 `hex`.
-fn verify(bytes: &[u8], hex: &str) -> Result<(), Refusal> {
+pub(super) fn verify(bytes: &[u8], hex: &str) -> Result<(), Refusal> {
     let found = crate::call::plugin::digest(bytes);
     if found == hex {
         Ok(())

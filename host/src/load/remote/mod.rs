@@ -13,7 +13,9 @@
 //!   [`Remote::oci`]), and whether the operator's `plugin_sources` allow
 //!   it for a tenant ([`Remote::allowed_by`]);
 //! - `fetch.rs`: the download (bounded, timed, retried) and the blobs;
-//! - `push.rs`: publishing a component as an OCI artifact (`toolgate push`);
+//! - `push.rs`: publishing a component, or a whole plugin directory as a
+//!   policy set, as an OCI artifact (`toolgate push [--set]`);
+//! - [`set`]: policy sets followed by their tag (`toolgate serve --set`);
 //! - [`signature`]: signatures on components and artifacts, and the keys
 //!   trusted to make them.
 
@@ -23,10 +25,11 @@ use serde::Serialize;
 
 mod fetch;
 mod push;
+pub mod set;
 pub mod signature;
 
 pub(crate) use fetch::Fetcher;
-pub use push::{PushOptions, push};
+pub use push::{PushOptions, push, push_set};
 
 /// The media type of a wasm artifact's config (the CNCF wasm OCI artifact
 /// layout that `wkg` and `oras` use).

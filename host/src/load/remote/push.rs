@@ -2,8 +2,17 @@
 //! component as the one layer (`application/wasm`), a small config
 //! (`application/vnd.wasm.config.v0+json`), and an image manifest written
 //! here byte for byte, so the digest printed is the digest of what the
-//! registry holds and the same file always pushes to the same digest.
+//! registry holds and the same file always pushes to the same digest. A
+//! policy set (`toolgate push --set`) is pushed the same way, its layer
+//! the directory's archive (see `set/pack.rs`).
+//!
+//! The manifest is pushed by its digest first, then its signature (with
+//! `--sign`), and only then is the tag moved to it: whoever follows the
+//! tag never finds a version whose signature is not there yet.
 
+use std::path::Path;
+
+use super::set::{SET_CONFIG_MEDIA_TYPE, SET_LAYER_MEDIA_TYPE};
 use super::signature::{
     SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SigningKey, simple_signing_payload,
 };
@@ -39,6 +48,68 @@ pub async fn push(
     reference: &str,
     options: &PushOptions,
 ) -> Result<String, Error> {
+    let layer_digest = format!("sha256:{}", digest(component));
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "wasm",
+        "os": "wasip2",
+        "layerDigests": [layer_digest],
+    }))
+    .map_err(|e| Error::Push {
+        reference: reference.to_string(),
+        message: e.to_string(),
+    })?;
+    let artifact = Artifact {
+        layer: component,
+        layer_media_type: WASM_LAYER_MEDIA_TYPE,
+        config,
+        config_media_type: WASM_CONFIG_MEDIA_TYPE,
+    };
+    push_artifact(&artifact, reference, options).await
+}
+
+/// Pushes the plugin directory `dir` (its manifest, components and
+/// `tenants/`) to `reference` as one policy set: one layer, the
+/// directory's archive (`application/vnd.toolgate.set.v1.tar`; the same
+/// directory always gives the same bytes, so the same digest). Returns
+/// the reference pinned by the manifest's digest, as [`push`] does.
+pub async fn push_set(dir: &Path, reference: &str, options: &PushOptions) -> Result<String, Error> {
+    let refused = |message: String| Error::Push {
+        reference: reference.to_string(),
+        message,
+    };
+    let owned = dir.to_path_buf();
+    let tar = tokio::task::spawn_blocking(move || super::set::pack::pack(&owned))
+        .await
+        .map_err(|e| refused(e.to_string()))?
+        .map_err(|why| refused(format!("packing {}: {why}", dir.display())))?;
+    let config = serde_json::to_vec(&serde_json::json!({
+        "layerDigests": [format!("sha256:{}", digest(&tar))],
+    }))
+    .map_err(|e| refused(e.to_string()))?;
+    let artifact = Artifact {
+        layer: &tar,
+        layer_media_type: SET_LAYER_MEDIA_TYPE,
+        config,
+        config_media_type: SET_CONFIG_MEDIA_TYPE,
+    };
+    push_artifact(&artifact, reference, options).await
+}
+
+/// What [`push_artifact`] pushes: one layer and a config.
+struct Artifact<'a> {
+    layer: &'a [u8],
+    layer_media_type: &'static str,
+    config: Vec<u8>,
+    config_media_type: &'static str,
+}
+
+/// Pushes `artifact` to `reference`: its blobs, its manifest by digest,
+/// its signature (when `options` sign), then the tag.
+async fn push_artifact(
+    artifact: &Artifact<'_>,
+    reference: &str,
+    options: &PushOptions,
+) -> Result<String, Error> {
     use oci_client::client::{ClientConfig, ClientProtocol};
     use oci_client::secrets::RegistryAuth;
     let refused = |message: String| Error::Push {
@@ -54,26 +125,21 @@ pub async fn push(
         ));
     }
     let tag = parsed.tag().unwrap_or("latest").to_string();
-    let layer_digest = format!("sha256:{}", digest(component));
-    let config = serde_json::to_vec(&serde_json::json!({
-        "architecture": "wasm",
-        "os": "wasip2",
-        "layerDigests": [layer_digest],
-    }))
-    .map_err(|e| refused(e.to_string()))?;
-    let config_digest = format!("sha256:{}", digest(&config));
+    let layer_digest = format!("sha256:{}", digest(artifact.layer));
+    let config = &artifact.config;
+    let config_digest = format!("sha256:{}", digest(config));
     let manifest = serde_json::to_vec(&serde_json::json!({
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST_MEDIA_TYPE,
         "config": {
-            "mediaType": WASM_CONFIG_MEDIA_TYPE,
+            "mediaType": artifact.config_media_type,
             "digest": config_digest,
             "size": config.len(),
         },
         "layers": [{
-            "mediaType": WASM_LAYER_MEDIA_TYPE,
+            "mediaType": artifact.layer_media_type,
             "digest": layer_digest,
-            "size": component.len(),
+            "size": artifact.layer.len(),
         }],
     }))
     .map_err(|e| refused(e.to_string()))?;
@@ -105,17 +171,22 @@ pub async fn push(
         .await
         .map_err(|e| failed("authenticating", e))?;
     client
-        .push_blob(&parsed, component, &layer_digest)
+        .push_blob(&parsed, artifact.layer, &layer_digest)
         .await
-        .map_err(|e| failed("pushing the component", e))?;
+        .map_err(|e| failed("pushing the layer", e))?;
     client
-        .push_blob(&parsed, &config, &config_digest)
+        .push_blob(&parsed, config, &config_digest)
         .await
         .map_err(|e| failed("pushing the config", e))?;
     let manifest_digest = digest(&manifest);
     let content_type = reqwest::header::HeaderValue::from_static(OCI_MANIFEST_MEDIA_TYPE);
+    let by_digest = oci_client::Reference::with_digest(
+        parsed.registry().to_string(),
+        parsed.repository().to_string(),
+        format!("sha256:{manifest_digest}"),
+    );
     client
-        .push_manifest_raw(&parsed, manifest, content_type.clone())
+        .push_manifest_raw(&by_digest, manifest.clone(), content_type.clone())
         .await
         .map_err(|e| failed("pushing the manifest", e))?;
     if let Some(key) = &options.sign {
@@ -161,10 +232,15 @@ pub async fn push(
             .await
             .map_err(|e| failed("pushing the signature's config", e))?;
         client
-            .push_manifest_raw(&at, signature_manifest, content_type)
+            .push_manifest_raw(&at, signature_manifest, content_type.clone())
             .await
             .map_err(|e| failed("pushing the signature's manifest", e))?;
     }
+    // The tag last: it names a version only once its signature is there.
+    client
+        .push_manifest_raw(&parsed, manifest, content_type)
+        .await
+        .map_err(|e| failed("moving the tag", e))?;
     Ok(format!(
         "{}/{}:{tag}@sha256:{manifest_digest}",
         parsed.registry(),
