@@ -57,6 +57,7 @@
 mod autosnap;
 mod cache;
 mod case_files;
+mod case_http;
 mod chains;
 mod cli;
 mod compiles;
@@ -144,6 +145,7 @@ pub async fn plugin_with(
         snapshot: Default::default(),
         config_at: None,
         http: Default::default(),
+        http_answers: None,
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }
