@@ -91,6 +91,7 @@ mod state_redis;
 mod tenancy;
 mod tenant_dirs;
 mod tenant_files;
+mod test_watch;
 
 use std::sync::Arc;
 use std::time::Duration;

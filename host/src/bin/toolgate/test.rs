@@ -25,6 +25,10 @@ pub(crate) struct TestArgs {
     /// Also write the results as JUnit XML to this file.
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// Keep running: build each guard directory among the paths (as `toolgate build`) and run
+    /// the cases again on every change of a source, manifest or case file; Ctrl-C ends it.
+    #[arg(long)]
+    watch: bool,
     #[command(flatten)]
     cache: CacheArgs,
     #[command(flatten)]
@@ -62,10 +66,24 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
     } else {
         args.paths.clone()
     };
+    if args.watch {
+        return crate::test_watch::run(&args, &paths).await;
+    }
+    let (_, failed) = run_once(&args, &paths).await?;
+    if failed > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// One run of the case files under `paths` (see [`run`]): prints a line
+/// per failing case and the summary, writes the JUnit file, and returns
+/// how many cases passed and failed.
+pub(crate) async fn run_once(args: &TestArgs, paths: &[PathBuf]) -> Result<(usize, usize)> {
     let filter = args.case.as_deref();
     let mut bad_files = Vec::new();
     let mut files = Vec::new();
-    for path in cases::find(&paths)? {
+    for path in cases::find(paths)? {
         match CaseFile::read(&path) {
             Ok(file) => files.push(file),
             Err(e) => bad_files.push(e),
@@ -134,11 +152,10 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
         std::fs::write(out, junit::xml(&results))
             .with_context(|| format!("cannot write {}", out.display()))?;
     }
-    println!("{passed} passed, {failed} failed");
-    if failed > 0 {
-        std::process::exit(1);
+    if !args.watch {
+        println!("{passed} passed, {failed} failed");
     }
-    Ok(())
+    Ok((passed, failed))
 }
 
 /// Runs one case, its guards' requests answered by `http` from the case's

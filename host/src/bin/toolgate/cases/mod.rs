@@ -201,6 +201,16 @@ impl CaseFile {
         })
     }
 
+    /// The components its `[[plugin]]` entries name (`path`, relative to
+    /// the file's directory).
+    pub(crate) fn components(&self) -> Vec<PathBuf> {
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        self.plugins
+            .iter()
+            .filter_map(|p| p.get_ref().get("path")?.as_str().map(|p| base.join(p)))
+            .collect()
+    }
+
     /// The cases whose name contains `filter` (all of them for `None`).
     pub(crate) fn selected<'a>(
         &'a self,
