@@ -80,6 +80,7 @@ pub use tenant::TenantName;
 // What every call shares: the engine, per-plugin limits, tenants' shares.
 pub use runtime::engine::{Engine, EngineConfig, StateBackend, default_long_lane};
 pub use runtime::http::grant::{HostPattern, HttpGrant};
+pub use runtime::http::transport::{HttpAnswer, HttpAnswers};
 pub use runtime::limits::Limits;
 #[doc(hidden)]
 pub use runtime::limits::unit as limit_unit;

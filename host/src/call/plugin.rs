@@ -23,6 +23,7 @@ use crate::event::lifecycle::{Hooks, LifecycleHook};
 use crate::runtime::engine::Engine;
 use crate::runtime::http::Outbound;
 use crate::runtime::http::grant::HttpGrant;
+use crate::runtime::http::transport::HttpAnswers;
 use crate::runtime::limits::Limits;
 use crate::runtime::prepared::{self, Depth, Prepared, PreparedShare};
 use crate::runtime::sandbox::Sandbox;
@@ -95,6 +96,10 @@ pub struct PluginSpec {
     /// The outbound HTTP the guard is granted (its `http` import).
     /// Default: none.
     pub http: HttpGrant,
+    /// Answers its granted requests get in place of the network's (a
+    /// test's; see [`HttpAnswers`]). A manifest never sets it. Default:
+    /// `None`, the network.
+    pub http_answers: Option<Arc<dyn HttpAnswers>>,
 }
 
 impl PluginSpec {
@@ -117,6 +122,7 @@ impl PluginSpec {
             prepared: Depth::Auto,
             snapshot: SnapshotMode::Auto,
             http: HttpGrant::default(),
+            http_answers: None,
         }
     }
 }
@@ -253,7 +259,9 @@ impl Plugin {
             tenant: "".into(),
             http: match spec.http.is_empty() {
                 true => None,
-                false => Some(Arc::new(Outbound::new(spec.http).map_err(Error::Engine)?)),
+                false => Some(Arc::new(
+                    Outbound::new(spec.http, spec.http_answers).map_err(Error::Engine)?,
+                )),
             },
             observes: Hooks::NONE,
         };

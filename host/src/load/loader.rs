@@ -33,6 +33,7 @@ use crate::load::policy::Policy;
 use crate::load::remote::signature::Trust;
 use crate::load::remote::{FetchLimits, Fetcher};
 use crate::runtime::engine::Engine;
+use crate::runtime::http::transport::HttpAnswers;
 use crate::runtime::prepared::PreparedShare;
 use crate::tenant::TenantName;
 
@@ -357,6 +358,8 @@ pub(crate) struct Loader {
     prepared: std::sync::Mutex<HashMap<ScopeKey, Arc<PreparedShare>>>,
     /// Fetches remote sources, and keeps what it fetched.
     fetcher: Fetcher,
+    /// What every plugin's requests get instead of the network, if set.
+    http_answers: Option<Arc<dyn HttpAnswers>>,
 }
 
 /// What every entry of one scope's load needs.
@@ -405,12 +408,14 @@ fn join_error(source: tokio::task::JoinError) -> Error {
 }
 
 impl Loader {
-    /// A loader of `root` into `engine`, with `cache` and `limits`.
+    /// A loader of `root` into `engine`, with `cache` and `limits`; its
+    /// plugins' requests get `http_answers`, when set.
     pub(crate) fn new(
         engine: Engine,
         root: PathBuf,
         cache: CompiledCache,
         limits: LoadLimits,
+        http_answers: Option<Arc<dyn HttpAnswers>>,
     ) -> Loader {
         Loader {
             engine,
@@ -422,6 +427,7 @@ impl Loader {
             compiled: Default::default(),
             snapshots: AutoSnapshots::default(),
             prepared: std::sync::Mutex::default(),
+            http_answers,
         }
     }
 
@@ -677,7 +683,10 @@ impl Loader {
         let loaded = self
             .load_plugin(
                 scope.key,
-                entry.spec.clone(),
+                PluginSpec {
+                    http_answers: self.http_answers.clone(),
+                    ..entry.spec.clone()
+                },
                 bytes,
                 digest,
                 &scope.share,

@@ -74,6 +74,7 @@ pub use crate::load::loader::{IssueKind, LoadIssue, LoadLimits, LoadedPlugin};
 use crate::load::loader::{Loader, ScopeKey, ScopeReport, ScopeState};
 use crate::load::policy::Policy;
 use crate::runtime::engine::Engine;
+use crate::runtime::http::transport::HttpAnswers;
 use crate::runtime::log_writer::DecisionLog;
 use crate::runtime::shares::Account;
 
@@ -290,6 +291,10 @@ pub struct RegistryOptions {
     /// Caps on files, compiles and the load probe. Default:
     /// [`LoadLimits::default`].
     pub load: LoadLimits,
+    /// Answers every granted request of every plugin it loads gets in
+    /// place of the network's (`toolgate test`'s; see [`HttpAnswers`]).
+    /// Default: `None`, the network.
+    pub http_answers: Option<Arc<dyn HttpAnswers>>,
 }
 
 impl Default for RegistryOptions {
@@ -298,6 +303,7 @@ impl Default for RegistryOptions {
             cache: CompiledCache::from_env(),
             policy: Policy::default(),
             load: LoadLimits::default(),
+            http_answers: None,
         }
     }
 }
@@ -468,7 +474,13 @@ impl Registry {
         // One small read.
         let remembered = admission.read();
         let registry = Registry {
-            loader: Loader::new(engine, root.clone(), options.cache, options.load),
+            loader: Loader::new(
+                engine,
+                root.clone(),
+                options.cache,
+                options.load,
+                options.http_answers,
+            ),
             current: ArcSwap::from_pointee(PluginSet::default()),
             publishing: Default::default(),
             batch: Batch::default(),

@@ -8,7 +8,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
 /// A directory holding `components` (name, built path) and the case file
 /// `guard.test.toml` with `text`.
-fn case_dir(components: &[(&str, &str)], text: &str) -> tempfile::TempDir {
+pub(crate) fn case_dir(components: &[(&str, &str)], text: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     for (name, src) in components {
         std::fs::copy(src, dir.path().join(name)).expect("copy");
@@ -17,7 +17,7 @@ fn case_dir(components: &[(&str, &str)], text: &str) -> tempfile::TempDir {
     dir
 }
 
-fn test(dir: &Path, extra: &[&str]) -> Output {
+pub(crate) fn test(dir: &Path, extra: &[&str]) -> Output {
     Command::new(BIN)
         .arg("test")
         .arg(dir)
@@ -28,11 +28,11 @@ fn test(dir: &Path, extra: &[&str]) -> Output {
         .expect("run toolgate test")
 }
 
-fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 

@@ -57,6 +57,7 @@
 mod autosnap;
 mod cache;
 mod case_files;
+mod case_http;
 mod chains;
 mod cli;
 mod compiles;
@@ -91,6 +92,7 @@ mod state_redis;
 mod tenancy;
 mod tenant_dirs;
 mod tenant_files;
+mod test_watch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,6 +147,7 @@ pub async fn plugin_with(
         snapshot: Default::default(),
         config_at: None,
         http: Default::default(),
+        http_answers: None,
     };
     Arc::new(Plugin::load(engine, spec).await.expect("plugin loads"))
 }

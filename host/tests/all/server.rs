@@ -374,6 +374,7 @@ fn slow_probe_options() -> RegistryOptions {
             probe_timeout: SLOW_PROBE,
             ..LoadLimits::default()
         },
+        http_answers: None,
     }
 }
 

@@ -266,6 +266,7 @@ impl Host {
                 ..LoadLimits::default()
             },
             policy,
+            http_answers: None,
         };
         let config = EngineConfig {
             max_instances,

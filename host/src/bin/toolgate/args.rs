@@ -439,5 +439,6 @@ pub(crate) fn registry_options(
         cache: cache.cache(),
         policy: toolgate::Policy::default(),
         load: load.limits()?,
+        http_answers: None,
     })
 }

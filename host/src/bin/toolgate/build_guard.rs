@@ -112,9 +112,14 @@ fn has_file_ending(dir: &Path, suffix: &str) -> bool {
     })
 }
 
+/// Whether `path` is a directory `toolgate build` can tell the language of.
+pub(crate) fn is_guard_dir(path: &Path) -> bool {
+    path.is_dir() && detect(path).is_ok()
+}
+
 /// The component's default name: the guard directory's name, or the
 /// source file's stem when it is not a generic entry name.
-fn default_output(src: &Path) -> PathBuf {
+pub(crate) fn default_output(src: &Path) -> PathBuf {
     let stem = src.file_stem().and_then(OsStr::to_str).unwrap_or("guard");
     let name = if src.is_file()
         && (JS_ENTRIES

@@ -22,6 +22,7 @@ mod serve;
 mod snapshot;
 mod state;
 mod test;
+mod test_watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

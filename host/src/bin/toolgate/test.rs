@@ -5,12 +5,13 @@
 //! checked against the decision.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state};
-use crate::cases::{self, CaseFile, Chains, Check};
+use crate::cases::{self, CaseFile, CaseHttp, Chains, Check};
 use crate::{bad, junit};
 
 /// `toolgate test`'s options.
@@ -24,6 +25,10 @@ pub(crate) struct TestArgs {
     /// Also write the results as JUnit XML to this file.
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// Keep running: build each guard directory among the paths (as `toolgate build`) and run
+    /// the cases again on every change of a source, manifest or case file; Ctrl-C ends it.
+    #[arg(long)]
+    watch: bool,
     #[command(flatten)]
     cache: CacheArgs,
     #[command(flatten)]
@@ -61,10 +66,24 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
     } else {
         args.paths.clone()
     };
+    if args.watch {
+        return crate::test_watch::run(&args, &paths).await;
+    }
+    let (_, failed) = run_once(&args, &paths).await?;
+    if failed > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// One run of the case files under `paths` (see [`run`]): prints a line
+/// per failing case and the summary, writes the JUnit file, and returns
+/// how many cases passed and failed.
+pub(crate) async fn run_once(args: &TestArgs, paths: &[PathBuf]) -> Result<(usize, usize)> {
     let filter = args.case.as_deref();
     let mut bad_files = Vec::new();
     let mut files = Vec::new();
-    for path in cases::find(&paths)? {
+    for path in cases::find(paths)? {
         match CaseFile::read(&path) {
             Ok(file) => files.push(file),
             Err(e) => bad_files.push(e),
@@ -74,10 +93,13 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
     for file in &files {
         // An engine per file: each file's guards start from an empty state.
         let engine = engine_with_state(&args.state)?;
-        let mut chains = Chains::new(file, engine, &args.cache, &args.load);
+        // Its guards' requests get its cases' answers, never the network.
+        let http = Arc::new(CaseHttp::default());
+        let mut chains =
+            Chains::new(file, engine, &args.cache, &args.load).answering(Arc::clone(&http));
         // The entries as written must load: else the file is bad.
         match chains.set(None).await {
-            Ok(_) => loaded.push((file, chains)),
+            Ok(_) => loaded.push((file, chains, http)),
             Err(e) => bad_files.push(e),
         }
     }
@@ -99,11 +121,11 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
         )));
     }
     let mut results = Vec::new();
-    for (file, mut chains) in loaded {
+    for (file, mut chains, http) in loaded {
         let mut ran = Vec::new();
         for case in file.selected(filter) {
             let started = Instant::now();
-            let failure = run_case(&mut chains, case).await;
+            let failure = run_case(&mut chains, &http, case).await;
             if let Some(why) = &failure {
                 println!(
                     "FAIL {}:{} {:?}: {why}",
@@ -130,16 +152,26 @@ pub(crate) async fn run(args: TestArgs) -> Result<()> {
         std::fs::write(out, junit::xml(&results))
             .with_context(|| format!("cannot write {}", out.display()))?;
     }
-    println!("{passed} passed, {failed} failed");
-    if failed > 0 {
-        std::process::exit(1);
+    if !args.watch {
+        println!("{passed} passed, {failed} failed");
     }
-    Ok(())
+    Ok((passed, failed))
 }
 
-/// Runs one case; `Some(why)` when it fails.
-async fn run_case(chains: &mut Chains<'_>, case: &cases::Case) -> Option<String> {
+/// Runs one case, its guards' requests answered by `http` from the case's
+/// `[[case.http]]`; `Some(why)` when it fails: what its expectations and
+/// its answers say differs, in one line.
+async fn run_case(chains: &mut Chains<'_>, http: &CaseHttp, case: &cases::Case) -> Option<String> {
     let loaded = chains.set(case.config.as_ref()).await;
+    http.begin(&case.http);
+    let mut wrong = decide_case(loaded, case).await;
+    wrong.extend(http.finish());
+    (!wrong.is_empty()).then(|| wrong.join("; "))
+}
+
+/// Runs one case's events and request on `loaded` and checks its
+/// expectations: what differs.
+async fn decide_case(loaded: Result<Arc<toolgate::PluginSet>>, case: &cases::Case) -> Vec<String> {
     let (request, expect, set) = match (&case.check, loaded) {
         (
             Check::Decide {
@@ -151,38 +183,35 @@ async fn run_case(chains: &mut Chains<'_>, case: &cases::Case) -> Option<String>
         ) => {
             for event in events {
                 if let Err(e) = set.observe(request.tenant.as_deref(), event) {
-                    return Some(format!("events: not observed: {e}"));
+                    return vec![format!("events: not observed: {e}")];
                 }
             }
             (request, expect, set)
         }
-        (Check::Decide { .. }, Err(e)) => return Some(format!("{e:#}")),
+        (Check::Decide { .. }, Err(e)) => return vec![format!("{e:#}")],
         (Check::ConfigRefused(want), Ok(_)) => {
-            return Some(format!(
+            return vec![format!(
                 "config_refused: expected a refusal containing {want:?}, the config loaded"
-            ));
+            )];
         }
         (Check::ConfigRefused(want), Err(e)) => {
             let got = format!("{e:#}");
-            return (!got.contains(want.as_str())).then(|| {
-                format!("config_refused: expected a refusal containing {want:?}, got {got:?}")
-            });
+            return (!got.contains(want.as_str()))
+                .then(|| {
+                    format!("config_refused: expected a refusal containing {want:?}, got {got:?}")
+                })
+                .into_iter()
+                .collect();
         }
     };
     let decision = match request.decide(&set).await {
         Ok(decision) => decision,
-        Err(refused) => return Some(format!("not decided: {refused}")),
+        Err(refused) => return vec![format!("not decided: {refused}")],
     };
     let seam = request.event.seam();
-    let mismatches = expect.check(seam, &cases::actual(&decision));
-    if mismatches.is_empty() {
-        return None;
-    }
-    Some(
-        mismatches
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-    )
+    expect
+        .check(seam, &cases::actual(&decision))
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }

@@ -558,6 +558,7 @@ impl Plugin<'_> {
                 snapshot,
                 config_at,
                 http,
+                http_answers: None,
             },
             tenants,
             remote,

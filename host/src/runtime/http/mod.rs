@@ -18,9 +18,13 @@
 //! request. What is refused, over budget or fails traps the call with a
 //! classified fault (`http-denied`, `http-budget`, `http-failed`); the
 //! guard's `on_error` applies.
+//!
+//! Where a request that passed these checks goes is its plugin's
+//! [`transport`]: the network, or answers scripted for a test.
 
 pub(crate) mod grant;
 mod resolve;
+pub(crate) mod transport;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -34,6 +38,7 @@ use crate::fault::{Fault, ImportRefused};
 use crate::runtime::limits::Limits;
 use crate::runtime::log_writer::redact::Secrets;
 use grant::{HostPattern, HttpGrant};
+use transport::{Answered, HttpAnswer, HttpAnswers, Transport};
 
 /// The most redirects one request follows.
 pub const MAX_REDIRECTS: u32 = 5;
@@ -91,7 +96,7 @@ fn outcome(fault: Option<Fault>) -> &'static str {
 /// One plugin's outbound HTTP: its grant, its client, its tallies.
 pub(crate) struct Outbound {
     grant: Arc<HttpGrant>,
-    client: reqwest::Client,
+    transport: Transport,
     tallies: Mutex<BTreeMap<(String, &'static str), HttpTally>>,
 }
 
@@ -105,9 +110,19 @@ impl std::fmt::Debug for Outbound {
 
 impl Outbound {
     /// The client for `grant` (see the module docs), or why it could not
-    /// be made.
-    pub(crate) fn new(grant: HttpGrant) -> Result<Outbound, String> {
+    /// be made; with `answers`, no client: its requests get those.
+    pub(crate) fn new(
+        grant: HttpGrant,
+        answers: Option<Arc<dyn HttpAnswers>>,
+    ) -> Result<Outbound, String> {
         let grant = Arc::new(grant);
+        if let Some(answers) = answers {
+            return Ok(Outbound {
+                grant,
+                transport: Transport::Scripted(answers),
+                tallies: Mutex::default(),
+            });
+        }
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -118,7 +133,7 @@ impl Outbound {
             .map_err(|e| format!("the HTTP client could not be made: {e}"))?;
         Ok(Outbound {
             grant,
-            client,
+            transport: Transport::Network(client),
             tallies: Mutex::default(),
         })
     }
@@ -282,18 +297,32 @@ impl CallHttp {
                 )
             })?;
             let sent = body.len();
-            let response = self
-                .outbound
-                .client
-                .request(method.clone(), url.clone())
-                .headers(headers.clone())
-                .body(body.clone())
-                .send()
-                .await
-                .map_err(|e| Hop::from_reqwest(&host, &e))?;
+            let response = match &self.outbound.transport {
+                Transport::Network(client) => Answered::Network(
+                    client
+                        .request(method.clone(), url.clone())
+                        .headers(headers.clone())
+                        .body(body.clone())
+                        .send()
+                        .await
+                        .map_err(|e| Hop::from_reqwest(&host, &e))?,
+                ),
+                Transport::Scripted(answers) => Answered::Scripted(
+                    answers
+                        .answer(method.as_str(), url.as_str(), &body)
+                        .ok_or_else(|| {
+                            Hop::failed(
+                                Some(host.clone()),
+                                "no answer is scripted for it (toolgate test: no \
+                                 [[case.http]] of the case matches)"
+                                    .into(),
+                            )
+                        })?,
+                ),
+            };
             let status = response.status();
-            if status.is_redirection()
-                && let Some(to) = response.headers().get(reqwest::header::LOCATION)
+            if (300..400).contains(&status)
+                && let Some(to) = response.location()
             {
                 redirects += 1;
                 if redirects > MAX_REDIRECTS {
@@ -302,16 +331,12 @@ impl CallHttp {
                         format!("more than {MAX_REDIRECTS} redirects"),
                     ));
                 }
-                let to = to
-                    .to_str()
-                    .ok()
-                    .and_then(|to| url.join(to).ok())
-                    .ok_or_else(|| {
-                        Hop::failed(Some(host.clone()), "a redirect to no valid URL".into())
-                    })?;
+                let to = to.and_then(|to| url.join(&to).ok()).ok_or_else(|| {
+                    Hop::failed(Some(host.clone()), "a redirect to no valid URL".into())
+                })?;
                 // 301, 302 and 303 turn a request with a body into a GET
                 // (as browsers do); 307 and 308 keep method and body.
-                if !matches!(status.as_u16(), 307 | 308) && method != Method::HEAD {
+                if !matches!(status, 307 | 308) && method != Method::HEAD {
                     method = Method::GET;
                     body = Vec::new();
                 }
@@ -353,7 +378,10 @@ impl CallHttp {
             Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
             _ => None,
         };
+        // A scripted answer reaches no address: nothing to check.
+        let scripted = matches!(self.outbound.transport, Transport::Scripted(_));
         if let Some(ip) = ip
+            && !scripted
             && !grant.address_allowed(ip)
         {
             return Err(Hop::denied(
@@ -365,11 +393,7 @@ impl CallHttp {
     }
 
     /// The whole response, its body at most the call's response limit.
-    async fn read(
-        &self,
-        mut response: reqwest::Response,
-        host: &HostPattern,
-    ) -> Result<Response, Hop> {
+    async fn read(&self, response: Answered, host: &HostPattern) -> Result<Response, Hop> {
         let limit = self.response_bytes;
         let over = |n: u64| {
             Hop::budget(
@@ -378,6 +402,23 @@ impl CallHttp {
                     "the response body ({n} bytes or more) is over the {limit}-byte limit (http_response_kib)"
                 ),
             )
+        };
+        let mut response = match response {
+            Answered::Network(response) => response,
+            Answered::Scripted(HttpAnswer {
+                status,
+                headers,
+                body,
+            }) => {
+                return match body.len() > limit {
+                    true => Err(over(body.len() as u64)),
+                    false => Ok(Response {
+                        status,
+                        headers,
+                        body,
+                    }),
+                };
+            }
         };
         if let Some(n) = response.content_length()
             && n > limit as u64

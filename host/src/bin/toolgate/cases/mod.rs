@@ -5,6 +5,7 @@
 //! The format is documented in `docs/testing.md`.
 
 mod expect;
+mod http;
 mod plugins;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use toolgate::{DecideRequest, Seam, TenantName};
 
 use crate::bad;
 pub(crate) use expect::Expect;
+pub(crate) use http::CaseHttp;
 
 pub(crate) use plugins::Chains;
 
@@ -51,6 +53,8 @@ pub(crate) struct Case {
     pub(crate) config: Option<toml::Table>,
     /// What the case runs and checks.
     pub(crate) check: Check,
+    /// The outbound requests it answers (`[[case.http]]`).
+    pub(crate) http: Vec<http::Answer>,
 }
 
 /// What a case runs and what it checks.
@@ -108,6 +112,7 @@ struct RawCase {
     tenant: Option<Spanned<String>>,
     events: Option<Spanned<Vec<RawLifecycle>>>,
     expect: Option<Spanned<expect::RawExpect>>,
+    http: Option<Vec<Spanned<http::RawAnswer>>>,
 }
 
 /// One of a case's `events`: a lifecycle hook and its event.
@@ -196,6 +201,16 @@ impl CaseFile {
         })
     }
 
+    /// The components its `[[plugin]]` entries name (`path`, relative to
+    /// the file's directory).
+    pub(crate) fn components(&self) -> Vec<PathBuf> {
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        self.plugins
+            .iter()
+            .filter_map(|p| p.get_ref().get("path")?.as_str().map(|p| base.join(p)))
+            .collect()
+    }
+
     /// The cases whose name contains `filter` (all of them for `None`).
     pub(crate) fn selected<'a>(
         &'a self,
@@ -232,6 +247,15 @@ fn read_case(
         ));
     };
     let expect_key = format!("{key}.expect");
+    let mut answers = Vec::new();
+    for (i, a) in c.http.iter().flatten().enumerate() {
+        let span = a.span();
+        let raw: http::RawAnswer = a.get_ref().clone();
+        let answer = raw
+            .read()
+            .map_err(|(k, why)| here.err(span, &format!("{key}.http[{}].{k}", i + 1), why))?;
+        answers.push(answer);
+    }
     let check = match expect.get_ref().config_refused() {
         Some(text) => config_refused(here, key, &c, text)?,
         None => {
@@ -298,6 +322,7 @@ fn read_case(
         line: line_of(here.text, c.name.span().start),
         config: c.config.map(Spanned::into_inner),
         check,
+        http: answers,
     })
 }
 
@@ -319,6 +344,10 @@ fn config_refused(here: &Here<'_>, key: &str, c: &RawCase, text: &str) -> Result
         ("event", c.event.as_ref().map(Spanned::span)),
         ("state", c.state.as_ref().map(Spanned::span)),
         ("tenant", c.tenant.as_ref().map(Spanned::span)),
+        (
+            "http",
+            c.http.as_ref().and_then(|h| h.first()).map(Spanned::span),
+        ),
     ];
     if let Some((k, Some(span))) = extra.into_iter().find(|(_, s)| s.is_some()) {
         return Err(here.err(

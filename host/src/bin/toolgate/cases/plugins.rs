@@ -3,7 +3,8 @@
 //! `toolgate.toml` made of the entries, each key on the line it has in the
 //! case file (so the manifest's errors name the case file's lines), opened
 //! by the registry every command uses: the real loader, the config checked
-//! at load, the real limits.
+//! at load, the real limits — and, for `toolgate test`, the outbound
+//! requests answered by the cases' `[[case.http]]` instead of the network.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,7 +15,7 @@ use anyhow::{Context, Result};
 use toolgate::manifest::line_of;
 use toolgate::{Engine, PluginSet, Registry};
 
-use super::CaseFile;
+use super::{CaseFile, CaseHttp};
 use crate::args::{CacheArgs, LoadArgs, registry_options};
 use crate::bad;
 
@@ -25,6 +26,7 @@ pub(crate) struct Chains<'a> {
     engine: Engine,
     cache: &'a CacheArgs,
     load: &'a LoadArgs,
+    http: Option<Arc<CaseHttp>>,
     open: BTreeMap<String, (tempfile::TempDir, Registry)>,
 }
 
@@ -42,7 +44,17 @@ impl<'a> Chains<'a> {
             engine,
             cache,
             load,
+            http: None,
             open: BTreeMap::new(),
+        }
+    }
+
+    /// The same chains, whose guards' requests get `http`'s answers and
+    /// never reach the network.
+    pub(crate) fn answering(self, http: Arc<CaseHttp>) -> Chains<'a> {
+        Chains {
+            http: Some(http),
+            ..self
         }
     }
 
@@ -68,12 +80,14 @@ impl<'a> Chains<'a> {
             .tempdir()
             .context("cannot make a temporary plugin directory")?;
         let links = self.write_dir(dir.path(), config)?;
-        let registry = Registry::open_with(
-            self.engine.clone(),
-            dir.path(),
-            registry_options(self.cache, self.load)?,
-        )
-        .await?;
+        let options = toolgate::RegistryOptions {
+            http_answers: self
+                .http
+                .clone()
+                .map(|h| h as Arc<dyn toolgate::HttpAnswers>),
+            ..registry_options(self.cache, self.load)?
+        };
+        let registry = Registry::open_with(self.engine.clone(), dir.path(), options).await?;
         // Messages name the case file and the components, never the
         // temporary directory.
         let manifest = dir.path().join(toolgate::manifest::FILE_NAME);
