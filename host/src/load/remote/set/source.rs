@@ -541,6 +541,8 @@ impl Puller {
             },
             policy: self.options.policy.clone(),
             load: self.options.load.clone(),
+            // Serving: a set's guards reach the network, never scripted answers.
+            http_answers: None,
         };
         let registry = Registry::open_with(self.engine.clone(), &dir, options)
             .await
