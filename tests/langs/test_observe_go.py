@@ -136,7 +136,7 @@ def test_a_hostile_go_observer_faults_on_every_event_and_decisions_still_answer(
     server = serving(plugin_dir(tmp_path, "observe", observer,
                                 f"timeout_ms = 50\n[plugin.config]\n{attack} = true"), *PATIENT)
     # Four: a fifth fault within the window would quarantine the guard
-    # (docs/plugins.md, "[quarantine]"), and its steering would not run.
+    # (docs/tenants.md, "[quarantine]"), and its steering would not run.
     faults = 4
     for _ in range(faults):
         assert observe(server, "on_llm_end", {"model": "m", "output": "o", "usage": {}, "run_id": RUN}) == "queued"

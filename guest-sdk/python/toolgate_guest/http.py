@@ -16,7 +16,7 @@ off the grant, an address on the host's own network), more requests or bytes
 than the call may use, or a network failure **traps the call**: the host
 classifies it (``http-denied``, ``http-budget``, ``http-failed``) and the
 plugin's ``on_error`` applies, so there is no exception to catch. Time spent
-waiting counts against the call's deadline (``docs/plugins.md``, "Outbound
+waiting counts against the call's deadline (``docs/http.md``, "Outbound
 HTTP").
 
 Outside a component (a guard's unit tests on the build machine's Python)

@@ -24,7 +24,7 @@ leaves none of them. :func:`add` is applied at once and atomically, so
 concurrent calls count exactly; a call that faults gives back what it added.
 Going over a budget (operations per call, keys or bytes per scope), the store
 being unreachable, or :func:`add` on a value that is not an integer traps the
-call: the host treats it like any fault (``docs/plugins.md``, "Guard state").
+call: the host treats it like any fault (``docs/state.md``, "Guard state").
 
 Outside a component (a guard's unit tests on the build machine's Python) the
 same functions work on an in-memory dict of this process, with no budgets and

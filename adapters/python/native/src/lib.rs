@@ -394,7 +394,7 @@ impl Host {
     /// tenant whose guards are not serving yet `BusyError`. The
     /// observations of a run are delivered on the host's runtime, in the
     /// order they were handed over, and a later decision of the run waits
-    /// for them (docs/plugins.md, "Lifecycle events"); no guard runs on the
+    /// for them (docs/lifecycle.md); no guard runs on the
     /// calling thread.
     fn observe(&self, request: String) -> PyResult<&'static str> {
         let rt = runtime()?;

@@ -122,7 +122,7 @@ class Host:
             process naming it — several agent processes, or ``toolgate
             serve`` replicas, then count together.
         decision_log: Write every decision as a JSON line: a mapping with
-            the keys of the global manifest's ``[decision_log]`` (docs/plugins.md,
+            the keys of the global manifest's ``[decision_log]`` (docs/decision-log.md,
             "The decision log"), e.g. ``{"path": "decisions.jsonl",
             "include": ["args"], "mask": ["args.password"]}``; the
             manifest's table, if any, overrides it key by key. ``None``
@@ -315,7 +315,7 @@ class Host:
         runtime, in the order they were handed over, each guard under its
         own limits (a fault is logged, counted and skipped); a later
         decision of the same run (``run_id``) waits for them, so it sees
-        their state writes (docs/plugins.md, "Lifecycle events").
+        their state writes (docs/lifecycle.md).
 
         Returns ``"queued"``, ``"unobserved"`` (no guard of the chain
         observes ``hook``: nothing was done) or ``"dropped"`` (the run

@@ -11,7 +11,9 @@
 //!
 //! Its steering answers every call with a cancel whose content is
 //! `seen=<n> hooks=<names>` (the run's state as the call finds it), so a
-//! test reads what the observations of the run left before the decision.
+//! test reads what the observations of the run left before the decision;
+//! with `"proceed": true` it lets every call proceed (a bench's observer
+//! that leaves the run as it is).
 
 use toolgate_guest::state::{self, Scope};
 use toolgate_guest::{BeforeToolCallEvent, Hook, Observer, SteeringGuard, Verdict};
@@ -157,6 +159,9 @@ impl Observer for Watcher {
 
 impl SteeringGuard for Watcher {
     fn on_before_tool_call(_event: BeforeToolCallEvent) -> Verdict {
+        if toolgate_guest::config()["proceed"] == true {
+            return Verdict::proceed();
+        }
         let seen = state::get(Scope::Run, "seen").unwrap_or_else(|| "0".into());
         let hooks = state::get(Scope::Run, "hooks").unwrap_or_default();
         Verdict::cancel(format!("seen={seen} hooks={hooks}"))
