@@ -379,10 +379,8 @@ impl Plugin {
         let remains = (store, slot, admission);
         if big {
             self.engine.long_lane().drop_later(progress, remains);
-        } else if self.mode() == Mode::Shadow {
-            drop(remains);
         } else {
-            self.engine.long_lane().drop_after_answer(remains);
+            drop(remains);
         }
         (result, fuel_used)
     }

@@ -67,9 +67,7 @@
 //! nothing else wants; until then the instance and its memory stay charged
 //! to its account, so a tenant whose teardowns lag behind waits on its own
 //! share. What the call held of the lane (its turn) is given back when the
-//! call ends, not when its store is dropped. Smaller teardowns of enforced
-//! calls go after the answer to the fair lane's teardown thread when it is
-//! idle ([`LongLane::drop_after_answer`]), in place when it is not.
+//! call ends, not when its store is dropped.
 //!
 //! What this buys: calls that finish within a tick (nearly every guard)
 //! never wait for a turn, and however many guests spin, they hold at most
@@ -146,9 +144,6 @@ pub struct LongLane {
     shadow: Threads,
     overdue: AtomicU64,
     meter: CpuMeter,
-    /// Whether a teardown after the answer is under way (see
-    /// [`LongLane::drop_after_answer`]).
-    tearing_down: Arc<AtomicBool>,
 }
 
 /// One set of lane threads and its turns.
@@ -207,7 +202,6 @@ impl LongLane {
             shadow: Threads::start(width, priority, SHADOW_THREADS),
             overdue: AtomicU64::new(0),
             meter: CpuMeter::default(),
-            tearing_down: Arc::default(),
         })
     }
 
@@ -326,26 +320,6 @@ impl LongLane {
             Some(lane) => drop(lane.spawn_blocking(move || drop(remains))),
             None => drop(remains),
         }
-    }
-
-    /// Drops `remains` (a finished call's store, with the pool slot and
-    /// the share it holds, in the order given) after the answer: on the
-    /// fair lane's teardown thread when that thread is idle, so the caller
-    /// does not wait for it; here when it is busy with another teardown
-    /// (never more than one waits: under load every call tears down its
-    /// own, as before) or the lane has no threads.
-    pub(crate) fn drop_after_answer(&self, remains: impl Send + 'static) {
-        let Some(threads) = &self.fair.threads.0 else {
-            return drop(remains);
-        };
-        if self.tearing_down.swap(true, Ordering::AcqRel) {
-            return drop(remains);
-        }
-        let done = Arc::clone(&self.tearing_down);
-        drop(threads.spawn_blocking(move || {
-            drop(remains);
-            done.store(false, Ordering::Release);
-        }));
     }
 
     /// What the lane is doing now.

@@ -411,52 +411,6 @@ async fn a_big_teardown_is_dropped_on_the_lane_thread_its_account_runs_long_call
     }
 }
 
-/// A teardown that tells where it started, then waits to be let go.
-struct Blocks {
-    started: std::sync::mpsc::Sender<Option<String>>,
-    release: std::sync::mpsc::Receiver<()>,
-}
-
-impl Drop for Blocks {
-    fn drop(&mut self) {
-        let _ = self.started.send(thread_name());
-        let _ = self.release.recv_timeout(Duration::from_secs(20));
-    }
-}
-
-#[tokio::test]
-async fn a_teardown_after_the_answer_runs_on_the_idle_fair_thread_and_in_place_when_it_is_busy() {
-    let lane = LongLane::new(1, LanePriority::default());
-    let here = thread_name();
-    let (started, started_rx) = std::sync::mpsc::channel();
-    let (release_tx, release) = std::sync::mpsc::channel();
-    lane.drop_after_answer(Blocks { started, release });
-    let first = started_rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("dropped");
-    assert_eq!(first.as_deref(), Some(FAIR_THREADS), "the idle fair thread");
-
-    // Busy with that one: the next is dropped here, at once.
-    let (tx, rx) = std::sync::mpsc::channel();
-    lane.drop_after_answer(TellsWhere(tx));
-    let (name, _) = rx.try_recv().expect("dropped in place, before returning");
-    assert_eq!(name, here, "in place while the thread is busy");
-
-    // Idle again: off this thread once more.
-    release_tx.send(()).expect("released");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (tx, rx) = std::sync::mpsc::channel();
-        lane.drop_after_answer(TellsWhere(tx));
-        let (name, _) = rx.recv_timeout(Duration::from_secs(20)).expect("dropped");
-        if name.as_deref() == Some(FAIR_THREADS) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the thread never became idle");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Runs the tick of `ticks` at which its call turns long: takes a turn.
 async fn tick_long(ticks: &mut Ticks) {
     match ticks.tick(0) {
