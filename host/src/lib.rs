@@ -163,7 +163,8 @@ pub mod snapshot {
 /// What guards cost, measured (`toolgate bench`).
 pub mod bench {
     pub use crate::tools::bench::{
-        ChainLoad, GuardCost, Latency, Report, Reused, SeamCost, Settings, measure,
+        ChainLoad, GuardCost, Latency, Report, Reused, SeamCost, Settings, Spread, measure,
+        native_floor,
     };
 }
 

@@ -135,6 +135,27 @@ pub struct Spread {
     pub gap_ms: u64,
     /// Latency of each decision after its gap.
     pub latency: Latency,
+    /// The floor: the same gap before [`native_floor`], a plain Rust
+    /// function, timed alternately with the decisions — what any code
+    /// pays after that idle gap on this machine (caches and the core gone
+    /// cold), which toolgate cannot remove.
+    pub floor: Latency,
+}
+
+/// A guard's kind of work as a plain Rust function, for the floor of
+/// [`Spread`]: `event` to JSON text (as a call lowers it), parsed back, and
+/// searched for a `DELETE`.
+pub fn native_floor(event: &Event) -> bool {
+    let text = match event {
+        Event::Routing(e) => serde_json::to_string(e),
+        Event::Rewrite(e) => serde_json::to_string(e),
+        Event::Steering(e) => serde_json::to_string(e),
+        Event::Result(e) => serde_json::to_string(e),
+        Event::Response(e) => serde_json::to_string(e),
+    }
+    .unwrap_or_default();
+    let parsed: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    parsed.to_string().to_uppercase().contains("DELETE")
 }
 
 /// The idle gaps [`Spread`] is measured after: from a tight tool loop to a
@@ -293,22 +314,29 @@ async fn guard_cost(
 }
 
 /// The chain after each idle gap: between 5 and 40 calls per gap, as many
-/// as fit in `window` of gaps.
+/// as fit in `window` of gaps, each followed by the floor after the same
+/// gap.
 async fn spread(chain: &Chain, events: &[(Event, Value)], window: Duration) -> Vec<Spread> {
     let mut out = Vec::new();
     for gap_ms in SPREAD_GAPS_MS {
         let gap = Duration::from_millis(gap_ms);
         let n = (window.as_millis() / u128::from(gap_ms)).clamp(5, 40);
-        let mut samples = Vec::new();
+        let (mut samples, mut floor) = (Vec::new(), Vec::new());
         for (event, state) in events.iter().cycle().take(usize::try_from(n).unwrap_or(5)) {
             tokio::time::sleep(gap).await;
             let t = Instant::now();
             let _ = chain.decide(event, state).await;
             samples.push(t.elapsed());
+
+            tokio::time::sleep(gap).await;
+            let t = Instant::now();
+            std::hint::black_box(native_floor(std::hint::black_box(event)));
+            floor.push(t.elapsed());
         }
         out.push(Spread {
             gap_ms,
             latency: Latency::of(&mut samples),
+            floor: Latency::of(&mut floor),
         });
     }
     out

@@ -458,6 +458,11 @@ fn bench_reports_each_guard_and_the_chain() {
         [1, 5, 20, 100]
     );
     assert!(spread.iter().all(|s| s.1 >= 5), "{spread:?}");
+    // Each gap's floor, a plain function after the same gap, as many times.
+    for s in steering["spread"].as_array().expect("spread") {
+        assert_eq!(s["floor"]["calls"], s["latency"]["calls"], "{s}");
+        assert!(s["floor"]["p50_us"].as_f64().expect("floor") > 0.0, "{s}");
+    }
     assert_eq!(steering["chain"]["concurrency"], 3);
     assert!(steering["chain"]["decisions"].as_u64().expect("decisions") > 0);
     assert!(

@@ -146,7 +146,12 @@ fn print_table(report: &Report) {
         let spread: Vec<String> = seam
             .spread
             .iter()
-            .map(|s| format!("{} ms idle: p50 {:.1} µs", s.gap_ms, s.latency.p50_us))
+            .map(|s| {
+                format!(
+                    "{} ms idle: p50 {:.1} µs (floor {:.1} µs)",
+                    s.gap_ms, s.latency.p50_us, s.floor.p50_us
+                )
+            })
             .collect();
         println!("  one call at a time, after {}", spread.join(", "));
         println!(
