@@ -19,19 +19,9 @@ use toolgate_tests::{NO_EMAIL, SQL_GUARD};
 
 use crate::KillOnDrop;
 use crate::oci_registry::OciRegistry;
+use crate::signatures::toolgate;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
-
-/// `toolgate ARGS`: its standard output, or a panic with its error.
-fn toolgate(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).output().expect("run toolgate");
-    assert!(
-        out.status.success(),
-        "toolgate {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
-}
 
 /// `toolgate push --set DIR REFERENCE [--sign KEY]`: the digest printed
 /// (`sha256:<hex>`).

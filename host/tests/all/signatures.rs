@@ -17,7 +17,7 @@ use crate::remote::{errors_of, manifest, open, steers_delete};
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
 /// `toolgate ARGS`: its standard output, or a panic with its error.
-fn toolgate(args: &[&str]) -> String {
+pub(crate) fn toolgate(args: &[&str]) -> String {
     let out = Command::new(BIN).args(args).output().expect("run toolgate");
     assert!(
         out.status.success(),
