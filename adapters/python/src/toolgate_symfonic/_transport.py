@@ -20,9 +20,13 @@ import json
 import logging
 import os
 import time
+import urllib.request
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import httpx
+
+from ._http1 import Pool, ProtocolError
 
 if TYPE_CHECKING:
     from toolgate import Host
@@ -46,6 +50,11 @@ class ConfigurationError(ServiceError):
     ``handler.config_errors``: until it is fixed, no guard is consulted.
     :meth:`ToolgateHandler.check` raises it.
     """
+
+
+def _text(content: bytes) -> str:
+    """The start of an answer's body, for an error message."""
+    return content[:300].decode("utf-8", "replace")
 
 
 def _dumps(body: Any) -> bytes:
@@ -156,6 +165,13 @@ class CircuitBreaker:
             )
 
 
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url``'s scheme (``HTTP_PROXY``,
+    ``HTTPS_PROXY``, ``ALL_PROXY``), if any."""
+    proxies = urllib.request.getproxies()
+    return proxies.get(url.split(":", 1)[0].lower()) or proxies.get("all")
+
+
 class HttpTransport:
     """``POST {url}/v1/{seam}`` to a ``toolgate serve`` service."""
 
@@ -172,34 +188,76 @@ class HttpTransport:
         self.url = url.rstrip("/")
         self.breaker = breaker
         self._policy = policy
-        self._token = token
         self._trust_env = trust_env
         self._external_client = client
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        host = httpx.URL(self.url).host
+        # httpx would send through a proxy the environment names for this
+        # URL: then httpx makes every request, as it did before.
+        self._proxied = trust_env and bool(
+            _proxy_for(self.url) and not urllib.request.proxy_bypass(host)
+        )
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Pool] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __str__(self) -> str:
         return self.url
 
     def _http(self) -> httpx.AsyncClient:
-        """The HTTP client for the running event loop (connections are reused)."""
+        """The httpx client for the running event loop: an injected one, or
+        the handler's own when a proxy from the environment applies."""
         if self._external_client is not None:
             return self._external_client
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop or self._client.is_closed:
             # A client's pooled connections belong to the loop that opened
             # them; a handler reused under a new loop gets a new client.
-            headers = {"Accept": "application/json"}
-            if self._token:
-                headers["Authorization"] = f"Bearer {self._token}"
             self._client = httpx.AsyncClient(
                 base_url=self.url,
-                headers=headers,
+                headers=self._headers,
                 limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
                 trust_env=self._trust_env,
             )
             self._client_loop = loop
         return self._client
+
+    def _pool(self) -> Pool | None:
+        """The handler's own keep-alive connections for the running event
+        loop, or None when httpx has to make the request (an injected
+        client, or a proxy that the environment names for this URL)."""
+        if self._external_client is not None or self._proxied:
+            return None
+        loop = asyncio.get_running_loop()
+        pool = self._pools.get(loop)
+        if pool is None:
+            # Connections belong to the loop that opened them.
+            pool = self._pools[loop] = Pool(self.url, self._headers)
+        return pool
+
+    async def _request(self, method: str, path: str, body: bytes | None, timeout: float) -> tuple[int, bytes]:
+        """One request within ``timeout``: the status and the body. Raises
+        ServiceError naming the cause when there is no answer (the breaker
+        is the caller's business)."""
+        try:
+            async with asyncio.timeout(timeout):
+                pool = self._pool()
+                if pool is not None:
+                    return await pool.request(method, path, body)
+                url = f"{self.url}{path}" if self._external_client is not None else path
+                headers = {"Content-Type": "application/json"} if body is not None else None
+                response = await self._http().request(
+                    method, url, content=body, headers=headers, timeout=httpx.Timeout(timeout)
+                )
+                return response.status_code, response.content
+        except TimeoutError as exc:
+            raise ServiceError(f"no answer within {timeout:g}s") from exc
+        except (httpx.HTTPError, OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
+            raise ServiceError(f"{type(exc).__name__}: {exc or 'transport error'}") from exc
 
     async def _post(self, path: str, body: dict[str, Any], timeout: float, ok: int) -> Any:
         """Posts ``body`` to ``path``; returns the answer's JSON when its
@@ -208,37 +266,24 @@ class HttpTransport:
         answer, another status or a body that is not JSON counts against
         the service and raises ServiceError."""
         self.breaker.before_call()
-        if self._external_client is not None:
-            path = f"{self.url}{path}"
         try:
-            async with asyncio.timeout(timeout):
-                response = await self._http().post(
-                    path,
-                    content=_dumps(body),
-                    headers={"Content-Type": "application/json"},
-                    timeout=httpx.Timeout(timeout),
-                )
-        except TimeoutError as exc:
-            self._failure(f"no answer within {timeout:g}s")
-            raise ServiceError(f"no answer within {timeout:g}s") from exc
-        except httpx.HTTPError as exc:
-            cause = f"{type(exc).__name__}: {exc or 'transport error'}"
-            self._failure(cause)
-            raise ServiceError(cause) from exc
-        status = response.status_code
+            status, content = await self._request("POST", path, _dumps(body), timeout)
+        except ServiceError as exc:
+            self._failure(str(exc))
+            raise
         if 400 <= status < 500 and status not in (408, 429):
             # The service is up and answered: it refuses the request itself.
             self.breaker.success()
-            raise ConfigurationError(f"HTTP {status}: {response.text[:300]!r}")
+            raise ConfigurationError(f"HTTP {status}: {_text(content)!r}")
         if status != ok:
-            cause = f"HTTP {status}: {response.text[:300]!r}"
+            cause = f"HTTP {status}: {_text(content)!r}"
             self._failure(cause)
             raise ServiceError(cause)
         self.breaker.success()
         try:
-            return response.json()
+            return json.loads(content)
         except ValueError as exc:
-            raise ServiceError(f"answer is not JSON: {response.text[:300]!r}") from exc
+            raise ServiceError(f"answer is not JSON: {_text(content)!r}") from exc
 
     async def call(self, seam: str, body: dict[str, Any], timeout: float) -> Answer:
         """Posts one request; returns the decoded answer and its trace."""
@@ -263,19 +308,15 @@ class HttpTransport:
         ``toolgate.Host.hooks``). Raises ServiceError when there is no
         such answer; the breaker is left alone (a poll is not a guard
         call)."""
-        path = f"{self.url}/v1/hooks" if self._external_client else "/v1/hooks"
+        status, content = await self._request("GET", "/v1/hooks", None, timeout)
+        if status != 200:
+            raise ServiceError(f"HTTP {status}: {_text(content)!r}")
         try:
-            response = await self._http().get(path, timeout=httpx.Timeout(timeout))
-        except httpx.HTTPError as exc:
-            raise ServiceError(f"{type(exc).__name__}: {exc or 'transport error'}") from exc
-        if response.status_code != 200:
-            raise ServiceError(f"HTTP {response.status_code}: {response.text[:300]!r}")
-        try:
-            doc = response.json()
+            doc = json.loads(content)
         except ValueError as exc:
-            raise ServiceError(f"answer is not JSON: {response.text[:300]!r}") from exc
+            raise ServiceError(f"answer is not JSON: {_text(content)!r}") from exc
         if not isinstance(doc, dict) or not isinstance(doc.get("hooks"), list):
-            raise ServiceError(f"answer has no hooks: {response.text[:300]!r}")
+            raise ServiceError(f"answer has no hooks: {_text(content)!r}")
         return doc
 
     async def check(self) -> list[str]:
@@ -283,28 +324,27 @@ class HttpTransport:
         handler's URL and token and loaded every file; returns the
         warnings (see :func:`load_findings`)."""
         try:
-            response = await self._http().get(
-                f"{self.url}/v1/plugins" if self._external_client else "/v1/plugins",
-                timeout=httpx.Timeout(10.0),
-            )
-        except httpx.HTTPError as exc:
-            raise ConfigurationError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
+            status, content = await self._request("GET", "/v1/plugins", None, 10.0)
+        except ServiceError as exc:
+            raise ConfigurationError(f"cannot reach {self.url}: {exc}") from exc
+        if status != 200:
             raise ConfigurationError(
-                f"{self.url}/v1/plugins answered HTTP {response.status_code}: "
-                f"{response.text[:300]!r}"
+                f"{self.url}/v1/plugins answered HTTP {status}: {_text(content)!r}"
             )
         try:
-            description = response.json()
+            description = json.loads(content)
         except ValueError as exc:
             raise ConfigurationError(
                 f"{self.url}/v1/plugins answered with something that is not JSON: "
-                f"{response.text[:300]!r}"
+                f"{_text(content)!r}"
             ) from exc
         return load_findings(description, f"the service at {self.url}")
 
     async def aclose(self) -> None:
-        """Closes the transport's own HTTP client (an injected one stays open)."""
+        """Closes the transport's own connections (an injected client stays open)."""
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.close()
         client, self._client, self._client_loop = self._client, None, None
         if client is not None:
             await client.aclose()
