@@ -23,7 +23,10 @@ noise hits every path alike:
   lifecycle event (the ``observer`` test guest: a state ``add``, ``get``
   and ``set`` per event);
 - ``http``, ``http+observer``: the same two sets behind ``toolgate
-  serve`` (``TOOLGATE_BIN``, default ``target/release/toolgate``).
+  serve`` (``TOOLGATE_BIN``, default ``target/release/toolgate``);
+- ``http/httpx``: ``http`` through an injected ``httpx.AsyncClient``
+  instead of the handler's own HTTP/1.1 connections (the baseline of that
+  choice).
 
 Each hook is timed around ``CallbackManager``'s own method (what the
 agent awaits), and the whole ``run()``. ``--gap-ms`` sleeps before each
@@ -55,6 +58,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 
 from agent_kit import call, make_agent, say, spent  # noqa: E402
+import httpx  # noqa: E402
 from symfonic.core.callbacks import BaseCallbackHandler  # noqa: E402
 from symfonic.core.callbacks.manager import CallbackManager  # noqa: E402
 from toolgate_server import ToolgateServer, plugin_dir, required_guest, rust_plugin  # noqa: E402
@@ -154,6 +158,7 @@ async def bench(args: argparse.Namespace, work: Path) -> None:
         ToolgateServer(plain, work / "serve-chain.log").start(),
         ToolgateServer(observed, work / "serve-observed.log").start(),
     ]
+    httpx_client = httpx.AsyncClient(trust_env=False)
     try:
         handlers: dict[str, Any] = {
             "none": None,
@@ -161,6 +166,9 @@ async def bench(args: argparse.Namespace, work: Path) -> None:
             "embedded": ToolgateHandler(plugins=plain, watch=False),
             "embedded+observer": ToolgateHandler(plugins=observed, watch=False),
             "http": ToolgateHandler(url=servers[0].url),
+            # The same service through an httpx client, the transport the
+            # handler used before its own (BENCHMARKS.md, "HTTP per hook").
+            "http/httpx": ToolgateHandler(url=servers[0].url, client=httpx_client),
             "http+observer": ToolgateHandler(url=servers[1].url),
         }
         for path, handler in handlers.items():  # warm up: compile, connect
@@ -178,6 +186,7 @@ async def bench(args: argparse.Namespace, work: Path) -> None:
             if isinstance(handler, ToolgateHandler):
                 await handler.aclose()
     finally:
+        await httpx_client.aclose()
         for server in servers:
             server.stop()
 
@@ -220,6 +229,11 @@ def report(args: argparse.Namespace) -> None:
             a = statistics.median(timings[base]["run"])
             b = statistics.median(timings[with_observer]["run"])
             print(f"{with_observer} / {base}: run p50 {b / a:.2f} ({(b - a) / 1000:+.2f} ms)")
+    if "http" in timings and "http/httpx" in timings:
+        own = [v for h in TOOL_HOOKS[1:] for v in timings["http"].get(h, [])]
+        lib = [v for h in TOOL_HOOKS[1:] for v in timings["http/httpx"].get(h, [])]
+        print(f"http per tool hook p50: own client {statistics.median(own):.0f} µs, "
+              f"httpx {statistics.median(lib):.0f} µs ({statistics.median(own) / statistics.median(lib):.2f}x)")
 
 
 def main() -> int:
