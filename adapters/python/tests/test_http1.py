@@ -198,3 +198,17 @@ def test_with_trust_env_a_proxy_from_the_environment_gets_the_request(
             await transport.aclose()
 
     run(go())
+
+
+def test_a_connection_idle_past_keep_idle_is_not_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolgate_symfonic import _http1
+
+    async def go() -> None:
+        async with Scripted(lambda _: OK) as srv:
+            pool = Pool(srv.url, {})
+            await pool.request("POST", "/x", b"{}")
+            monkeypatch.setattr(_http1, "KEEP_IDLE", 0.0)
+            await pool.request("POST", "/x", b"{}")
+            assert srv.connections == 2
+
+    run(go())

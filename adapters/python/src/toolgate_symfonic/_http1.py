@@ -19,11 +19,17 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections import deque
 from urllib.parse import urlsplit
 
 #: The longest status line plus headers accepted (the service's are ~200 bytes).
 MAX_HEAD = 64 * 1024
+
+#: How long an idle connection is kept (httpx's default): well under the
+#: service's idle timeout (`toolgate serve --idle-timeout-ms`, 30 s), so
+#: the service never closes a connection just as it is reused.
+KEEP_IDLE = 5.0
 
 
 class ProtocolError(Exception):
@@ -34,11 +40,13 @@ class _Connection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.idle_since = 0.0
 
-    def usable(self) -> bool:
-        """Still open on both sides, with nothing unread (a closed or
-        chattering connection is dropped, never reused)."""
-        return not (
+    def usable(self, now: float) -> bool:
+        """Idle for less than KEEP_IDLE and still open on both sides, with
+        nothing unread (a closed or chattering connection is dropped, never
+        reused)."""
+        return now - self.idle_since < KEEP_IDLE and not (
             self.writer.is_closing() or self.reader.at_eof() or self.reader._buffer  # noqa: SLF001
         )
 
@@ -64,9 +72,10 @@ class Pool:
         self.max_idle = max_idle
 
     async def _connection(self) -> _Connection:
+        now = time.monotonic()
         while self.idle:
             conn = self.idle.pop()
-            if conn.usable():
+            if conn.usable(now):
                 return conn
             conn.close()
         reader, writer = await asyncio.open_connection(
@@ -90,6 +99,7 @@ class Pool:
             return status, payload
         finally:
             if keep and len(self.idle) < self.max_idle:
+                conn.idle_since = time.monotonic()
                 self.idle.append(conn)
             else:
                 conn.close()
