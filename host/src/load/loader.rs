@@ -695,14 +695,13 @@ impl Loader {
         }
         let loaded = self
             .load_plugin(
-                scope.key,
+                scope,
                 PluginSpec {
                     http_answers: self.http_answers.clone(),
                     ..entry.spec.clone()
                 },
                 bytes,
                 digest,
-                &scope.share,
                 report,
                 fetching,
             )
@@ -790,17 +789,16 @@ impl Loader {
     ///
     /// A plugin of the global directory is tracked ([`Progress`]) and its
     /// load logged: `tracked` when its tracking began before (a fetch).
-    #[allow(clippy::too_many_arguments)]
     async fn load_plugin(
         &self,
-        key: &ScopeKey,
+        scope: &ScopeLoad<'_>,
         spec: PluginSpec,
         bytes: Vec<u8>,
         digest: String,
-        share: &Arc<PreparedShare>,
         report: &mut ScopeReport,
         tracked: Option<Tracked<'_>>,
     ) -> Result<Plugin, Error> {
+        let key = scope.key;
         let planned = crate::call::snapshot::plan(spec.snapshot, &bytes);
         // The global directory's guards are tracked (and logged), each
         // from its first step (or the fetch of a remote source) to its end.
@@ -817,16 +815,7 @@ impl Loader {
         };
         let counts = (report.compiled.len(), report.cache_hits.len());
         let loaded = self
-            .load_plugin_tracked(
-                key,
-                spec,
-                bytes,
-                digest,
-                share,
-                report,
-                planned,
-                tracked.as_ref(),
-            )
+            .load_plugin_tracked(scope, spec, bytes, digest, report, tracked.as_ref())
             .await;
         if let Some(tracked) = tracked {
             let outcome = match &loaded {
@@ -841,21 +830,19 @@ impl Loader {
         loaded
     }
 
-    /// [`Loader::load_plugin`]'s work; `planned`: its snapshot plan,
-    /// `tracked`: its progress, when tracked.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Loader::load_plugin`]'s work; `tracked`: its progress, when
+    /// tracked.
     async fn load_plugin_tracked(
         &self,
-        key: &ScopeKey,
+        scope: &ScopeLoad<'_>,
         spec: PluginSpec,
         bytes: Vec<u8>,
         digest: String,
-        share: &Arc<PreparedShare>,
         report: &mut ScopeReport,
-        planned: Option<SnapshotStatus>,
         tracked: Option<&Tracked<'_>>,
     ) -> Result<Plugin, Error> {
-        let status = match planned {
+        let (key, share) = (scope.key, &scope.share);
+        let status = match crate::call::snapshot::plan(spec.snapshot, &bytes) {
             Some(status) => status,
             None => match self
                 .load_snapshot(key, &spec, &bytes, &digest, share, report)
