@@ -93,6 +93,7 @@ pub use load::cache::{CacheStats, CompiledCache};
 pub use load::compile::{CompileBounds, Compiler};
 pub use load::compile_queue::CompileStats;
 pub use load::policy::Policy;
+pub use load::progress::{LoadStep, PluginLoading};
 pub use load::registry::{
     IssueKind, LoadIssue, LoadLimits, NotReady, PluginSet, Registry, RegistryOptions, ReloadReport,
 };
@@ -191,5 +192,7 @@ pub mod decision_log {
 /// The log every face writes (`$TOOLGATE_LOG`).
 pub mod logging {
     pub use crate::runtime::log_writer::now_rfc3339;
-    pub use crate::serve::logging::{LogFormat, OneLine, filter, init, init_as, one_line};
+    pub use crate::serve::logging::{
+        LogFormat, OneLine, filter, init, init_as, init_serving, one_line,
+    };
 }

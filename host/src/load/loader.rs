@@ -30,6 +30,7 @@ use crate::load::files::PluginDir;
 use crate::load::manifest::{self};
 use crate::load::plan::{Location, Plan, list_tenants, plan_scope};
 use crate::load::policy::Policy;
+use crate::load::progress::{LoadStep, Progress, Tracked};
 use crate::load::remote::signature::Trust;
 use crate::load::remote::{FetchLimits, Fetcher};
 use crate::runtime::engine::Engine;
@@ -360,6 +361,8 @@ pub(crate) struct Loader {
     fetcher: Fetcher,
     /// What every plugin's requests get instead of the network, if set.
     http_answers: Option<Arc<dyn HttpAnswers>>,
+    /// The global directory's guards being loaded now.
+    progress: Progress,
 }
 
 /// What every entry of one scope's load needs.
@@ -428,7 +431,13 @@ impl Loader {
             snapshots: AutoSnapshots::default(),
             prepared: std::sync::Mutex::default(),
             http_answers,
+            progress: Progress::default(),
         }
+    }
+
+    /// The global directory's guards being loaded now.
+    pub(crate) fn progress(&self) -> &Progress {
+        &self.progress
     }
 
     /// Failed fetches of remote sources so far, by plugin.
@@ -646,6 +655,10 @@ impl Loader {
         // Either way signed as the operator requires, checked before the
         // bytes are compared with what serves (a key no longer trusted
         // takes out what it signed).
+        // A remote source's fetch is the global guard's first step (it is
+        // logged once it is compiled or snapshotted).
+        let fetching = (*scope.key == ScopeKey::Global && entry.remote.is_some())
+            .then(|| self.progress.begin(&entry.spec.name, LoadStep::Fetching));
         let bytes = match &entry.remote {
             None => match self.read_component(scope, &path).await {
                 Ok(bytes) => self.signed_file(scope, &path, bytes).await,
@@ -682,15 +695,15 @@ impl Loader {
         }
         let loaded = self
             .load_plugin(
-                scope.key,
+                scope,
                 PluginSpec {
                     http_answers: self.http_answers.clone(),
                     ..entry.spec.clone()
                 },
                 bytes,
                 digest,
-                &scope.share,
                 report,
+                fetching,
             )
             .await;
         match loaded {
@@ -773,15 +786,62 @@ impl Loader {
     /// Compiles (or finds compiled) and links one plugin: the compile waits
     /// for a slot of the compile queue and is bounded in time (and, in a
     /// child process, memory); the probe has its own deadline.
+    ///
+    /// A plugin of the global directory is tracked ([`Progress`]) and its
+    /// load logged: `tracked` when its tracking began before (a fetch).
     async fn load_plugin(
         &self,
-        key: &ScopeKey,
+        scope: &ScopeLoad<'_>,
         spec: PluginSpec,
         bytes: Vec<u8>,
         digest: String,
-        share: &Arc<PreparedShare>,
         report: &mut ScopeReport,
+        tracked: Option<Tracked<'_>>,
     ) -> Result<Plugin, Error> {
+        let key = scope.key;
+        let planned = crate::call::snapshot::plan(spec.snapshot, &bytes);
+        // The global directory's guards are tracked (and logged), each
+        // from its first step (or the fetch of a remote source) to its end.
+        let step = match planned {
+            Some(_) => LoadStep::Compiling,
+            None => LoadStep::Snapshotting,
+        };
+        let tracked = match tracked {
+            Some(t) => {
+                t.step(step);
+                Some(t)
+            }
+            None => (*key == ScopeKey::Global).then(|| self.progress.begin(&spec.name, step)),
+        };
+        let counts = (report.compiled.len(), report.cache_hits.len());
+        let loaded = self
+            .load_plugin_tracked(scope, spec, bytes, digest, report, tracked.as_ref())
+            .await;
+        if let Some(tracked) = tracked {
+            let outcome = match &loaded {
+                Err(e) => format!("not loaded: {e}"),
+                Ok(p) if p.snapshot == SnapshotStatus::Snapshotted => "snapshotted".into(),
+                Ok(_) if report.compiled.len() > counts.0 => "compiled".into(),
+                Ok(_) if report.cache_hits.len() > counts.1 => "from the compiled cache".into(),
+                Ok(_) => "compiled before".into(),
+            };
+            tracked.done(&outcome);
+        }
+        loaded
+    }
+
+    /// [`Loader::load_plugin`]'s work; `tracked`: its progress, when
+    /// tracked.
+    async fn load_plugin_tracked(
+        &self,
+        scope: &ScopeLoad<'_>,
+        spec: PluginSpec,
+        bytes: Vec<u8>,
+        digest: String,
+        report: &mut ScopeReport,
+        tracked: Option<&Tracked<'_>>,
+    ) -> Result<Plugin, Error> {
+        let (key, share) = (scope.key, &scope.share);
         let status = match crate::call::snapshot::plan(spec.snapshot, &bytes) {
             Some(status) => status,
             None => match self
@@ -789,7 +849,12 @@ impl Loader {
                 .await
             {
                 Ok(plugin) => return Ok(plugin),
-                Err(reason) => SnapshotStatus::Failed { reason },
+                Err(reason) => {
+                    if let Some(t) = tracked {
+                        t.step(LoadStep::Compiling);
+                    }
+                    SnapshotStatus::Failed { reason }
+                }
             },
         };
         let component = match self.known(&digest) {

@@ -16,6 +16,7 @@ pub(crate) mod loader;
 pub(crate) mod manifest;
 pub(crate) mod plan;
 pub(crate) mod policy;
+pub(crate) mod progress;
 pub(crate) mod registry;
 pub(crate) mod remote;
 pub(crate) mod watch;

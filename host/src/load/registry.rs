@@ -130,6 +130,13 @@ pub struct PluginSet {
     /// Where every decision on this set is logged (`policy.decision_log`);
     /// `None`: off.
     pub decision_log: Option<Arc<DecisionLog>>,
+    /// Whether the global directory has not loaded yet (a server that
+    /// listens before its global guards are in, see
+    /// [`Registry::start_with`]), or its first load was refused whole (its
+    /// manifest, its directory): every call, with a tenant or not, is
+    /// answered [`NotReady::Starting`], never decided without the global
+    /// guards.
+    pub starting: bool,
 }
 
 /// Why a call for a tenant cannot be decided now: its guards are not
@@ -138,6 +145,11 @@ pub struct PluginSet {
 /// 503 with `Retry-After`, `toolgate.BusyError`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NotReady {
+    /// The global directory has not loaded yet: no call is decided.
+    #[error(
+        "not ready: the global plugins are still loading (GET /readyz says which); retry later"
+    )]
+    Starting,
     /// The tenant's directory has not loaded yet.
     #[error("tenant `{tenant}` is not ready: its plugins are still loading; retry later")]
     Loading {
@@ -174,8 +186,9 @@ impl PluginSet {
             .or(self.accounts.global.as_ref())
     }
 
-    /// Whether calls for `tenant` can be decided now: `Err` while its
-    /// directory is loading, when it was refused (its share did not fit,
+    /// Whether calls for `tenant` can be decided now: `Err` for every
+    /// call while the global directory has not loaded ([`PluginSet::starting`]);
+    /// for `tenant`, while its directory is loading, when it was refused (its share did not fit,
     /// it has not loaded whole) or when its name differs only by case from
     /// a tenant with a directory.
     ///
@@ -187,6 +200,9 @@ impl PluginSet {
     /// global chain alone), and run the global chain only when there is
     /// none.
     pub fn ready(&self, tenant: Option<&str>) -> Result<(), NotReady> {
+        if self.starting {
+            return Err(NotReady::Starting);
+        }
         let Some(t) = tenant else {
             return Ok(());
         };
@@ -455,6 +471,19 @@ impl Registry {
         root: impl Into<PathBuf>,
         options: RegistryOptions,
     ) -> Result<Registry, Error> {
+        let registry = Registry::starting(engine, root, options).await?;
+        registry.load_global().await?;
+        Ok(registry)
+    }
+
+    /// The registry with nothing loaded: every call answered
+    /// [`NotReady::Starting`] until [`Registry::load_global`] is done,
+    /// every tenant pending.
+    async fn starting(
+        engine: Engine,
+        root: impl Into<PathBuf>,
+        options: RegistryOptions,
+    ) -> Result<Registry, Error> {
         // Absolute once, here: every face gets it, and the watcher's
         // events (absolute paths) are matched to the directory they are in.
         let root = crate::load::files::absolute(&root.into());
@@ -496,29 +525,56 @@ impl Registry {
             tenants_dir: Some(root.join("tenants")),
             ..PluginSet::default()
         }));
-        let (listed, listing_errors) = registry.list_tenants().await?;
+        let (listed, _) = registry.list_tenants().await?;
         registry.current.store(Arc::new(PluginSet {
             pending: listed,
             admitted: registry.plugin_set().admitted.clone(),
             tenants_dir: Some(root.join("tenants")),
+            starting: true,
             ..PluginSet::default()
         }));
-        registry
-            .reload_scope(&ScopeKey::Global, Some(listing_errors), true)
-            .await;
         Ok(registry)
     }
 
-    /// Loads `root` with `options`, the global directory only: every
+    /// Loads the global directory (read even if it looks unchanged) and
+    /// swaps it in: the first load of a registry made by
+    /// [`Registry::start_with`] ends [`PluginSet::starting`] — unless it
+    /// was refused whole (its manifest, its directory; see
+    /// [`PluginSet::errors`]), when every call stays not ready. Its
+    /// guards' progress is [`Registry::loading_plugins`].
+    pub async fn load_global(&self) -> Result<ReloadReport, Error> {
+        let (_, listing_errors) = self.list_tenants().await?;
+        let mut report = ReloadReport::default();
+        report.absorb(
+            self.reload_scope(&ScopeKey::Global, Some(listing_errors), true)
+                .await,
+        );
+        let set = self.plugin_set();
+        report.generation = set.generation;
+        report.errors = set.errors.clone();
+        Ok(report)
+    }
+
+    /// The global directory's guards being loaded now (compiled or
+    /// snapshotted), each with how long it has taken so far.
+    pub fn loading_plugins(&self) -> Vec<crate::load::progress::PluginLoading> {
+        self.loader.progress().now()
+    }
+
+    /// A registry of `root` with `options` that has loaded nothing yet:
+    /// every call is answered [`NotReady::Starting`] until
+    /// [`Registry::load_global`] loads the global directory, and every
     /// tenant with a directory is [pending](PluginSet::pending) (its calls
     /// answered [`NotReady`]) until [`Registry::load_pending`] loads it.
-    /// A server starts with this to answer from its first second.
+    /// A server starts with this to listen, and answer, from its first
+    /// second: only the policy and the directory are checked, and the
+    /// tenants listed.
     pub async fn start_with(
         engine: Engine,
         root: impl Into<PathBuf>,
         options: RegistryOptions,
     ) -> Result<Registry, Error> {
-        Registry::open_global(engine, root, options).await
+        Registry::starting(engine, root, options).await
     }
 
     /// Loads every tenant not loaded yet (and removes those gone), each

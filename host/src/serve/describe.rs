@@ -150,6 +150,9 @@ pub struct Description<'a> {
     /// Tenants whose directory has not loaded yet (their calls are
     /// answered not ready).
     pub pending: Vec<&'a str>,
+    /// Whether the global directory has not loaded yet: every call is
+    /// answered not ready ([`PluginSet::starting`]).
+    pub starting: bool,
     /// Tenants not admitted (their share did not fit), with why (their
     /// calls are answered not ready).
     pub refused: BTreeMap<&'a str, &'a str>,
@@ -186,6 +189,7 @@ impl PluginSet {
                 .collect(),
             errors: &self.errors,
             pending: self.pending.iter().map(String::as_str).collect(),
+            starting: self.starting,
             refused: self
                 .refused
                 .iter()

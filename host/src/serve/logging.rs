@@ -48,17 +48,28 @@ const QUIET: [&str; 5] = [
 /// The filter `$TOOLGATE_LOG` describes (`warn` when unset or invalid),
 /// with the compiler's targets kept quiet.
 pub fn filter() -> EnvFilter {
+    filter_with(&[])
+}
+
+/// What a server logs beside warnings when `$TOOLGATE_LOG` is unset: a
+/// line as each global guard's load starts and ends
+/// (`crate::load::progress`).
+const SERVING: [&str; 1] = ["toolgate::load::progress=info"];
+
+/// [`filter`], with `defaults` added when `$TOOLGATE_LOG` is unset.
+fn filter_with(defaults: &[&str]) -> EnvFilter {
     let user = std::env::var("TOOLGATE_LOG").unwrap_or_default();
     let mut directives: Vec<String> = QUIET
         .iter()
         .filter(|t| !user.contains(*t))
         .map(|t| format!("{t}=warn"))
         .collect();
-    directives.push(if user.trim().is_empty() {
-        "warn".into()
+    if user.trim().is_empty() {
+        directives.push("warn".into());
+        directives.extend(defaults.iter().map(|d| d.to_string()));
     } else {
-        user
-    });
+        directives.push(user);
+    }
     EnvFilter::try_new(directives.join(","))
         .or_else(|_| EnvFilter::try_new("warn"))
         .unwrap_or_default()
@@ -78,9 +89,21 @@ pub fn init() {
 
 /// [`init`], the lines written in `format`.
 pub fn init_as(format: LogFormat) {
+    install(format, filter());
+}
+
+/// [`init_as`] for a server: unless `$TOOLGATE_LOG` says otherwise, the
+/// global guards' loads are logged too (a line as each starts and ends),
+/// so a server that listens before its guards are in says what it is
+/// doing.
+pub fn init_serving(format: LogFormat) {
+    install(format, filter_with(&SERVING));
+}
+
+fn install(format: LogFormat, filter: EnvFilter) {
     let ansi = format == LogFormat::Text && std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter())
+        .with_env_filter(filter)
         .with_span_events(FmtSpan::CLOSE)
         .with_writer(OneLine::new(std::io::stderr, ansi))
         .with_ansi(ansi)

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | POST | `/v1/{routing,rewrite,steering,result,response}` | exactly the value the Python hook returns; with `?trace=1`, `{"result": ..., "trace": [...]}` |
 //! | GET | `/healthz` | `{"status": "ok", "generation": N}` (never needs the token) |
-//! | GET | `/readyz` | 200 `{"status": "ready", ...}` once every tenant's directory is loaded, else 503 `{"status": "loading", "pending": N, "tenants": [...]}` with `Retry-After` (never needs the token; the tenants' names only when no token is configured) |
+//! | GET | `/readyz` | 200 `{"status": "ready", ...}` once the global directory and every tenant's are loaded; before the global directory is, 503 `{"status": "starting", "reason": "...", "loading": [{"plugin", "step", "for_ms"}]}`; then, while tenants load, 503 `{"status": "loading", "pending": N, "tenants": [...]}`; both with `Retry-After` (never needs the token; the tenants' and plugins' names only when no token is configured) |
 //! | GET, DELETE | `/v1/state?tenant=T[&plugin=P][&run=R]` | the guards' state the filter selects (`{"entries": [...]}`: tenant, plugin, run, key, value, ttl_ms), or removes it (`{"removed": N}`); operator only |
 //! | GET | `/v1/plugins` | the [`Description`](crate::serve::describe::Description) of what is loaded: every global plugin (with `tenants` when restricted to some), each tenant's own chain (each plugin with its `health`: quarantine state), load errors, the operator's `policy` and each account's `shares` in use |
 //! | POST | `/v1/reload` | re-reads the plugin directory; the [`ReloadReport`] (200) when done within [`ServerConfig::reload_wait`], else 202 and what is still loading (see [Reloads](#reloads)) |
@@ -623,22 +623,38 @@ async fn readyz(State(app): State<Shared>) -> Response {
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return response;
     }
-    let set = app.registry().plugin_set();
+    let registry = app.registry();
+    let set = registry.plugin_set();
     let pending: Vec<&str> = set.pending.iter().map(String::as_str).collect();
-    let status = if pending.is_empty() {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
+    let (status, shown) = match (set.starting, pending.is_empty()) {
+        (true, _) => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
+        (false, false) => (StatusCode::SERVICE_UNAVAILABLE, "loading"),
+        (false, true) => (StatusCode::OK, "ready"),
     };
-    // Tenant names are the operator's to see: with a token, only how many
-    // (the names are in `GET /v1/plugins`).
+    // Tenant and plugin names are the operator's to see: with a token,
+    // only how many and what step (the names are in `GET /v1/plugins`).
     let open = app.token_digest.is_none() && app.tenant_tokens.is_empty();
-    let body = json!({
-        "status": if pending.is_empty() { "ready" } else { "loading" },
+    let loading: Vec<serde_json::Value> = registry
+        .loading_plugins()
+        .into_iter()
+        .map(|p| match open {
+            true => json!({"plugin": p.plugin, "step": p.step, "for_ms": p.for_ms}),
+            false => json!({"step": p.step, "for_ms": p.for_ms}),
+        })
+        .collect();
+    let mut body = json!({
+        "status": shown,
         "generation": set.generation,
         "pending": pending.len(),
         "tenants": if open { json!(pending) } else { json!(null) },
+        "loading": loading,
     });
+    if set.starting {
+        body["reason"] = json!(match loading.is_empty() {
+            false => "the global plugins are loading: every call is answered 503 until they are in",
+            true => "the global plugins are not loaded: every call is answered 503",
+        });
+    }
     let mut response = (status, axum::Json(body)).into_response();
     if status != StatusCode::OK {
         response
@@ -779,11 +795,13 @@ async fn observe(
 /// the lifecycle hooks some loaded guard (any tenant) observes now and
 /// whether some guard answers the response seam: what an adapter offers
 /// its agent ([`crate::serve::observe::hooks_body`]).
-async fn hooks(State(app): State<Shared>) -> Response {
-    axum::Json(crate::serve::observe::hooks_body(
-        &app.registry().plugin_set(),
-    ))
-    .into_response()
+/// The hooks worth sending; 503 not ready while the global directory
+/// has not loaded (an empty list would tell a client to send nothing).
+async fn hooks(State(app): State<Shared>) -> Result<Response, ApiError> {
+    let set = app.registry().plugin_set();
+    set.ready(None)
+        .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    Ok(axum::Json(crate::serve::observe::hooks_body(&set)).into_response())
 }
 
 fn wants_trace(query: Option<&str>) -> Result<bool, ApiError> {

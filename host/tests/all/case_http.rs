@@ -162,3 +162,79 @@ url = "pii.example/v1/classify"
         stderr(&out)
     );
 }
+
+/// The pii-check example's own case file, its component the test build's:
+/// its cases answer the classifier themselves.
+fn the_examples_case_file() -> tempfile::TempDir {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../plugins/rust/pii-check/pii-check.test.toml"
+    ))
+    .expect("the example's case file");
+    let text = text.replace(
+        "../../../build/plugins/rust/pii-check.wasm",
+        "pii-check.wasm",
+    );
+    case_dir(&[("pii-check.wasm", toolgate_tests::PII_CHECK)], &text)
+}
+
+fn run(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .arg("--cases")
+        .arg(dir.join("guard.test.toml"))
+        .arg("--no-cache")
+        .current_dir(dir)
+        .env("TOOLGATE_LOG", "warn")
+        .output()
+        .expect("run toolgate")
+}
+
+#[test]
+fn check_cases_answers_the_examples_requests_from_its_case_file_with_no_server() {
+    let dir = the_examples_case_file();
+    let out = run(dir.path(), &["check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let printed = stdout(&out);
+    let decided: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::Deserializer::from_str(&printed)
+            .into_iter::<serde_json::Value>()
+            .map(|d| {
+                let d = d.expect("JSON");
+                (d["case"].as_str().expect("case").to_string(), d)
+            })
+            .collect();
+    let steered = &decided["a mail the classifier finds personal data in is steered"];
+    assert_eq!(steered["result"]["action"], "skip", "{steered}");
+    assert!(
+        steered["result"]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("personal data")),
+        "{steered}"
+    );
+    let clean = &decided["a clean mail proceeds"];
+    assert_eq!(clean["result"], serde_json::Value::Null, "{clean}");
+    assert_eq!(clean["trace"][0]["outcome"], "proceed", "{clean}");
+    // No request went unanswered (none reached for the network).
+    let err = stderr(&out);
+    assert!(!err.contains("http-failed"), "{err}");
+    assert!(!err.contains("unexpected request"), "{err}");
+}
+
+#[test]
+fn bench_cases_answers_the_examples_requests_from_its_case_file_with_no_server() {
+    let dir = the_examples_case_file();
+    let out = run(
+        dir.path(),
+        &["bench", "--seconds", "0.2", "--concurrency", "2", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let seam = &report["seams"][0];
+    assert_eq!(seam["seam"], "steering", "{report}");
+    assert!(seam["chain"]["decisions"].as_u64() > Some(0), "{report}");
+    assert_eq!(seam["chain"]["faults"], 0, "{report}");
+    let err = stderr(&out);
+    assert!(!err.contains("http-failed"), "{err}");
+    assert!(!err.contains("unexpected request"), "{err}");
+}

@@ -82,6 +82,7 @@ mod redis_server;
 mod reload;
 mod remote;
 mod response;
+mod serve_startup;
 mod server;
 mod server_log;
 mod shadow;

@@ -92,7 +92,12 @@ def load_findings(description: Any, where: str) -> list[str]:
     # A message names its file.
     warnings = [str(e.get("message", e)) for e in issues]
     tenants = description.get("tenants") or {}
-    if not description.get("global") and not any(tenants.values()):
+    if description.get("starting"):
+        warnings.append(
+            f"{where} is still loading its global guards: until they are in, every call "
+            "is answered 503 (not ready) and resolved by the failure policy"
+        )
+    elif not description.get("global") and not any(tenants.values()):
         warnings.append(
             f"no guard is loaded in {where}: every tool call proceeds as if no guard "
             "had answered (an empty plugin directory?)"

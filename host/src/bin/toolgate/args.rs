@@ -337,26 +337,36 @@ pub(crate) async fn open(
         state: state.clone(),
         ..PolicyArgs::default()
     };
-    open_for(dir, cache, load, &policy, false).await
+    open_for(dir, cache, load, &policy).await
 }
 
 /// Opens a plugin directory (global and tenant chains) for one command.
 /// Plugins that fail are warned about; a manifest that fails is an error,
 /// so a broken manifest never silently runs fewer guards.
-///
-/// `serve` passes `global_only`: only the global directory is loaded (the
-/// tenants are pending, see [`toolgate::Registry::start_with`], so the
-/// server answers at once); a tenant's broken manifest must not stop the
-/// server from starting (tenants are not trusted); it is logged and that
-/// tenant runs the global chain only.
 pub(crate) async fn open_for(
     dir: &Path,
     cache: &CacheArgs,
     load: &LoadArgs,
     policy: &PolicyArgs,
-    global_only: bool,
 ) -> Result<toolgate::Registry> {
-    let registry = open_registry(dir, cache, load, policy, global_only).await?;
+    let registry = open_registry(dir, cache, load, policy, false).await?;
+    refuse_broken(dir, &registry, false)?;
+    Ok(registry)
+}
+
+/// What `registry` loaded of `dir`: an error for a manifest that failed
+/// (so a broken manifest never silently runs fewer guards), a warning for
+/// each plugin that did not load.
+///
+/// `serve` passes `global_only` (it loads the tenants after, see
+/// [`toolgate::Registry::start_with`]): a tenant's broken manifest must
+/// not stop the server (tenants are not trusted); it is logged and that
+/// tenant's calls are not decided.
+pub(crate) fn refuse_broken(
+    dir: &Path,
+    registry: &toolgate::Registry,
+    global_only: bool,
+) -> Result<()> {
     let set = registry.plugin_set();
     let global_manifest = dir.join(toolgate::manifest::FILE_NAME);
     let manifest_errors: Vec<&toolgate::LoadIssue> = set
@@ -376,7 +386,7 @@ pub(crate) async fn open_for(
             _ => eprintln!("toolgate: warning: plugin not loaded: {}", e.message),
         }
     }
-    Ok(registry)
+    Ok(())
 }
 
 /// Opens `dir` with the command's cache settings; whatever fails to load

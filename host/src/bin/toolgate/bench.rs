@@ -1,6 +1,7 @@
 //! `toolgate bench`: what does my guard cost?
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -8,7 +9,7 @@ use toolgate::bench::{Report, Settings};
 
 use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state, open};
 use crate::bad;
-use crate::cases::{CaseFile, Chains};
+use crate::cases::{CaseFile, CaseHttp, Chains};
 use crate::replay::{TraceItem, parse_item, read_decisions};
 
 /// The events measured when no trace is given: the bundled example trace.
@@ -97,6 +98,7 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let events: Vec<_> = lines.into_iter().map(|(_, r)| (r.event, r.state)).collect();
     // Keeps the case file's plugin directory (and its registry) alive.
     let mut chains = None;
+    let http = Arc::new(CaseHttp::default());
     let registry;
     let set = match (&args.plugins, &case_file) {
         (Some(dir), _) => {
@@ -104,8 +106,13 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
             registry.plugin_set()
         }
         (None, Some(file)) => {
+            // The guards ask no network: every selected case's
+            // `[[case.http]]` answers them, as under `toolgate test`.
             let engine = engine_with_state(&args.state)?;
-            let c = chains.insert(Chains::new(file, engine, &args.cache, &args.load));
+            http.begin_all(file.selected(args.case.as_deref()));
+            let c = chains.insert(
+                Chains::new(file, engine, &args.cache, &args.load).answering(Arc::clone(&http)),
+            );
             c.set(None).await?
         }
         (None, None) => return Err(bad("give --plugins, or --cases")),
@@ -117,6 +124,9 @@ pub(crate) async fn run(args: BenchArgs) -> Result<()> {
     let chain = set.chain(tenant.as_deref());
     let report =
         toolgate::bench::measure(&chain, tenant.map(String::from), &events, &settings).await?;
+    for wrong in http.finish() {
+        eprintln!("toolgate: warning: {wrong}");
+    }
     if report.seams.is_empty() {
         return Err(bad(
             "nothing to measure: no guard subscribes to a seam the events are for",

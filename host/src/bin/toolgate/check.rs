@@ -2,6 +2,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Result;
 use serde_json::{Map, Value, json};
@@ -10,7 +11,7 @@ use toolgate::{DecideRequest, Seam};
 
 use crate::args::{CacheArgs, LoadArgs, StateArg, engine_with_state, open};
 use crate::bad;
-use crate::cases::{CaseFile, Chains};
+use crate::cases::{CaseFile, CaseHttp, Chains};
 
 /// `toolgate check`'s options.
 #[derive(clap::Args)]
@@ -100,9 +101,10 @@ pub(crate) async fn flush_decision_log(registry: &toolgate::Registry) {
 }
 
 /// `--cases`: each selected case's event through the chain (`--plugins`,
-/// else the case file's entries with the case's `config`), its decision
-/// printed as JSON with the case's name. Nothing is checked against
-/// `expect`: that is `toolgate test`.
+/// else the case file's entries with the case's `config`, their requests
+/// answered by the case's `[[case.http]]`), its decision printed as JSON
+/// with the case's name. Nothing is checked against `expect`: that is
+/// `toolgate test`.
 async fn check_cases(args: &CheckArgs, file: &Path) -> Result<()> {
     let cases = CaseFile::read(file)?;
     let selected: Vec<_> = cases.selected(args.case.as_deref()).collect();
@@ -114,7 +116,11 @@ async fn check_cases(args: &CheckArgs, file: &Path) -> Result<()> {
         Some(dir) => Some(open(dir, &args.cache, &args.load, &state).await?),
         None => None,
     };
-    let mut chains = Chains::new(&cases, engine_with_state(&state)?, &args.cache, &args.load);
+    // The case file's guards ask no network: each case's `[[case.http]]`
+    // answers them, as under `toolgate test`.
+    let http = Arc::new(CaseHttp::default());
+    let mut chains = Chains::new(&cases, engine_with_state(&state)?, &args.cache, &args.load)
+        .answering(Arc::clone(&http));
     for case in selected {
         let Some(request) = case.request() else {
             // A case whose config must be refused: print the refusal.
@@ -135,12 +141,17 @@ async fn check_cases(args: &CheckArgs, file: &Path) -> Result<()> {
             None => chains.set(case.config.as_ref()).await?,
         };
         // As `toolgate test` does: the case's lifecycle events first.
+        http.begin(&case.http);
         for event in case.events() {
             if let Err(e) = set.observe(request.tenant.as_deref(), event) {
                 return Err(bad(format!("{}: events: not observed: {e}", case.name)));
             }
         }
-        match request.decide(&set).await {
+        let decided = request.decide(&set).await;
+        for wrong in http.finish() {
+            eprintln!("toolgate: warning: {}: {wrong}", case.name);
+        }
+        match decided {
             Ok(decision) => println!(
                 "{}",
                 serde_json::to_string_pretty(&json!({

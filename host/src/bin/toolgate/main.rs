@@ -117,10 +117,10 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    toolgate::logging::init_as(match &cli.command {
-        Command::Serve(args) => args.log_format.into(),
-        _ => toolgate::logging::LogFormat::Text,
-    });
+    match &cli.command {
+        Command::Serve(args) => toolgate::logging::init_serving(args.log_format.into()),
+        _ => toolgate::logging::init_as(toolgate::logging::LogFormat::Text),
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {

@@ -8,7 +8,7 @@ use toolgate::Metrics;
 use toolgate::TenantTokens;
 use toolgate::server::{self, ServerConfig};
 
-use crate::args::{CacheArgs, LoadArgs, PolicyArgs, open_for};
+use crate::args::{CacheArgs, LoadArgs, PolicyArgs, open_registry, refuse_broken};
 use crate::bad;
 
 /// `toolgate serve`'s options.
@@ -290,6 +290,12 @@ async fn follow_set(args: &ServeArgs, reference: &str) -> Result<Arc<toolgate::r
 }
 
 /// Runs `toolgate serve` until a shutdown signal.
+///
+/// With a plugin directory it listens at once: until the global guards
+/// are in, every call is answered 503 not ready (`GET /readyz` says which
+/// guard is compiling or snapshotting, and the log has a line as each
+/// one's load starts and ends); a global manifest that fails stops the
+/// server with the error, as before it listened.
 pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     SAY_JSON.store(
         matches!(args.log_format, LogFormatArg::Json),
@@ -306,20 +312,16 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
             (source.into(), shown, Some(polling))
         }
         (None, Some(plugins)) => {
-            if !plugins.is_dir() {
-                return Err(bad(format!(
-                    "plugin directory {} does not exist",
-                    plugins.display()
-                )));
-            }
-            let registry =
-                Arc::new(open_for(plugins, &args.cache, &args.load, &args.policy, true).await?);
+            // Nothing loaded yet: the global directory loads once the
+            // server listens.
+            let registry = Arc::new(
+                open_registry(plugins, &args.cache, &args.load, &args.policy, true).await?,
+            );
             (registry.into(), plugins.display().to_string(), None)
         }
         (None, None) => return Err(bad("name --plugins DIR or --set oci://registry/repo:tag")),
     };
     let registry = served.registry();
-    let set = registry.plugin_set();
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .map_err(|e| bad(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -343,23 +345,33 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     };
     let metrics = Arc::new(Metrics::new());
     let router = server::router(served.clone(), Arc::clone(&metrics), config.clone());
-    say!(
-        "toolgate: serving {} global plugin(s), {} tenant(s) loading (GET /readyz), state in {}, \
-         from {shown} on http://{addr}",
-        set.global.plugins().len(),
-        set.pending.len(),
-        registry.engine().state().shown(),
-    );
-    drop(set);
-    // Tenants come online as each is loaded; until then their calls are
-    // answered 503 (not ready). (A policy set's version is loaded whole
-    // before it serves.)
+    if directory {
+        say!(
+            "toolgate: listening at http://{addr} for {shown}, state in {}: not ready \
+             (every call answered 503) until the global plugins are loaded (GET /readyz); \
+             the `serving` line follows",
+            registry.engine().state().shown(),
+        );
+    } else {
+        serving_line(&registry, &shown, addr);
+    }
+    // The global directory, then each tenant, come online as each is
+    // loaded; until then their calls are answered 503 (not ready). (A
+    // policy set's version is loaded whole before it serves.) A global
+    // directory refused whole stops the server.
+    let (refused_tx, refused_rx) = tokio::sync::oneshot::channel::<anyhow::Error>();
     let loading = {
         let registry = Arc::clone(&registry);
+        let (dir, shown) = (args.plugins.clone(), shown.clone());
         tokio::spawn(async move {
-            if !directory {
+            let Some(dir) = dir.filter(|_| directory) else {
+                return;
+            };
+            if let Err(e) = load_global(&registry, &dir).await {
+                let _ = refused_tx.send(e);
                 return;
             }
+            serving_line(&registry, &shown, addr);
             if let Ok(report) = registry.load_pending().await {
                 let set = registry.plugin_set();
                 say!(
@@ -372,10 +384,24 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
         })
     };
     drop(registry);
-    let shutdown = drain_on_signal(
-        config.draining.clone(),
-        std::time::Duration::from_millis(args.drain_ms),
-    );
+    let refused = Arc::new(std::sync::Mutex::new(None));
+    let shutdown = {
+        let signal = drain_on_signal(
+            config.draining.clone(),
+            std::time::Duration::from_millis(args.drain_ms),
+        );
+        let refused = Arc::clone(&refused);
+        async move {
+            tokio::select! {
+                () = signal => {}
+                Ok(e) = refused_rx => {
+                    if let Ok(mut r) = refused.lock() {
+                        *r = Some(e);
+                    }
+                }
+            }
+        }
+    };
     server::serve_with(listener, router, &config, Some(metrics), shutdown).await?;
     #[cfg(unix)]
     if let Some(hup) = hup {
@@ -385,10 +411,53 @@ pub(crate) async fn run(args: ServeArgs) -> Result<()> {
     if let Some(polling) = set_polling {
         polling.abort();
     }
+    if let Some(e) = refused.lock().ok().and_then(|mut r| r.take()) {
+        return Err(e);
+    }
     // What the decision log still queues is written out, within bounds.
     if let Some(log) = served.registry().plugin_set().decision_log.clone() {
         log.flush_within(std::time::Duration::from_secs(10)).await;
     }
     say!("toolgate: shut down");
+    Ok(())
+}
+
+/// The line `serve` prints once the global plugins serve.
+fn serving_line(registry: &toolgate::Registry, shown: &str, addr: std::net::SocketAddr) {
+    let set = registry.plugin_set();
+    say!(
+        "toolgate: serving {} global plugin(s), {} tenant(s) loading (GET /readyz), state in {}, \
+         from {shown} on http://{addr}",
+        set.global.plugins().len(),
+        set.pending.len(),
+        registry.engine().state().shown(),
+    );
+}
+
+/// Loads the global directory of `dir`: `Err` when its manifest failed or
+/// it was refused whole (then nothing is ever decided: the server stops).
+async fn load_global(registry: &toolgate::Registry, dir: &Path) -> Result<()> {
+    registry
+        .load_global()
+        .await
+        .map_err(|e| bad(e.to_string()))?;
+    refuse_broken(dir, registry, true)?;
+    let set = registry.plugin_set();
+    if set.starting {
+        let why = set
+            .errors
+            .iter()
+            .find(|e| {
+                matches!(
+                    e.kind,
+                    toolgate::IssueKind::Manifest | toolgate::IssueKind::Directory
+                )
+            })
+            .map_or_else(
+                || format!("{}: the global directory did not load", dir.display()),
+                |e| e.message.clone(),
+            );
+        return Err(bad(why));
+    }
     Ok(())
 }

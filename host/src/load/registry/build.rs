@@ -75,6 +75,7 @@ impl PluginSet {
         };
         let decision_log =
             DecisionLog::reuse_or_start(&policy.decision_log, old.decision_log.as_ref());
+        let starting = old.starting && !global_scope.is_some_and(read_whole);
         let global = chains.global();
         let tenants = chains.tenants(&tenant_plugins);
         let combined = chains.combined(&tenant_plugins, &tenants);
@@ -95,8 +96,18 @@ impl PluginSet {
             tenants_dir: old.tenants_dir.clone(),
             folded,
             decision_log,
+            starting,
         }
     }
+}
+
+/// Whether a directory's load read it (its manifest accepted): not one
+/// refused whole, whose previous plugins (none, at first) keep serving.
+fn read_whole(state: &ScopeState) -> bool {
+    !state
+        .errors
+        .iter()
+        .any(|e| matches!(e.kind, IssueKind::Manifest | IssueKind::Directory))
 }
 
 /// Tenants admitted, tenants refused (and why), and the admitted tenants'

@@ -4,6 +4,9 @@
 //! answers (the grant is checked first, as in serving) and none reaches
 //! the network; a request none matches fails as an unreachable host does
 //! (`http-failed`) and fails the case, naming its method and URL.
+//! `toolgate check --cases` answers each case's requests the same way
+//! (and warns of a request none matched); `toolgate bench --cases` with
+//! every selected case's answers at once ([`CaseHttp::begin_all`]).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -122,6 +125,22 @@ impl CaseHttp {
         };
     }
 
+    /// Answers with every answer of `cases`, each as often as it is asked
+    /// (its `times` not counted), the first that matches a request
+    /// answering it: `toolgate bench --cases`, whose cases' events run
+    /// together.
+    pub(crate) fn begin_all<'c>(&self, cases: impl IntoIterator<Item = &'c super::Case>) {
+        let answers: Vec<Answer> = cases
+            .into_iter()
+            .flat_map(|c| &c.http)
+            .map(|a| Answer {
+                times: None,
+                ..a.clone()
+            })
+            .collect();
+        self.begin(&answers);
+    }
+
     /// What went against the case's answers since [`CaseHttp::begin`]:
     /// each request none matched, each answer asked other than its
     /// `times`. Answers nothing until the next `begin`.
@@ -156,7 +175,11 @@ impl HttpAnswers for CaseHttp {
                 Some(a.answer.clone())
             }
             None => {
-                script.unexpected.push(format!("{method} {url}"));
+                // Each once: a bench asks the same many times.
+                let request = format!("{method} {url}");
+                if !script.unexpected.contains(&request) {
+                    script.unexpected.push(request);
+                }
                 None
             }
         }
