@@ -138,8 +138,7 @@ impl Compiler {
                     run_child(
                         program,
                         args,
-                        engine.config(),
-                        dir.as_deref(),
+                        child_args(engine.config(), bounds, dir.as_deref()),
                         path,
                         bytes,
                         bounds,
@@ -203,15 +202,13 @@ fn child_args(
     args
 }
 
-/// Runs the compile child on `bytes`: its native code and its use of the
-/// per-function store in `functions`, or why not. `cpu` gets the CPU time
+/// Runs the compile child on `bytes` with `flags` ([`child_args`]): its
+/// native code and its use of the per-function store, or why not. `cpu` gets the CPU time
 /// the child used (user and system), once it is reaped.
-#[allow(clippy::too_many_arguments)]
 fn run_child(
     program: &Path,
     leading: &[OsString],
-    config: &EngineConfig,
-    functions: Option<&Path>,
+    flags: Vec<OsString>,
     path: &Path,
     bytes: &[u8],
     bounds: &CompileBounds,
@@ -220,7 +217,7 @@ fn run_child(
     let mut command = Command::new(program);
     command
         .args(leading)
-        .args(child_args(config, bounds, functions))
+        .args(flags)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
