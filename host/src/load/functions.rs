@@ -333,3 +333,51 @@ fn trim_shard(shard: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_over_its_bound_loses_its_least_recently_used_entries() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shard = dir.path().join("ab");
+        std::fs::create_dir(&shard).expect("mkdir");
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        // Six entries of 1 MiB, the first the least recently used.
+        for i in 0..6u64 {
+            let path = shard.join(format!("entry{i}"));
+            std::fs::write(&path, vec![0u8; 1 << 20]).expect("write");
+            let file = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .expect("open");
+            file.set_modified(old + Duration::from_secs(i))
+                .expect("set time");
+        }
+        trim_shard(&shard);
+        let mut left: Vec<String> = std::fs::read_dir(&shard)
+            .expect("read")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        // Down to three quarters of 4 MiB: the three most recent stay.
+        assert_eq!(left, ["entry3", "entry4", "entry5"]);
+        // Within the bound, nothing goes.
+        trim_shard(&shard);
+        assert_eq!(std::fs::read_dir(&shard).expect("read").count(), 3);
+    }
+
+    #[test]
+    fn a_childs_counts_survive_its_line() {
+        let s = FunctionStats {
+            hits: 18548,
+            misses: 526,
+            unusable: 3,
+        };
+        let err = format!("some warning\n{}\n", s.line());
+        assert_eq!(FunctionStats::parse(&err), s);
+        assert_eq!(FunctionStats::parse("nothing"), FunctionStats::default());
+    }
+}
