@@ -92,6 +92,7 @@ pub use runtime::turns::LanePriority;
 pub use load::cache::{CacheStats, CompiledCache};
 pub use load::compile::{CompileBounds, Compiler};
 pub use load::compile_queue::CompileStats;
+pub use load::functions::FunctionStats;
 pub use load::policy::Policy;
 pub use load::progress::{LoadStep, PluginLoading};
 pub use load::registry::{
@@ -148,6 +149,9 @@ pub mod watch {
 /// The compiled cache's key and bounds.
 pub mod cache {
     pub use crate::load::cache::{MAX_ENTRY_BYTES, key};
+    pub use crate::load::functions::{
+        FUNCTION_CACHE_MAX_BYTES, MAX_FUNCTION_BYTES, SHARD_MAX_BYTES,
+    };
 }
 
 /// The compile child: a component compiled in a process of its own, under

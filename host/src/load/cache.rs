@@ -22,6 +22,10 @@
 //! cache), else `$XDG_CACHE_HOME/toolgate`, else `$HOME/.cache/toolgate`.
 //! Entries are never evicted; deleting the directory is always safe.
 //!
+//! Beside the entries, `functions/` holds the per-function store
+//! ([`crate::load::functions`]): a component not in the cache compiles only
+//! the functions no earlier compile made (`CompiledCache::function_dir`).
+//!
 //! Entries are native code that is run as is, so whoever can write the
 //! cache can run code in toolgate. The checks above catch accidents, not a
 //! writer (who can forge a header); what keeps writers out is the directory
@@ -41,6 +45,7 @@ use wasmtime::component::Component;
 
 use crate::call::plugin::compile;
 use crate::error::Error;
+use crate::load::functions::{FunctionCounters, FunctionStats};
 use crate::runtime::engine::Engine;
 
 /// Where compiled components are kept, and how often it helped.
@@ -50,6 +55,8 @@ pub struct CompiledCache {
     hits: AtomicU64,
     misses: AtomicU64,
     rebuilt: AtomicU64,
+    /// The per-function store's counts, over every compile.
+    functions: FunctionCounters,
     /// Whether an unsafe directory was already reported.
     warned: AtomicBool,
 }
@@ -114,6 +121,26 @@ impl CompiledCache {
             misses: self.misses.load(Ordering::Relaxed),
             rebuilt: self.rebuilt.load(Ordering::Relaxed),
         }
+    }
+
+    /// The per-function store's counts: functions whose compiled code a
+    /// compile reused, and functions it compiled.
+    pub fn function_stats(&self) -> FunctionStats {
+        self.functions.get()
+    }
+
+    /// Counts a compile's use of the per-function store.
+    pub(crate) fn count_functions(&self, stats: FunctionStats) {
+        self.functions.add(stats);
+    }
+
+    /// The per-function store's directory (`<dir>/functions`), or `None`
+    /// when the cache is disabled or its directory is not safe to use
+    /// (see [`CompiledCache::check_dir`]).
+    pub fn function_dir(&self) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        self.check_dir().ok()?;
+        Some(dir.join("functions"))
     }
 
     /// Whether the cache directory may be used: it must be owned by the
@@ -307,7 +334,7 @@ fn default_dir() -> Option<PathBuf> {
 
 /// Feeds `Hash` output into SHA-256, so the engine's compatibility hash
 /// becomes a stable digest rather than a process-seeded `u64`.
-struct ShaHasher(Sha256);
+pub(crate) struct ShaHasher(pub(crate) Sha256);
 
 impl Hasher for ShaHasher {
     fn finish(&self) -> u64 {
@@ -391,7 +418,7 @@ pub(crate) fn check_private(path: &Path, missing_ok: bool) -> Result<(), Error> 
 }
 
 #[cfg(unix)]
-fn check_owner_and_mode(path: &Path, uid: u32, mode: u32) -> Result<(), Error> {
+pub(crate) fn check_owner_and_mode(path: &Path, uid: u32, mode: u32) -> Result<(), Error> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     let problem = if uid != me {
@@ -530,7 +557,7 @@ pub(crate) fn write_private_with(path: &Path, bytes: &[u8], sync: bool) -> std::
 }
 
 /// Creates `dir` (and missing parents); the directory itself `0700`.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }

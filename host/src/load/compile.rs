@@ -22,7 +22,10 @@
 //!   plugin refused, but the thread runs on until the compiler finishes,
 //!   holding its compile slot, and memory is not bounded.
 //!
-//! Either way a refused compile is remembered (see [`crate::load::registry`]),
+//! Either way the compile reuses, and adds to, the compiled cache's
+//! per-function store when the cache is on ([`crate::load::functions`]):
+//! the child is told its directory (`--function-cache DIR`) and reports
+//! its hits and misses on standard error. And a refused compile is remembered (see [`crate::load::registry`]),
 //! and recorded in the compiled cache ([`crate::load::cache::CompileFailure`]):
 //! the same bytes with the same settings are not compiled again, not even
 //! after a restart. Which compile runs when is [`crate::load::compile_queue`]'s.
@@ -37,6 +40,8 @@ use wasmtime::component::Component;
 
 use crate::call::plugin::{check_header, compile};
 use crate::error::Error;
+use crate::load::cache::CompiledCache;
+use crate::load::functions::{FunctionStats, FunctionStore};
 use crate::runtime::engine::{Engine, EngineConfig};
 
 /// How components are compiled.
@@ -94,7 +99,8 @@ impl Compiler {
         bytes: &[u8],
         bounds: &CompileBounds,
     ) -> Result<Component, Error> {
-        self.compile_measured(engine, path, bytes, bounds).0
+        self.compile_measured(engine, path, bytes, bounds, &CompiledCache::disabled())
+            .0
     }
 
     /// Like [`Compiler::compile`], with the CPU time the compile used:
@@ -102,43 +108,61 @@ impl Compiler {
     /// ([`Compiler::Subprocess`]), or the wall-clock time
     /// ([`Compiler::InProcess`], whose compiler threads are not told apart
     /// from this process's). What a tenant's compiles are charged (see
-    /// `crate::load::compile_queue`).
+    /// `crate::load::compile_queue`). Functions come from, and go to,
+    /// `cache`'s per-function store when it has one
+    /// ([`CompiledCache::function_dir`]), counted in its
+    /// [`CompiledCache::function_stats`].
     pub fn compile_measured(
         &self,
         engine: &Engine,
         path: &Path,
         bytes: &[u8],
         bounds: &CompileBounds,
+        cache: &CompiledCache,
     ) -> (Result<Component, Error>, Duration) {
         let start = Instant::now();
         let mut cpu = None;
-        let compiled = match self {
-            Compiler::InProcess => compile(engine, path, bytes),
-            Compiler::Subprocess { program, args } => check_header(path, bytes)
-                .and_then(|()| {
+        let functions = cache.function_dir();
+        let code = match (self, &functions) {
+            (Compiler::InProcess, None) => {
+                return (compile(engine, path, bytes), start.elapsed());
+            }
+            (Compiler::InProcess, Some(dir)) => check_header(path, bytes).and_then(|()| {
+                precompile(engine.config(), bytes, Some(dir)).map_err(|message| Error::Compile {
+                    path: path.into(),
+                    message,
+                })
+            }),
+            (Compiler::Subprocess { program, args }, dir) => {
+                check_header(path, bytes).and_then(|()| {
                     run_child(
                         program,
                         args,
-                        engine.config(),
+                        child_args(engine.config(), bounds, dir.as_deref()),
                         path,
                         bytes,
                         bounds,
                         &mut cpu,
                     )
                 })
-                .and_then(|code| {
-                    // SAFETY: `code` is what `wasmtime::Engine::precompile_component`
-                    // returned in our own compile child ([`child_main`]), read whole
-                    // from its stdout pipe; nothing else can write to that pipe.
-                    // wasmtime still checks the header and the engine compatibility.
-                    unsafe { Component::deserialize(engine.wasmtime(), &code) }.map_err(|e| {
-                        Error::Compile {
-                            path: path.into(),
-                            message: format!("cannot load the compiled code: {e:#}"),
-                        }
-                    })
-                }),
+            }
         };
+        let compiled = code.and_then(|(code, stats)| {
+            cache.count_functions(stats);
+            // SAFETY: `code` is what `wasmtime::Engine::precompile_component`
+            // returned, in this process or in our own compile child
+            // ([`child_main`], read whole from its stdout pipe; nothing else
+            // can write to that pipe). Functions in it may come from the
+            // per-function store, whose entries are checked like the compiled
+            // cache's (see `crate::load::functions`). wasmtime still checks
+            // the header and the engine compatibility.
+            unsafe { Component::deserialize(engine.wasmtime(), &code) }.map_err(|e| {
+                Error::Compile {
+                    path: path.into(),
+                    message: format!("cannot load the compiled code: {e:#}"),
+                }
+            })
+        });
         (compiled, cpu.unwrap_or_else(|| start.elapsed()))
     }
 }
@@ -147,10 +171,15 @@ impl Compiler {
 /// a component that does not compile (its message on stderr).
 pub const EXIT_DOES_NOT_COMPILE: i32 = 2;
 
-/// The flags of the compile child (after `compile`), for `config` and
-/// `bounds`: what [`ChildArgs`] parses.
-fn child_args(config: &EngineConfig, bounds: &CompileBounds) -> Vec<String> {
-    vec![
+/// The flags of the compile child (after `compile`), for `config`,
+/// `bounds` and the per-function store in `functions`: what [`ChildArgs`]
+/// parses.
+fn child_args(
+    config: &EngineConfig,
+    bounds: &CompileBounds,
+    functions: Option<&Path>,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
         "compile".into(),
         format!("--max-memory-bytes={}", config.max_memory_bytes),
         format!("--max-wasm-stack={}", config.max_wasm_stack),
@@ -163,23 +192,32 @@ fn child_args(config: &EngineConfig, bounds: &CompileBounds) -> Vec<String> {
             bounds.timeout.as_secs().saturating_mul(4).max(4)
         ),
     ]
+    .into_iter()
+    .map(OsString::from)
+    .collect();
+    if let Some(dir) = functions {
+        args.push("--function-cache".into());
+        args.push(dir.into());
+    }
+    args
 }
 
-/// Runs the compile child on `bytes`: its native code, or why not. `cpu`
-/// gets the CPU time the child used (user and system), once it is reaped.
+/// Runs the compile child on `bytes` with `flags` ([`child_args`]): its
+/// native code and its use of the per-function store, or why not. `cpu` gets the CPU time
+/// the child used (user and system), once it is reaped.
 fn run_child(
     program: &Path,
     leading: &[OsString],
-    config: &EngineConfig,
+    flags: Vec<OsString>,
     path: &Path,
     bytes: &[u8],
     bounds: &CompileBounds,
     cpu: &mut Option<Duration>,
-) -> Result<Vec<u8>, Error> {
+) -> Result<(Vec<u8>, FunctionStats), Error> {
     let mut command = Command::new(program);
     command
         .args(leading)
-        .args(child_args(config, bounds))
+        .args(flags)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -224,7 +262,9 @@ fn run_child(
             source: None,
         });
     };
-    judge_child(program, path, bounds, status, out, err.trim())
+    let err = err.trim();
+    judge_child(program, path, bounds, status, out, err)
+        .map(|code| (code, FunctionStats::parse(err)))
 }
 
 /// The threads that feed a compile child its component and read what it
@@ -452,18 +492,38 @@ fn tail(s: &str, n: usize) -> &str {
 
 /// What the compile child does, after [`limit_this_process`]: compiles the
 /// component `bytes` for an engine with `config`'s code-relevant settings
-/// and returns its native code, as [`Component::serialize`] would.
-pub fn precompile(config: &EngineConfig, bytes: &[u8]) -> Result<Vec<u8>, String> {
+/// and returns its native code, as [`Component::serialize`] would, and
+/// its use of the per-function store in `functions` (none if `None`, or
+/// if that directory is not private to this user).
+pub fn precompile(
+    config: &EngineConfig,
+    bytes: &[u8],
+    functions: Option<&Path>,
+) -> Result<(Vec<u8>, FunctionStats), String> {
     // Pooling changes nothing in the code, and a compile needs no pool.
     let config = EngineConfig {
         pooling: false,
         ..config.clone()
     };
-    let engine = wasmtime::Engine::new(&crate::runtime::engine::wasmtime_config(&config))
+    let mut wasmtime_config = crate::runtime::engine::wasmtime_config(&config);
+    let engine = wasmtime::Engine::new(&wasmtime_config).map_err(|e| format!("engine: {e:#}"))?;
+    // The store's key needs the engine's compatibility hash, which the
+    // store itself does not change: one engine to ask, one to compile.
+    let Some(store) = functions.and_then(|dir| FunctionStore::open(dir, &engine)) else {
+        let code = engine
+            .precompile_component(bytes)
+            .map_err(|e| format!("{e:#}"))?;
+        return Ok((code, FunctionStats::default()));
+    };
+    wasmtime_config
+        .enable_incremental_compilation(store.clone())
         .map_err(|e| format!("engine: {e:#}"))?;
-    engine
+    let engine = wasmtime::Engine::new(&wasmtime_config).map_err(|e| format!("engine: {e:#}"))?;
+    let code = engine
         .precompile_component(bytes)
-        .map_err(|e| format!("{e:#}"))
+        .map_err(|e| format!("{e:#}"));
+    store.trim();
+    Ok((code?, store.stats()))
 }
 
 /// Limits this process to `data_bytes` of data (`RLIMIT_DATA`: heap and
@@ -511,6 +571,9 @@ pub struct ChildArgs {
     /// RLIMIT_CPU of this process, seconds.
     #[arg(long)]
     pub cpu_secs: u64,
+    /// The compiled cache's per-function store to reuse and add to.
+    #[arg(long)]
+    pub function_cache: Option<PathBuf>,
 }
 
 /// Exit code of the compile child when it cannot do its job at all (bad
@@ -546,11 +609,14 @@ pub fn child_main(args: &ChildArgs) -> i32 {
         );
     }
     let config = child_engine_config(args.max_memory_bytes, args.max_wasm_stack);
-    match precompile(&config, &bytes) {
-        Ok(code) => {
+    match precompile(&config, &bytes, args.function_cache.as_deref()) {
+        Ok((code, stats)) => {
             let mut out = std::io::stdout().lock();
             match out.write_all(&code).and_then(|()| out.flush()) {
-                Ok(()) => 0,
+                Ok(()) => {
+                    let _ = writeln!(std::io::stderr(), "{}", stats.line());
+                    0
+                }
                 Err(e) => fail(
                     EXIT_CHILD_FAILED,
                     &format!("cannot write the compiled code: {e}"),

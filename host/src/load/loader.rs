@@ -941,7 +941,7 @@ impl Loader {
         let task = tokio::task::spawn_blocking(move || {
             // The slot is held until the compile really ends, even when
             // the reload stopped waiting for it, and charged its cost.
-            let (compiled, cpu) = compiler.compile_measured(&engine, &p, &bytes, &bounds);
+            let (compiled, cpu) = compiler.compile_measured(&engine, &p, &bytes, &bounds, &cache);
             slot.charge(cpu);
             // Stored before the slot is given back: the next compile of the
             // same bytes, waiting for it, finds them.

@@ -12,6 +12,7 @@ pub(crate) mod compile;
 pub(crate) mod compile_queue;
 pub(crate) mod dir;
 pub(crate) mod files;
+pub(crate) mod functions;
 pub(crate) mod loader;
 pub(crate) mod manifest;
 pub(crate) mod plan;

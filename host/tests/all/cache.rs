@@ -17,12 +17,13 @@ fn plugins() -> tempfile::TempDir {
 }
 
 /// The cache's entries (without `admitted/`, where the registry keeps
-/// the order its tenants were admitted in).
+/// the order its tenants were admitted in, and `functions/`, the
+/// per-function store).
 fn entries(cache: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(cache)
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
-    v.retain(|p| !p.ends_with("admitted"));
+    v.retain(|p| !p.ends_with("admitted") && !p.ends_with("functions"));
     v.sort();
     v
 }

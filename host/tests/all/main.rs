@@ -68,6 +68,7 @@ mod file_server;
 mod fleet;
 mod fleet_sets;
 mod fresh;
+mod function_cache;
 mod fuzz;
 mod hostile;
 mod http_limits;

@@ -45,7 +45,11 @@ async fn list(dir: &Path, cache: &CacheArgs, load: &LoadArgs) -> Result<()> {
             "refused": description.refused,
             "policy": description.policy,
             "shares": description.shares,
-            "cache": {"dir": registry.cache().dir(), "stats": registry.cache_stats()},
+            "cache": {
+                "dir": registry.cache().dir(),
+                "stats": registry.cache_stats(),
+                "functions": registry.cache().function_stats(),
+            },
             "compiles": registry.compile_stats(),
         }))?
     );
