@@ -1,7 +1,9 @@
 //! What per-call isolation costs: the example `sql-guard` called on a
 //! fresh instance per call (how toolgate serves), on one reused instance
 //! (no isolation), and the same check as native Rust — in one run,
-//! interleaved in rounds so machine noise hits all three alike.
+//! interleaved in rounds so machine noise hits all three alike. Beside
+//! them, the two parts of a fresh call that a reused one skips: making a
+//! store and instance (`instantiate`) and dropping them (`teardown`).
 //!
 //! Run: `cargo bench -p toolgate --bench isolation` (set `ROUNDS` and
 //! `PER_ROUND` to change the sample size).
@@ -59,6 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let wrapped: Vec<Event> = events.iter().cloned().map(Event::Steering).collect();
         let state = json!({});
         let (mut fresh, mut reuse, mut native) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut instantiate, mut teardown) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             for i in 0..per_round {
                 let e = &events[i % 2];
@@ -81,6 +84,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let skipped = native_sql_guard(black_box(&e.tool_name), black_box(&args));
                 native.push(t.elapsed());
                 assert_eq!(skipped, i % 2 == 0);
+
+                let t = Instant::now();
+                let instance = Reused::new(plugin.clone()).await?;
+                instantiate.push(t.elapsed());
+                let t = Instant::now();
+                drop(black_box(instance));
+                teardown.push(t.elapsed());
             }
         }
         let (fresh, reuse, native) = (
@@ -88,6 +98,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Latency::of(&mut reuse),
             Latency::of(&mut native),
         );
+        let (instantiate, teardown) = (Latency::of(&mut instantiate), Latency::of(&mut teardown));
         println!(
             "sql-guard, {} calls per path, {} rounds interleaved",
             fresh.calls, rounds
@@ -100,6 +111,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ("fresh instance per call", &fresh),
             ("reused instance", &reuse),
             ("native Rust", &native),
+            ("  instantiate (of a fresh)", &instantiate),
+            ("  teardown (of a fresh)", &teardown),
         ] {
             println!(
                 "{name:<28} {:>10.2} {:>10.2} {:>11.1}x",
@@ -116,6 +129,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "fresh": fresh,
                 "reused": reuse,
                 "native": native,
+                "instantiate": instantiate,
+                "teardown": teardown,
                 "fresh_over_reused": fresh.p50_us / reuse.p50_us,
             })
         );

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 use toolgate::Depth;
 use toolgate::{Fault, Limits, OnError, Plugin, PluginSpec};
-use toolgate_tests::{HOSTILE, SQL_GUARD};
+use toolgate_tests::{HOSTILE, SQL_GUARD, STATEFUL};
 
 use crate::*;
 
@@ -149,4 +149,65 @@ async fn each_directory_holds_its_part_of_the_prepared_instances() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(engine.prepared_slots().live(), 7);
     assert_eq!(engine.prepared_slots().room(), 15);
+}
+
+/// A global guard's copies serving two tenants share its prepared
+/// instances (one pool per plugin), so an instance made while it served
+/// one tenant serves the other's next call: nothing tenant-bound may be in
+/// it. Instantiation binds only what every copy shares (the plugin's name,
+/// config and limits); the call's state, account and outbound HTTP are
+/// attached when the call takes the instance. `stateful` adds 1 to a
+/// tenant-scoped counter and answers the sum: each tenant counts 1, 2, 3
+/// on instances the other tenant's calls had prepared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_instance_serves_whichever_tenant_calls_with_that_tenants_state() {
+    let engine = engine();
+    let spec = PluginSpec {
+        name: "counter".into(),
+        config: json!({"ops": [{"op": "add", "scope": "tenant", "key": "n", "delta": 1}]}),
+        prepared: Depth::Fixed(1),
+        ..PluginSpec::new(STATEFUL)
+    };
+    let global = Arc::new(Plugin::load(&engine, spec).await.expect("loads"));
+    let tenants = [
+        ("a", chain(&[&global]).serving("a")),
+        ("b", chain(&[&global]).serving("b")),
+    ];
+    let mut made = engine.prepared_slots().made();
+    made_becomes(&engine, made + 1).await;
+    made += 1;
+    for round in 1..=3 {
+        for (tenant, chain) in &tenants {
+            let d = chain
+                .steering(&steering("run_query", json!({})), &no_state())
+                .await;
+            assert_eq!(d.trace[0].fault, None, "{:?}", d.trace);
+            let content = d.result.map(|s| s.content);
+            assert_eq!(
+                content.as_deref(),
+                Some(format!("[{round}]").as_str()),
+                "tenant {tenant}'s call {round} counted its own tenant's calls"
+            );
+            // It took the instance prepared before it (after the other
+            // tenant's call); the next is made once the plugin is idle.
+            made_becomes(&engine, made + 1).await;
+            made += 1;
+        }
+    }
+}
+
+/// Waits (generously) until the engine has made `n` prepared instances
+/// since it started.
+async fn made_becomes(engine: &Engine, n: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if engine.prepared_slots().made() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!(
+        "the engine made {} prepared instances, not {n}",
+        engine.prepared_slots().made()
+    );
 }
