@@ -35,7 +35,7 @@ use rand::rngs::StdRng;
 use wasmtime::{Config, Engine, Extern, Instance, Linker, Module, Store, Val};
 use wasmtime_wasi::p1::{self, WasiP1Ctx};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
-use wasmtime_wasi::{FsPerms, HostMonotonicClock, HostWallClock, WasiCtxBuilder};
+use wasmtime_wasi::{FsPerms, HostMonotonicClock, HostWallClock, I32Exit, WasiCtxBuilder};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 /// The name componentize-js is given as its `wizerBin` (a link to this
@@ -218,11 +218,19 @@ async fn initialize(
     let Some(f) = instance.get_func(&mut *store, init_func) else {
         bail!("the Wasm module does not have a `{init_func}` function export");
     };
-    f.typed::<(), ()>(&*store)?
+    match f
+        .typed::<(), ()>(&*store)?
         .call_async(&mut *store, ())
         .await
-        .map_err(anyhow::Error::from)
-        .with_context(|| format!("the `{init_func}` function trapped"))
+    {
+        Ok(()) => Ok(()),
+        // The engine printed why (its script's exception) and exited.
+        Err(e) => match e.downcast_ref::<I32Exit>() {
+            Some(I32Exit(code)) => bail!("`{init_func}` exited with status {code}"),
+            None => Err(anyhow::Error::from(e))
+                .with_context(|| format!("the `{init_func}` function trapped")),
+        },
+    }
 }
 
 /// The initialised instance, read by the snapshot.
