@@ -7,7 +7,9 @@ component it writes must steer exactly as the seed's SqlGuard does.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -46,6 +48,30 @@ def test_build_detects_the_language_and_the_component_steers(toolgate_bin, tmp_p
     assert proc.stdout.startswith(f"built plugins/sql-guard.wasm ({lang} guard, "), proc.stdout
     assert check(toolgate_bin, plugins, "steering", DELETE)["result"] == STEER_WHERE
     assert check(toolgate_bin, plugins, "steering", SELECT)["result"] is None
+
+
+# A guard's source that builds alone (its SDK found above the executable), per
+# language whose build is byte-reproducible.
+REPRODUCIBLE = {
+    "go": REPO / "plugins/go/sql-guard/main.go",
+    "js": REPO / "plugins/js/sql-guard.ts",
+}
+
+
+@pytest.mark.parametrize("lang", sorted(REPRODUCIBLE))
+def test_the_same_sources_build_the_same_bytes(toolgate_bin, tmp_path, lang):
+    """The guard copied into two directories (at different depths) and built
+    from each: the same component digest, so an unchanged guard never
+    recompiles or re-snapshots (the compiled cache is keyed by it)."""
+    digests = []
+    for where in ("one", "two/levels"):
+        src = tmp_path / where / REPRODUCIBLE[lang].name
+        src.parent.mkdir(parents=True)
+        shutil.copyfile(REPRODUCIBLE[lang], src)
+        proc = build(toolgate_bin, str(src), "-o", "guard.wasm", cwd=src.parent)
+        assert proc.returncode == 0, proc.stderr
+        digests.append(hashlib.sha256((src.parent / "guard.wasm").read_bytes()).hexdigest())
+    assert digests[0] == digests[1], f"two {lang} builds of the same source differ"
 
 
 def test_default_output_is_named_after_the_guard(toolgate_bin, tmp_path):

@@ -11,7 +11,7 @@
 //    those and exporting exactly those seams, with every WASI feature of the engine
 //    disabled: the component imports nothing but `toolgate:guard/*`.
 
-import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -55,11 +55,20 @@ let lastStringLowering = 'componentize-js';
 let lastInt64Lowering = 'componentize-js';
 
 /**
- * Wraps componentize-js's binding generator (the same module instance componentize() calls)
- * so the bindings it generates lower strings natively and s64 values as the engine reads
- * them. A componentize-js whose bindings no longer contain what is replaced is left alone.
+ * The time the component's clock stubs report, in ms since the Unix epoch: the epoch.
+ * componentize-js stubs the engine's clocks (their feature is disabled) with functions
+ * returning the time the stubs were made, which made every build's bytes differ.
  */
-async function patchStringLowering(log) {
+const STUBBED_CLOCK_MS = 0;
+
+/**
+ * Wraps componentize-js's splicer (the same module instance componentize() calls): its
+ * binding generator, so the bindings it generates lower strings natively and s64 values as
+ * the engine reads them (a componentize-js whose bindings no longer contain what is replaced
+ * is left alone); and its WASI stubber, so the clock stubs it writes report
+ * STUBBED_CLOCK_MS, not the time of the build.
+ */
+async function patchSplicer(log) {
   if (bindingsPatched) return;
   bindingsPatched = true;
   const entry = fileURLToPath(import.meta.resolve('@bytecodealliance/componentize-js'));
@@ -83,6 +92,17 @@ async function patchStringLowering(log) {
       log('note: componentize-js bindings changed; s64 values are lowered by its own code');
     }
     return out;
+  };
+  const stubWasi = splicer.stubWasi;
+  splicer.stubWasi = (...args) => {
+    // It reads the time through the WASI shim's wall clock, which reads Date.now().
+    const now = Date.now;
+    Date.now = () => STUBBED_CLOCK_MS;
+    try {
+      return stubWasi(...args);
+    } finally {
+      Date.now = now;
+    }
   };
 }
 
@@ -221,6 +241,13 @@ async function bundleComponentSource(guardPath, hooks, config) {
   } catch (err) {
     throw bundleError(err, `cannot bundle ${guardPath}`);
   }
+  // esbuild heads each module with a comment naming its path relative to the current
+  // directory: dropped, so the component does not depend on where it was built from.
+  const pathComments = new Set(Object.keys(result.metafile.inputs).map((p) => `// ${p}`));
+  const source = result.outputFiles[0].text
+    .split('\n')
+    .filter((line) => !pathComments.has(line))
+    .join('\n');
   const imports = result.metafile.outputs[Object.keys(result.metafile.outputs)[0]].imports
     .filter((i) => i.external)
     .map((i) => i.path);
@@ -228,7 +255,7 @@ async function bundleComponentSource(guardPath, hooks, config) {
   if (foreign.length) {
     throw new Error(`${guardPath} imports ${foreign.join(', ')}; a guard may import only ${CONTRACT_MODULES.join(', ')} (through @toolgate/guest) and bundled code`);
   }
-  return { source: result.outputFiles[0].text, state: imports.includes(STATE_MODULE), http: imports.includes(HTTP_MODULE) };
+  return { source, state: imports.includes(STATE_MODULE), http: imports.includes(HTTP_MODULE) };
 }
 
 /** The component's imports and exports, read back from its embedded WIT. */
@@ -238,6 +265,23 @@ export async function componentInterfaces(bytes) {
   const pick = (kw) =>
     [...wit.matchAll(new RegExp(`^\\s*${kw} ([\\w:./@%-]+);`, 'gm'))].map((m) => m[1].replaceAll('%', ''));
   return { imports: pick('import'), exports: pick('export') };
+}
+
+/**
+ * The pre-initialiser componentize-js runs, when `$TOOLGATE_WIZER` names a toolgate
+ * executable (`toolgate build` sets it): a link to it named `toolgate-wizer` in `dir`, which
+ * toolgate runs as its hidden `wizer` subcommand. That one gives the engine's initialisation
+ * fixed random bytes and clocks, and shows it the build's directories at fixed paths, so the
+ * same sources give the same component bytes. Without it, componentize-js's own wizer runs
+ * (the machine's random bytes, clocks and temporary paths end up in the component).
+ */
+async function reproducibleWizer(dir) {
+  const exe = process.env.TOOLGATE_WIZER;
+  if (!exe) return undefined;
+  const link = join(dir, 'bin', 'toolgate-wizer');
+  await mkdir(dirname(link));
+  await symlink(resolve(exe), link);
+  return link;
 }
 
 /**
@@ -267,12 +311,13 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
 
     // componentize-js parses the WIT inside a Wasm tool that sees only preopened directories.
     _addPreopen(workDir, workDir);
-    await patchStringLowering(log);
+    await patchSplicer(log);
     const { component } = await componentize({
       sourcePath,
       witPath: witDir,
       worldName,
       disableFeatures: DISABLED_FEATURES,
+      wizerBin: await reproducibleWizer(workDir),
     });
 
     const { imports, exports } = await componentInterfaces(component);

@@ -178,6 +178,12 @@ pub fn build(src: &Path, out: Option<PathBuf>, sdk: Option<PathBuf>) -> Result<P
             }
             let mut cmd = Command::new(&script);
             cmd.arg(&source.path).arg("-o").arg(&out);
+            if lang == Lang::Js {
+                // The JS build pre-initialises its engine with this executable's
+                // deterministic wizer (`toolgate wizer`): the same sources, the same bytes.
+                let exe = std::env::current_exe().context("cannot find this executable")?;
+                cmd.env("TOOLGATE_WIZER", exe);
+            }
             if sdk::is_embedded(&script) && std::env::var_os("TOOLGATE_TOOLCHAINS").is_none() {
                 cmd.env("TOOLGATE_TOOLCHAINS", sdk::toolchains()?);
             }

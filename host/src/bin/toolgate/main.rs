@@ -23,6 +23,7 @@ mod snapshot;
 mod state;
 mod test;
 mod test_watch;
+mod wizer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,6 +98,10 @@ enum Command {
     Sign(push::SignArgs),
     /// Make an ECDSA P-256 key pair for `push --sign` and `sign`: NAME.key, NAME.pub.
     Keygen(push::KeygenArgs),
+    /// Pre-initialise a JS guard's engine deterministically: wizer's command line, run
+    /// by the JS build (componentize-js) as `toolgate-wizer` (see the wizer module).
+    #[command(hide = true)]
+    Wizer(wizer::WizerArgs),
 }
 
 /// Bad input from the user: reported on one line, exit code 2.
@@ -116,7 +121,7 @@ fn bad(msg: impl Into<String>) -> anyhow::Error {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(command_line());
     match &cli.command {
         Command::Serve(args) => toolgate::logging::init_serving(args.log_format.into()),
         _ => toolgate::logging::init_as(toolgate::logging::LogFormat::Text),
@@ -139,6 +144,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line; invoked by the name [`wizer::LINK_NAME`] (a link the JS
+/// build makes), it is `toolgate wizer` with the same arguments.
+fn command_line() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = std::env::args_os().collect();
+    let name = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name().map(|n| n.to_owned()));
+    if name.as_deref() == Some(std::ffi::OsStr::new(wizer::LINK_NAME)) {
+        args.insert(1, "wizer".into());
+    }
+    args
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -169,5 +187,6 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Keygen(args) => push::keygen(args),
         Command::Test(args) => test::run(args).await,
         Command::New(args) => new::run(args),
+        Command::Wizer(args) => wizer::run(args).await,
     }
 }
