@@ -118,7 +118,12 @@ class ToolgateServer:
             return ""
 
     def start(self, ready_timeout: float = 120.0) -> ToolgateServer:
-        """Starts the server and waits until ``GET /healthz`` answers 200."""
+        """Starts the server and waits until its global plugins are loaded.
+
+        ``serve`` listens at once and answers every call 503 "not ready"
+        while its global plugins load; ``GET /readyz`` says ``starting``
+        until they are in (tenants may still be loading after that).
+        """
         last_error = ""
         for _attempt in range(3):
             port = free_port()
@@ -142,9 +147,11 @@ class ToolgateServer:
                     last_error = f"toolgate serve exited with status {code}"
                     break
                 try:
-                    if httpx.get(f"{self.url}/healthz", timeout=1.0, trust_env=False).status_code == 200:
+                    ready = httpx.get(f"{self.url}/readyz", timeout=1.0, trust_env=False)
+                    if ready.json().get("status") not in ("starting", None):
                         return self
-                except httpx.HTTPError as exc:
+                    last_error = f"/readyz: {ready.text}"
+                except (httpx.HTTPError, ValueError) as exc:
                     last_error = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.05)
             else:
