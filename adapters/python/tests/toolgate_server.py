@@ -148,7 +148,7 @@ class ToolgateServer:
                     break
                 try:
                     ready = httpx.get(f"{self.url}/readyz", timeout=1.0, trust_env=False)
-                    if ready.json().get("status") not in ("starting", None):
+                    if ready.json().get("status") in ("ready", "loading"):
                         return self
                     last_error = f"/readyz: {ready.text}"
                 except (httpx.HTTPError, ValueError) as exc:
