@@ -19,6 +19,7 @@ import * as esbuild from 'esbuild';
 import { _addPreopen } from '@bytecodealliance/preview2-shim/filesystem';
 import { componentize } from '@bytecodealliance/componentize-js';
 import { componentWit } from '@bytecodealliance/jco-transpile/wasm-tools';
+import { cachedSplice } from './splice-cache.mjs';
 import { ALL_HOOKS, CONFIG_CHECK, HOOKS, HTTP_MODULE, SDK_DIR, STATE_MODULE, WIT_PACKAGE, readGuardWit, seamsOf, worldFor } from './wit.mjs';
 
 /**
@@ -63,8 +64,8 @@ const STUBBED_CLOCK_MS = 0;
 
 /**
  * Wraps componentize-js's splicer (the same module instance componentize() calls): its
- * binding generator, so the bindings it generates lower strings natively and s64 values as
- * the engine reads them (a componentize-js whose bindings no longer contain what is replaced
+ * binding generator, so its results are kept (splice-cache.mjs) and the bindings it generates
+ * lower strings natively and s64 values as the engine reads them (a componentize-js whose bindings no longer contain what is replaced
  * is left alone); and its WASI stubber, so the clock stubs it writes report
  * STUBBED_CLOCK_MS, not the time of the build.
  */
@@ -74,7 +75,8 @@ async function patchSplicer(log) {
   const entry = fileURLToPath(import.meta.resolve('@bytecodealliance/componentize-js'));
   const splicerUrl = pathToFileURL(join(dirname(entry), '..', 'lib', 'spidermonkey-embedding-splicer.js'));
   const { splicer } = await import(splicerUrl.href);
-  const splice = splicer.spliceBindings;
+  const { version } = JSON.parse(await readFile(join(dirname(entry), '..', 'package.json'), 'utf8'));
+  const splice = cachedSplice(splicer.spliceBindings, { version, log });
   splicer.spliceBindings = (...args) => {
     const out = splice(...args);
     lastStringLowering = 'componentize-js';
@@ -284,6 +286,12 @@ async function reproducibleWizer(dir) {
   return link;
 }
 
+/** The variables that locate toolgate's compiled cache, as this process has them. */
+function cacheEnv() {
+  const names = ['TOOLGATE_CACHE_DIR', 'XDG_CACHE_HOME', 'HOME'];
+  return Object.fromEntries(names.filter((n) => process.env[n] !== undefined).map((n) => [n, process.env[n]]));
+}
+
 /**
  * Builds `guardPath` into a component at `outPath`.
  * Options: wit (path to guard.wit or its directory), keepTemp (leave the work directory).
@@ -312,12 +320,16 @@ export async function buildGuard(guardPath, outPath, { wit, keepTemp = false, lo
     // componentize-js parses the WIT inside a Wasm tool that sees only preopened directories.
     _addPreopen(workDir, workDir);
     await patchSplicer(log);
+    const wizerBin = await reproducibleWizer(workDir);
     const { component } = await componentize({
       sourcePath,
       witPath: witDir,
       worldName,
       disableFeatures: DISABLED_FEATURES,
-      wizerBin: await reproducibleWizer(workDir),
+      wizerBin,
+      // toolgate's wizer keeps the engine's compiled code in toolgate's cache, found
+      // through these (it does not show them to the engine's initialisation).
+      ...(wizerBin ? { env: cacheEnv() } : {}),
     });
 
     const { imports, exports } = await componentInterfaces(component);

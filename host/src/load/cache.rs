@@ -196,7 +196,24 @@ impl CompiledCache {
     /// (`Lookup::Rebuilt`: compile and [`CompiledCache::store`] again).
     /// Counts a hit or a miss. Blocking.
     pub fn lookup(&self, engine: &Engine, digest: &str) -> Lookup {
-        let Some(entry) = self.entry_path(engine, digest) else {
+        let entry = self.entry_path(engine, digest);
+        let wasmtime = engine.wasmtime();
+        self.lookup_entry(entry, &Header::new(wasmtime, digest), |code| {
+            // SAFETY: see `read_entry`: `code` is what `Component::serialize`
+            // wrote, for this component and this engine.
+            unsafe { Component::deserialize(wasmtime, code) }
+        })
+    }
+
+    /// The entry at `entry` checked against `header` and deserialized,
+    /// under the rules of [`CompiledCache::lookup`].
+    fn lookup_entry<T>(
+        &self,
+        entry: Option<PathBuf>,
+        header: &Header,
+        deserialize: impl FnOnce(&[u8]) -> wasmtime::Result<T>,
+    ) -> Lookup<T> {
+        let Some(entry) = entry else {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return Lookup::Miss;
         };
@@ -207,11 +224,10 @@ impl CompiledCache {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return Lookup::Miss;
         }
-        let header = Header::new(engine, digest);
-        let found = match read_entry(engine, &entry, &header) {
-            Ok(Some(component)) => {
+        let found = match read_entry(&entry, header, deserialize) {
+            Ok(Some(compiled)) => {
                 self.hits.fetch_add(1, Ordering::Relaxed);
-                return Lookup::Hit(component);
+                return Lookup::Hit(compiled);
             }
             Ok(None) => Lookup::Miss,
             Err(why) => {
@@ -231,15 +247,59 @@ impl CompiledCache {
     /// a failure to write is logged, never fatal; a directory others can
     /// write is never written to. Blocking.
     pub fn store(&self, engine: &Engine, digest: &str, component: &Component) {
-        let Some(entry) = self.entry_path(engine, digest) else {
+        let header = Header::new(engine.wasmtime(), digest);
+        self.store_entry(self.entry_path(engine, digest), &header, || {
+            component.serialize()
+        });
+    }
+
+    fn store_entry(
+        &self,
+        entry: Option<PathBuf>,
+        header: &Header,
+        serialize: impl FnOnce() -> wasmtime::Result<Vec<u8>>,
+    ) {
+        let Some(entry) = entry else {
             return;
         };
         if self.check_dir().is_err() {
             return;
         }
-        if let Err(e) = write_entry(component, &entry, &Header::new(engine, digest)) {
+        let written = serialize()
+            .map_err(std::io::Error::other)
+            .and_then(|code| write_entry(&code, &entry, header));
+        if let Err(e) = written {
             tracing::warn!(entry = %entry.display(), "cannot write compiled cache entry: {e}");
         }
+    }
+
+    /// The compiled form of the core module `bytes` under `engine` (a plain
+    /// wasmtime engine: `toolgate wizer` compiles a JS guard's engine
+    /// module with one), from `<dir>/modules/` when a valid entry exists,
+    /// else compiled and stored there; entries are checked as components'
+    /// are. Blocking.
+    pub fn load_or_compile_module(
+        &self,
+        engine: &wasmtime::Engine,
+        bytes: &[u8],
+    ) -> wasmtime::Result<wasmtime::Module> {
+        let digest = crate::call::plugin::digest(bytes);
+        let header = Header::new(engine, &digest);
+        let entry = self.dir.as_ref().map(|dir| {
+            dir.join("modules")
+                .join(format!("{}.cwasm", key_with(engine, &digest)))
+        });
+        let found = self.lookup_entry(entry.clone(), &header, |code| {
+            // SAFETY: see `read_entry`: `code` is what `Module::serialize`
+            // wrote, for these module bytes and this engine.
+            unsafe { wasmtime::Module::deserialize(engine, code) }
+        });
+        if let Lookup::Hit(module) = found {
+            return Ok(module);
+        }
+        let module = wasmtime::Module::new(engine, bytes)?;
+        self.store_entry(entry, &header, || module.serialize());
+        Ok(module)
     }
 }
 
@@ -312,9 +372,9 @@ impl CompiledCache {
 }
 
 /// What [`CompiledCache::lookup`] found.
-pub enum Lookup {
+pub enum Lookup<T = Component> {
     /// A valid entry.
-    Hit(Component),
+    Hit(T),
     /// No entry (or the cache is disabled).
     Miss,
     /// An unusable entry, now deleted.
@@ -348,6 +408,10 @@ impl Hasher for ShaHasher {
 
 /// The cache key of a component with SHA-256 `digest` under `engine`.
 pub fn key(engine: &Engine, digest: &str) -> String {
+    key_with(engine.wasmtime(), digest)
+}
+
+fn key_with(engine: &wasmtime::Engine, digest: &str) -> String {
     let mut h = Sha256::new();
     h.update(b"toolgate-cwasm-v2\0");
     h.update(digest.as_bytes());
@@ -358,12 +422,9 @@ pub fn key(engine: &Engine, digest: &str) -> String {
 
 /// SHA-256 of the engine's compatibility hash: equal for engines whose
 /// compiled code is interchangeable.
-fn engine_hash(engine: &Engine) -> [u8; 32] {
+fn engine_hash(engine: &wasmtime::Engine) -> [u8; 32] {
     let mut h = ShaHasher(Sha256::new());
-    engine
-        .wasmtime()
-        .precompile_compatibility_hash()
-        .hash(&mut h);
+    engine.precompile_compatibility_hash().hash(&mut h);
     h.0.finalize().into()
 }
 
@@ -375,7 +436,7 @@ const TAG: &[u8; 16] = b"toolgate-cwasm2\0";
 const HEADER_LEN: usize = TAG.len() + 32 + 32;
 
 impl Header {
-    fn new(engine: &Engine, digest: &str) -> Header {
+    fn new(engine: &wasmtime::Engine, digest: &str) -> Header {
         let mut bytes = [0u8; HEADER_LEN];
         bytes[..TAG.len()].copy_from_slice(TAG);
         // The digest is hex; hash it again so the header is fixed-size
@@ -462,7 +523,11 @@ pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
 
 /// `Ok(None)`: no entry. `Err`: an entry that must be deleted (anything
 /// but a regular file, over [`MAX_ENTRY_BYTES`], unsafe, or invalid).
-fn read_entry(engine: &Engine, entry: &Path, header: &Header) -> Result<Option<Component>, String> {
+fn read_entry<T>(
+    entry: &Path,
+    header: &Header,
+    deserialize: impl FnOnce(&[u8]) -> wasmtime::Result<T>,
+) -> Result<Option<T>, String> {
     // Opened without blocking (a FIFO put here cannot stall a load), its
     // type, owner, mode and size read on the opened descriptor.
     let (file, stat) = match crate::load::files::open_nonblocking(entry) {
@@ -493,25 +558,22 @@ fn read_entry(engine: &Engine, entry: &Path, header: &Header) -> Result<Option<C
         return Err(why.into());
     }
     let payload = &signed[HEADER_LEN..];
-    // SAFETY: `Component::deserialize` runs the native code in `payload`
-    // as is, so it must be what `Component::serialize` produced. It is: the
-    // entry's trailing SHA-256 matches, its header names this component and
-    // this engine, entries are only ever written by `write_entry`
-    // (serialize, checksum, temp file, rename), and the cache directory and
-    // the entry were just checked to be writable only by toolgate's user.
-    // wasmtime itself still refuses an entry from another wasmtime version
-    // or engine configuration (header and compatibility checks), which the
-    // key already rules out.
-    unsafe { Component::deserialize(engine.wasmtime(), payload) }
-        .map(Some)
-        .map_err(|e| format!("{e:#}"))
+    // `deserialize` (`Component::deserialize`, `Module::deserialize`) runs
+    // the native code in `payload` as is, so it must be what `serialize`
+    // produced. It is: the entry's trailing SHA-256 matches, its header
+    // names these very bytes and this engine, entries are only ever written
+    // by `write_entry` (serialize, checksum, temp file, rename), and the
+    // cache directory and the entry were just checked to be writable only
+    // by toolgate's user. wasmtime itself still refuses an entry from
+    // another wasmtime version or engine configuration (header and
+    // compatibility checks), which the key already rules out.
+    deserialize(payload).map(Some).map_err(|e| format!("{e:#}"))
 }
 
-fn write_entry(component: &Component, entry: &Path, header: &Header) -> std::io::Result<()> {
-    let code = component.serialize().map_err(std::io::Error::other)?;
+fn write_entry(code: &[u8], entry: &Path, header: &Header) -> std::io::Result<()> {
     let mut bytes = Vec::with_capacity(HEADER_LEN + code.len() + 32);
     bytes.extend_from_slice(&header.0);
-    bytes.extend_from_slice(&code);
+    bytes.extend_from_slice(code);
     let sum = Sha256::digest(&bytes);
     bytes.extend_from_slice(&sum);
     write_private(entry, &bytes)

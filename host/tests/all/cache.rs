@@ -437,3 +437,88 @@ fn default_location_follows_the_environment() {
         }
     }
 }
+
+/// `toolgate wizer`'s core modules: compiled once, then read back from
+/// `modules/` (the same code: the module runs), and an entry that is not
+/// what was written is rebuilt, never run.
+#[test]
+fn core_modules_are_compiled_once_and_a_bad_entry_is_rebuilt() {
+    let wasm = wat::parse_str(r#"(module (func (export "answer") (result i32) i32.const 42))"#)
+        .expect("wat");
+    let engine = wasmtime::Engine::default();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let answer = |module: &wasmtime::Module| {
+        let mut store = wasmtime::Store::new(&engine, ());
+        let instance = wasmtime::Instance::new(&mut store, module, &[]).expect("instance");
+        instance
+            .get_typed_func::<(), i32>(&mut store, "answer")
+            .expect("export")
+            .call(&mut store, ())
+            .expect("call")
+    };
+    let cache = CompiledCache::at(dir.path());
+    let first = cache
+        .load_or_compile_module(&engine, &wasm)
+        .expect("compile");
+    assert_eq!(answer(&first), 42);
+    let stored: Vec<PathBuf> = std::fs::read_dir(dir.path().join("modules"))
+        .expect("modules/")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(cache.stats().misses, 1);
+
+    let again = CompiledCache::at(dir.path());
+    assert_eq!(
+        answer(&again.load_or_compile_module(&engine, &wasm).expect("load")),
+        42
+    );
+    assert_eq!(
+        again.stats(),
+        CacheStats {
+            hits: 1,
+            misses: 0,
+            rebuilt: 0
+        }
+    );
+
+    let good = std::fs::read(&stored[0]).expect("read");
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0xff;
+    std::fs::write(&stored[0], flipped).expect("write");
+    let rebuilt = CompiledCache::at(dir.path());
+    assert_eq!(
+        answer(
+            &rebuilt
+                .load_or_compile_module(&engine, &wasm)
+                .expect("rebuild")
+        ),
+        42
+    );
+    assert_eq!(
+        rebuilt.stats(),
+        CacheStats {
+            hits: 0,
+            misses: 1,
+            rebuilt: 1
+        }
+    );
+    assert_eq!(
+        std::fs::read(&stored[0]).expect("read"),
+        good,
+        "written again whole"
+    );
+
+    // Another module is another entry.
+    let other = wat::parse_str(r#"(module (func (export "answer") (result i32) i32.const 7))"#)
+        .expect("wat");
+    assert_eq!(
+        answer(
+            &rebuilt
+                .load_or_compile_module(&engine, &other)
+                .expect("other")
+        ),
+        7
+    );
+}

@@ -20,6 +20,13 @@
 //!   its host path, and every argument on standard input that names a
 //!   preopened host directory rewritten to its guest path.
 //!
+//! The engine's core module (instrumented for the snapshot) is the same
+//! for every guard of a world, so its compiled code is kept in the
+//! compiled cache (`modules/`, checked as components' entries are): only
+//! the first build compiles it. The cache is found as everywhere else
+//! (`TOOLGATE_CACHE_DIR`, `XDG_CACHE_HOME`, `HOME`); those variables are
+//! not passed on to the initialisation.
+//!
 //! Only the build-time snapshot is seeded: the component's random and
 //! clock imports are stubbed out by the JS build (its engine features are
 //! disabled), as before.
@@ -32,7 +39,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{ArgAction, Args};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use wasmtime::{Config, Engine, Extern, Instance, Linker, Module, Store, Val};
+use wasmtime::{Config, Engine, Extern, Instance, Linker, Store, Val};
 use wasmtime_wasi::p1::{self, WasiP1Ctx};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, HostMonotonicClock, HostWallClock, I32Exit, WasiCtxBuilder};
@@ -95,6 +102,11 @@ impl HostMonotonicClock for Ticks {
             .fetch_add(1_000, std::sync::atomic::Ordering::Relaxed)
     }
 }
+
+/// The variables that say where the compiled cache is: read by `toolgate
+/// wizer` itself (the JS build passes them on), never shown to the
+/// initialisation, so they cannot end up in the snapshot.
+const OWN_ENV: [&str; 3] = ["TOOLGATE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"];
 
 /// The seeds of the initialisation's random sources (any fixed values).
 const SECURE_SEED: u64 = 0x746f_6f6c_6761_7465;
@@ -169,7 +181,13 @@ pub async fn run(args: WizerArgs) -> Result<()> {
         .wall_clock(Epoch)
         .monotonic_clock(Ticks(0.into()));
     if args.inherit_env {
-        wasi.inherit_env();
+        for (name, value) in std::env::vars_os() {
+            if let (Some(name), Some(value)) = (name.to_str(), value.to_str())
+                && !OWN_ENV.contains(&name)
+            {
+                wasi.env(name, value);
+            }
+        }
     }
     for (host, guest) in &dirs {
         wasi.preopened_dir(host, guest, FsPerms::ReadWrite)
@@ -182,7 +200,10 @@ pub async fn run(args: WizerArgs) -> Result<()> {
     wizer.init_func(&args.init_func);
     let (cx, instrumented) = wizer.instrument(&wasm)?;
     let engine = Engine::new(&Config::new())?;
-    let module = Module::new(&engine, &instrumented)
+    // The engine module is the same for every guard of a world: compiled
+    // once, then read from the compiled cache.
+    let module = toolgate::CompiledCache::from_env()
+        .load_or_compile_module(&engine, &instrumented)
         .map_err(anyhow::Error::from)
         .with_context(|| format!("cannot compile {}", args.input.display()))?;
     let mut linker: Linker<WasiP1Ctx> = Linker::new(&engine);
