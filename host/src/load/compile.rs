@@ -149,6 +149,12 @@ impl Compiler {
         };
         let compiled = code.and_then(|(code, stats)| {
             cache.count_functions(stats);
+            tracing::debug!(
+                path = %path.display(),
+                functions_reused = stats.hits,
+                functions_compiled = stats.misses,
+                "compiled"
+            );
             // SAFETY: `code` is what `wasmtime::Engine::precompile_component`
             // returned, in this process or in our own compile child
             // ([`child_main`], read whole from its stdout pipe; nothing else

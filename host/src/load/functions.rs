@@ -38,8 +38,10 @@
 //! at most [`FUNCTION_CACHE_MAX_BYTES`], 1 GiB): after a compile stored
 //! entries, each shard it wrote to is trimmed to three quarters of its
 //! bound, least recently used first (an entry's modification time is
-//! refreshed when it is used and is more than a day old). Deleting the
-//! directory at any time is safe.
+//! refreshed when it is used and is more than a day old), unless a compile
+//! trimmed it less than [`TRIM_EVERY`] ago (a shard can grow past its bound
+//! by what compiles write in that time). Deleting the directory at any
+//! time is safe.
 //!
 //! [`CompiledCache::check_dir`]: crate::load::cache::CompiledCache::check_dir
 
@@ -195,16 +197,20 @@ impl FunctionStore {
         self.dir.join(&hex[..2]).join(&hex[2..])
     }
 
-    /// Trims each shard this store wrote to: at most [`SHARD_MAX_BYTES`]
-    /// (down to three quarters of it when over), least recently used
-    /// first; temporary files more than an hour old (a writer that died)
-    /// go too. Blocking; errors are ignored (the next trim tries again).
+    /// Trims each shard this store wrote to and no compile trimmed in the
+    /// last [`TRIM_EVERY`]: at most [`SHARD_MAX_BYTES`] (down to three
+    /// quarters of it when over), least recently used first; temporary
+    /// files more than an hour old (a writer that died) go too. Blocking;
+    /// errors are ignored (the next trim tries again).
     pub fn trim(&self) {
         for (word, bits) in self.written.iter().enumerate() {
             let bits = bits.swap(0, Ordering::Relaxed);
             for bit in 0..64 {
                 if bits & (1 << bit) != 0 {
-                    trim_shard(&self.dir.join(format!("{:02x}", word * 64 + bit)));
+                    let shard = self.dir.join(format!("{:02x}", word * 64 + bit));
+                    if trim_due(&shard) {
+                        trim_shard(&shard);
+                    }
                 }
             }
         }
@@ -293,6 +299,37 @@ fn read_entry(path: &Path, name: &[u8; 32]) -> Result<Option<Vec<u8>>, String> {
     Ok(Some(data))
 }
 
+/// How often a shard is trimmed at most. Listing a shard reads every
+/// entry's metadata (a store near its bound holds ~250,000), which a
+/// compile in an author's edit loop should not pay each time; what the
+/// shard can grow past its bound in between is what compiles write in this
+/// time, which their own time and memory bounds limit.
+pub const TRIM_EVERY: Duration = Duration::from_secs(60);
+
+/// The file whose modification time is a shard's last trim.
+const TRIMMED: &str = ".trimmed";
+
+/// Whether `shard` was last trimmed more than [`TRIM_EVERY`] ago (or
+/// never); if so, marks it trimmed now (the caller trims it).
+fn trim_due(shard: &Path) -> bool {
+    let stamp = shard.join(TRIMMED);
+    let recent = std::fs::metadata(&stamp)
+        .and_then(|m| m.modified())
+        .is_ok_and(|at| at.elapsed().is_ok_and(|age| age < TRIM_EVERY));
+    if recent {
+        return false;
+    }
+    let marked = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&stamp)
+        .and_then(|f| f.set_modified(SystemTime::now()));
+    // A stamp that cannot be written: trim every time, as before.
+    let _ = marked;
+    true
+}
+
 /// Trims one shard to its bound (see [`FunctionStore::trim`]).
 fn trim_shard(shard: &Path) {
     let Ok(entries) = std::fs::read_dir(shard) else {
@@ -305,7 +342,7 @@ fn trim_shard(shard: &Path) {
         let Ok(meta) = entry.metadata() else {
             continue;
         };
-        if !meta.is_file() {
+        if !meta.is_file() || entry.file_name() == TRIMMED {
             continue;
         }
         let modified = meta.modified().unwrap_or(now);
@@ -367,6 +404,25 @@ mod tests {
         // Within the bound, nothing goes.
         trim_shard(&shard);
         assert_eq!(std::fs::read_dir(&shard).expect("read").count(), 3);
+    }
+
+    #[test]
+    fn a_shard_is_trimmed_at_most_once_a_minute() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shard = dir.path().join("cd");
+        std::fs::create_dir(&shard).expect("mkdir");
+        assert!(trim_due(&shard), "never trimmed");
+        assert!(!trim_due(&shard), "trimmed just now");
+        // The stamp is not an entry, nor a dead writer's temporary file.
+        let file = std::fs::File::options()
+            .write(true)
+            .open(shard.join(TRIMMED))
+            .expect("open");
+        let long_ago = SystemTime::now() - TRIM_EVERY - Duration::from_secs(7200);
+        file.set_modified(long_ago).expect("set time");
+        trim_shard(&shard);
+        assert!(shard.join(TRIMMED).exists());
+        assert!(trim_due(&shard), "last trimmed long ago");
     }
 
     #[test]
