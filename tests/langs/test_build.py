@@ -30,8 +30,8 @@ SOURCES = {
 }
 
 
-def build(toolgate_bin: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+def build(toolgate_bin: Path, *args: str, cwd: Path, **extra_env: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, **extra_env)
     # Reuse the example guards' cargo target directory: no Rust recompile.
     env.setdefault("CARGO_TARGET_DIR", str(REPO / "target/wasm-guests"))
     return subprocess.run(
@@ -72,6 +72,26 @@ def test_the_same_sources_build_the_same_bytes(toolgate_bin, tmp_path, lang):
         assert proc.returncode == 0, proc.stderr
         digests.append(hashlib.sha256((src.parent / "guard.wasm").read_bytes()).hexdigest())
     assert digests[0] == digests[1], f"two {lang} builds of the same source differ"
+
+
+def test_a_js_build_makes_the_same_bytes_with_its_caches_and_without(toolgate_bin, tmp_path):
+    """A JS build keeps the spliced engine (`js-splice/`) and toolgate
+    wizer's compiled engine module (`modules/`) in the compiled cache: the
+    build that stores them, the one that reads them and one with the cache
+    off write the same component."""
+    cache = tmp_path / "cache"
+    src = tmp_path / "guard.ts"
+    shutil.copyfile(REPRODUCIBLE["js"], src)
+    digests = {}
+    for run, cache_dir in (("stores", cache), ("reads", cache), ("off", "off")):
+        proc = build(toolgate_bin, str(src), "-o", f"{run}.wasm", cwd=tmp_path,
+                     TOOLGATE_CACHE_DIR=str(cache_dir))
+        assert proc.returncode == 0, proc.stderr
+        digests[run] = hashlib.sha256((tmp_path / f"{run}.wasm").read_bytes()).hexdigest()
+        if run == "stores":
+            kept = {d: sorted(p.name for p in (cache / d).iterdir()) for d in ("js-splice", "modules")}
+            assert len(kept["js-splice"]) == 2 and len(kept["modules"]) == 1, kept
+    assert digests["stores"] == digests["reads"] == digests["off"], digests
 
 
 def test_default_output_is_named_after_the_guard(toolgate_bin, tmp_path):
