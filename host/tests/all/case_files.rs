@@ -485,3 +485,58 @@ fn a_global_guards_state_is_each_tenants_own_in_a_case_file_tenants_without_a_di
     let out = test(dir.path(), &[]);
     assert_eq!(stdout(&out), "6 passed, 0 failed\n", "{}", stderr(&out));
 }
+
+/// A guard's source file given to `toolgate test` stands for its cases:
+/// `<stem>.test.toml` beside it, else the case files of its directory; a
+/// source with neither is refused, naming the file it looked for. It is
+/// never read as a case file.
+#[test]
+fn a_guards_source_file_stands_for_its_cases() {
+    let test_source = |source: &Path| {
+        Command::new(BIN)
+            .arg("test")
+            .arg(source)
+            .env("TOOLGATE_LOG", "error")
+            .output()
+            .expect("run toolgate test")
+    };
+    let dir = case_dir(&[("sql-guard.wasm", toolgate_tests::SQL_GUARD)], SQL_CASES);
+    // The directory's case file (guard.test.toml) serves a source named otherwise.
+    std::fs::write(dir.path().join("main.go"), "package main\n").expect("write");
+    let out = test_source(&dir.path().join("main.go"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).ends_with("2 passed, 0 failed\n"),
+        "{}",
+        stdout(&out)
+    );
+    // `<stem>.test.toml` beside it is preferred: here one with one case.
+    let one = SQL_CASES
+        .split("[[case]]")
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("[[case]]");
+    std::fs::write(dir.path().join("sql-guard.test.toml"), one).expect("write");
+    std::fs::write(dir.path().join("sql-guard.ts"), "export default {};\n").expect("write");
+    let out = test_source(&dir.path().join("sql-guard.ts"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).ends_with("1 passed, 0 failed\n"),
+        "{}",
+        stdout(&out)
+    );
+
+    let lonely = tempfile::tempdir().expect("tempdir");
+    let source = lonely.path().join("guard.py");
+    std::fs::write(&source, "x = 1\n").expect("write");
+    let out = test_source(&source);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "toolgate: error: {}: a guard's source, with no case file: expected {} (or a *.test.toml beside it)\n",
+            source.display(),
+            lonely.path().join("guard.test.toml").display()
+        )
+    );
+}

@@ -117,6 +117,12 @@ pub(crate) fn is_guard_dir(path: &Path) -> bool {
     path.is_dir() && detect(path).is_ok()
 }
 
+/// Whether `path` is a guard's source file `toolgate build` takes (`.ts`,
+/// `.mts`, `.js`, `.mjs`, `.py` or `.go`).
+pub(crate) fn is_guard_source(path: &Path) -> bool {
+    path.is_file() && detect(path).is_ok()
+}
+
 /// The component's default name: the guard directory's name, or the
 /// source file's stem when it is not a generic entry name.
 pub(crate) fn default_output(src: &Path) -> PathBuf {

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 const SKIP: [&str; 5] = ["node_modules", "target", "build", "__pycache__", "dist"];
 
 /// The inputs' digest: the files under `guard_dir` and under `sdk_dirs`
-/// (component files and hidden entries aside).
+/// (component files, case files and hidden entries aside).
 pub(crate) fn inputs(guard_dir: &Path, sdk_dirs: &[PathBuf]) -> String {
     let mut h = Sha256::new();
     for dir in std::iter::once(guard_dir).chain(sdk_dirs.iter().map(PathBuf::as_path)) {
@@ -50,7 +50,9 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || name.ends_with(".wasm") {
+        // Components and case files are never a build's input: editing a
+        // case does not rebuild the guard beside it.
+        if name.starts_with('.') || name.ends_with(".wasm") || name.ends_with(".test.toml") {
             continue;
         }
         let Ok(kind) = entry.file_type() else {
@@ -116,9 +118,10 @@ mod tests {
         let before = inputs(&guard, &[]);
         record(&out, &before);
         assert!(up_to_date(&out, &before));
-        // Outputs, hidden files and dependencies are not inputs.
+        // Outputs, case files, hidden files and dependencies are not inputs.
         std::fs::write(guard.join("node_modules/x.js"), "x").expect("write");
         std::fs::write(guard.join("other.wasm"), "x").expect("write");
+        std::fs::write(guard.join("g.test.toml"), "[[case]]").expect("write");
         assert_eq!(inputs(&guard, &[]), before);
         std::fs::write(guard.join("guard.ts"), "b").expect("write");
         assert_ne!(inputs(&guard, &[]), before);

@@ -2,7 +2,8 @@
 //! after every change under the paths given (a guard's sources, its
 //! manifest — `Cargo.toml`, `go.mod`, `package.json` — or a case file),
 //! once the change has settled ([`toolgate::watch::DEFAULT_SETTLE`]). Each
-//! path that is a guard's directory is built first, as `toolgate build`
+//! path that is a guard's directory, or a guard's source file (whose case
+//! files are watched with it), is built first, as `toolgate build`
 //! builds it (an unchanged JS, TS, Go or Python guard is skipped by its
 //! build stamp), into the component its case file names. A build error or
 //! a bad case file is printed and the loop waits for the next change;
@@ -25,9 +26,16 @@ const SKIP: [&str; 5] = ["node_modules", "target", "build", "__pycache__", "dist
 /// Runs the cases on every change under `paths`, until Ctrl-C.
 pub(crate) async fn run(args: &TestArgs, paths: &[PathBuf]) -> Result<()> {
     let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    // A guard's source file brings its case files (`cases::find`).
+    let case_files = paths
+        .iter()
+        .filter(|p| build_guard::is_guard_source(p))
+        .flat_map(|p| cases::find(std::slice::from_ref(p)).unwrap_or_default());
     let roots: Vec<PathBuf> = paths
         .iter()
-        .map(std::path::absolute)
+        .cloned()
+        .chain(case_files)
+        .map(|p| std::path::absolute(&p))
         .collect::<std::io::Result<_>>()?;
     let (tx, mut changes) = tokio::sync::mpsc::unbounded_channel();
     let watched = roots.clone();
@@ -91,11 +99,14 @@ async fn round(args: &TestArgs, paths: &[PathBuf]) {
     }
 }
 
-/// Builds every guard directory among `paths` into the component its case
-/// file names (the one called as `toolgate build` calls it), else where
-/// `toolgate build` writes it.
+/// Builds every guard directory or source file among `paths` into the
+/// component its case file names (the one called as `toolgate build`
+/// calls it), else where `toolgate build` writes it.
 fn build_all(paths: &[PathBuf]) -> Result<()> {
-    for dir in paths.iter().filter(|p| build_guard::is_guard_dir(p)) {
+    let guards = paths
+        .iter()
+        .filter(|p| build_guard::is_guard_dir(p) || build_guard::is_guard_source(p));
+    for dir in guards {
         let name = build_guard::default_output(dir);
         let named = cases::find(std::slice::from_ref(dir))
             .unwrap_or_default()

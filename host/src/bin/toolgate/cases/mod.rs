@@ -394,7 +394,10 @@ fn json_of(here: &Here<'_>, key: &str, v: Spanned<toml::Value>) -> Result<Value>
 
 /// The case files `paths` name: files as given, directories searched
 /// (recursively, in name order, skipping hidden directories, `target`,
-/// `node_modules` and `build`) for `*.test.toml`.
+/// `node_modules` and `build`) for `*.test.toml`, and a guard's source
+/// file ([`crate::build_guard::is_guard_source`]) for its cases: the
+/// `<stem>.test.toml` beside it, else the `*.test.toml` files of its
+/// directory.
 pub(crate) fn find(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut found = Vec::new();
     for path in paths {
@@ -408,6 +411,11 @@ pub(crate) fn find(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
                     path.display()
                 )));
             }
+        } else if path.is_file()
+            && !path.to_string_lossy().ends_with(SUFFIX)
+            && crate::build_guard::is_guard_source(path)
+        {
+            found.extend(cases_of_source(path)?);
         } else if path.is_file() {
             found.push(path.clone());
         } else {
@@ -416,6 +424,33 @@ pub(crate) fn find(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 path.display()
             )));
         }
+    }
+    Ok(found)
+}
+
+/// The case files of the guard whose source file is `source`.
+fn cases_of_source(source: &Path) -> Result<Vec<PathBuf>> {
+    let dir = match source.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let beside = dir.join(format!("{}{SUFFIX}", stem.as_deref().unwrap_or("guard")));
+    if beside.is_file() {
+        return Ok(vec![beside]);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| bad(format!("cannot read {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.to_string_lossy().ends_with(SUFFIX))
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        return Err(bad(format!(
+            "{}: a guard's source, with no case file: expected {} (or a *{SUFFIX} beside it)",
+            source.display(),
+            beside.display()
+        )));
     }
     Ok(found)
 }
