@@ -20,7 +20,7 @@ fn plugins(program: &str, name: &str) -> tempfile::TempDir {
     dir
 }
 
-/// Every regular file under `dir`, sorted.
+/// Every entry (regular file, not hidden) under `dir`, sorted.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -29,7 +29,9 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 todo.push(p);
-            } else {
+            } else if !e.file_name().to_string_lossy().starts_with('.') {
+                // Hidden files are a shard's trim stamp or a writer's
+                // temporary file, never an entry.
                 out.push(p);
             }
         }
