@@ -71,6 +71,9 @@ function get(dir, at, key) {
   const metaPath = join(at, `${key}.json`);
   if (!isPrivate(wasmPath, false) || !isPrivate(metaPath, false)) return undefined;
   const meta = JSON.parse(readFileSync(metaPath, 'utf8'));
+  const whole =
+    typeof meta?.jsBindings === 'string' && Array.isArray(meta.exports) && Array.isArray(meta.imports);
+  if (!whole) return undefined;
   const wasm = readFileSync(wasmPath);
   if (sha256(wasm) !== meta.wasmSha256) return undefined;
   return {

@@ -74,6 +74,22 @@ test('an entry whose engine is not what was written is spliced again and rewritt
   assert.deepEqual([...readFileSync(join(dir, 'js-splice', wasmFile))], [...good.wasm]);
 });
 
+test('an entry whose record is not whole is spliced again', async () => {
+  const dir = join(await tempDir('toolgate-splice-'), 'cache');
+  const wit = await witDir('package toolgate:guard@0.3.0;');
+  const { splice, calls } = countingSplice();
+  cachedSplice(splice, { version: '1', dir })(ENGINE, [], undefined, wit, 'w', false);
+  const jsonFile = readdirSync(join(dir, 'js-splice')).find((n) => n.endsWith('.json'));
+  const path = join(dir, 'js-splice', jsonFile);
+  const { jsBindings, ...rest } = JSON.parse(readFileSync(path, 'utf8'));
+  for (const broken of [JSON.stringify(rest), '{"wasmSha256": 1', 'null']) {
+    writeFileSync(path, broken, { mode: 0o600 });
+    const out = cachedSplice(splice, { version: '1', dir })(ENGINE, [], undefined, wit, 'w', false);
+    assert.equal(out.jsBindings, jsBindings);
+  }
+  assert.equal(calls.length, 4);
+});
+
 test('a cache its group or others may write is neither read nor written', async () => {
   const dir = join(await tempDir('toolgate-splice-'), 'cache');
   mkdirSync(dir, { mode: 0o700 });
