@@ -20,6 +20,13 @@ The guards are the Rust examples sql-guard (steering), query-limit
     python bench_adapter.py -n 5000
     python bench_adapter.py --baseline /tmp/base/adapters/python/src
 
+``--gaps-ms 1,5,20,100`` adds a second table: the steering hook called one
+at a time after each idle gap (as an agent calls it: one decision, then the
+model's turn), every path interleaved call by call, beside a floor — a
+plain Python function doing a guard's kind of work (the event to JSON and
+back, a search) timed after the same gaps — so what the gap costs the
+machine and what it costs toolgate are told apart.
+
 ``--baseline DIR`` adds ``embedded`` and ``host`` columns for another build
 of the two packages, interleaved with the others in the same rounds:
 ``DIR`` holds its ``toolgate/`` (with the built ``_native`` extension) and
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -145,8 +153,9 @@ class PythonGuards(BaseCallbackHandler):
 
 
 async def bench(
-    url: str, plugins: Path, n: int, warmup: int, rounds: int, baseline: tuple[Any, Any] | None = None
-) -> list[dict[str, Any]]:
+    url: str, plugins: Path, n: int, warmup: int, rounds: int, baseline: tuple[Any, Any] | None = None,
+    gaps: tuple[float, ...] = (), spread_n: int = 0,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from toolgate import Host
 
     state = node_state()
@@ -227,13 +236,59 @@ async def bench(
             for key, fn in paths.items():
                 samples[key].extend(await timed(fn, n // rounds, 0))
         rows.append({"hook": names[seam], **{k: sorted(v) for k, v in samples.items()}})
+    spread_rows = []
+    if gaps:
+        spread_paths: dict[str, Callable[[], Awaitable[Any]]] = {
+            "floor": plain_work,
+            "python": hook("steering", python),
+            "embedded": hook("steering", embedded),
+            "host": lambda: host.decide("steering", bodies["steering"]["event"],
+                                        state=bodies["steering"]["state"], tenant="acme"),
+            "http": hook("steering", http),
+        }
+        if base_host is not None:
+            spread_paths["embedded (baseline)"] = hook("steering", base_embedded)
+        for gap in gaps:
+            samples = {k: [] for k in spread_paths}
+            for _ in range(spread_n):
+                for key, fn in spread_paths.items():
+                    await asyncio.sleep(gap / 1000)
+                    start = time.perf_counter_ns()
+                    await fn()
+                    samples[key].append((time.perf_counter_ns() - start) / 1000.0)
+            spread_rows.append({"gap": gap, **{k: sorted(v) for k, v in samples.items()}})
     failures = {"embedded": dict(embedded.failures), "http": dict(http.failures)}
     if base_embedded is not None:
         failures["embedded (baseline)"] = dict(base_embedded.failures)
     await http.aclose()
     if any(failures.values()):
         raise SystemExit(f"guard calls failed during the benchmark: {failures}")
-    return rows
+    return rows, spread_rows
+
+
+async def plain_work() -> None:
+    """A guard's kind of work in plain Python: the steering event to JSON
+    text, parsed back, searched. The floor of the spread table."""
+    doc = json.loads(json.dumps({"event": {"tool_name": "run_query", "call_id": "c1",
+                                           "args": {"sql": "SELECT * FROM users WHERE id = 7"}}}))
+    if "WHERE" not in doc["event"]["args"]["sql"].upper():
+        raise AssertionError("unreachable")
+
+
+def report_spread(rows: list[dict[str, Any]], n: int) -> None:
+    if not rows:
+        return
+    print(f"\non_before_tool_call (steering: sql-guard) one call at a time after an idle gap,"
+          f" p50 / p99 microseconds, n={n} per gap and path (interleaved call by call)\n")
+    paths = tuple(k for k in rows[0] if k != "gap")
+    head = ["idle gap"] + list(paths)
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        cells = [f"{row['gap']:g} ms"] + [
+            f"{percentile(row[p], 0.5):,.1f} / {percentile(row[p], 0.99):,.1f}" for p in paths
+        ]
+        print("| " + " | ".join(cells) + " |")
 
 
 def report(rows: list[dict[str, Any]], n: int) -> None:
@@ -260,6 +315,9 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=4000, help="timed calls per hook and path")
     parser.add_argument("--warmup", type=int, default=300, help="untimed calls first")
     parser.add_argument("--rounds", type=int, default=8, help="interleaved rounds")
+    parser.add_argument("--gaps-ms", default="", metavar="MS,MS,...",
+                        help="also time the steering hook after each of these idle gaps")
+    parser.add_argument("--spread-n", type=int, default=60, help="calls per gap and path")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="also time another build of toolgate/ and toolgate_symfonic/ in DIR")
     opts = parser.parse_args()
@@ -280,8 +338,14 @@ def main() -> int:
             if opts.baseline is not None:
                 baseline = load_baseline(opts.baseline, Path(tmp) / "baseline")
                 print(f"baseline: {opts.baseline}")
-            report(asyncio.run(bench(server.url, plugins, opts.n, opts.warmup, opts.rounds,
-                                     baseline)), opts.n)
+            try:
+                gaps = tuple(float(g) for g in opts.gaps_ms.split(",") if g.strip())
+            except ValueError:
+                parser.error(f"--gaps-ms {opts.gaps_ms!r}: expected numbers, e.g. 1,5,20,100")
+            rows, spread = asyncio.run(bench(server.url, plugins, opts.n, opts.warmup, opts.rounds,
+                                             baseline, gaps, opts.spread_n))
+            report(rows, opts.n)
+            report_spread(spread, opts.spread_n)
         finally:
             server.stop()
     return 0
