@@ -22,7 +22,8 @@ The guards are the Rust examples sql-guard (steering), query-limit
 
 ``--gaps-ms 1,5,20,100`` adds a second table: the steering hook called one
 at a time after each idle gap (as an agent calls it: one decision, then the
-model's turn), every path interleaved call by call, beside a floor — a
+model's turn), every path interleaved call by call (the order rotated each
+time), beside a floor — a
 plain Python function doing a guard's kind of work (the event to JSON and
 back, a search) timed after the same gaps — so what the gap costs the
 machine and what it costs toolgate are told apart.
@@ -248,10 +249,16 @@ async def bench(
         }
         if base_host is not None:
             spread_paths["embedded (baseline)"] = hook("steering", base_embedded)
+            spread_paths["host (baseline)"] = lambda: base_host.decide(
+                "steering", bodies["steering"]["event"], state=bodies["steering"]["state"], tenant="acme")
         for gap in gaps:
             samples = {k: [] for k in spread_paths}
-            for _ in range(spread_n):
-                for key, fn in spread_paths.items():
+            order = list(spread_paths.items())
+            for i in range(spread_n):
+                # Rotated each time, so every path follows every other
+                # equally often (what ran just before a call warms or
+                # cools the CPU it finds).
+                for key, fn in order[i % len(order):] + order[:i % len(order)]:
                     await asyncio.sleep(gap / 1000)
                     start = time.perf_counter_ns()
                     await fn()

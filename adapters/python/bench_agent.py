@@ -36,6 +36,18 @@ idle, as a real one does.
     python bench_agent.py                 # 5 rounds of 20 runs per path
     python bench_agent.py --runs 50 --gap-ms 20
 
+``--baseline DIR`` adds an ``embedded (baseline)`` path: another build of
+the two packages (``DIR`` holds its ``toolgate/``, with the built
+``_native``, and ``toolgate_symfonic/``, as ``bench_adapter.py
+--baseline`` takes them), over the same components, interleaved with the
+rest, so a change is measured against the build before it in one run.
+``--chain tools`` leaves ``pii-redact`` out (the four tool seams only:
+what a build before the ``0.3.0`` contract can load), so an older build's
+components and packages can be the baseline:
+
+    TOOLGATE_PLUGINS=/old/build/plugins python bench_agent.py \
+        --chain tools --baseline /old/adapters/python/src
+
 Components: ``TOOLGATE_PLUGINS`` (default ``build/plugins``) ``rust/``, and
 the test guest ``observer`` (``TOOLGATE_GUESTS``, default
 ``target/wasm-guests/wasm32-wasip2/release``; ``cargo test --workspace``
@@ -63,12 +75,17 @@ from symfonic.core.callbacks import BaseCallbackHandler  # noqa: E402
 from symfonic.core.callbacks.manager import CallbackManager  # noqa: E402
 from toolgate_server import ToolgateServer, plugin_dir, required_guest, rust_plugin  # noqa: E402
 
+from bench_adapter import load_baseline  # noqa: E402
+
 from toolgate import LIFECYCLE_HOOKS  # noqa: E402
 from toolgate_symfonic import ToolgateHandler  # noqa: E402
 
 QUERY = "run the query and email the result"
 KEYWORDS = {"run_query": ["query"], "send_email": ["email"], "delete_user": ["delete"]}
-CHAIN = ("hide-admin-tools", "query-limit", "sql-guard", "result-audit", "pii-redact")
+CHAINS = {
+    "readme": ("hide-admin-tools", "query-limit", "sql-guard", "result-audit", "pii-redact"),
+    "tools": ("hide-admin-tools", "query-limit", "sql-guard", "result-audit"),
+}
 TOOL_HOOKS = (
     "on_tool_routing_decision",
     "on_tool_call_dispatch",
@@ -137,7 +154,7 @@ async def one_run(handler: Any) -> None:
     agent, _ = make_agent(script(), tool_routing_mode="enforce", trigger_keywords=KEYWORDS)
     callbacks = []
     if handler is not None:
-        if isinstance(handler, ToolgateHandler):
+        if hasattr(handler, "install"):  # a ToolgateHandler, this build's or the baseline's
             handler.install(agent)
         callbacks = [handler]
     start = time.perf_counter_ns()
@@ -146,12 +163,13 @@ async def one_run(handler: Any) -> None:
 
 
 async def bench(args: argparse.Namespace, work: Path) -> None:
-    chain = {f"{n}.wasm": rust_plugin(n) for n in CHAIN}
+    names = CHAINS[args.chain]
+    chain = {f"{n}.wasm": rust_plugin(n) for n in names}
     plain = plugin_dir(work / "chain", chain)
     observed = plugin_dir(work / "observed", {**chain, "zz-observer.wasm": required_guest("observer")})
     # The observer's steering proceeds, so the run is the same with it.
     (observed / "toolgate.toml").write_text(
-        "".join(f'[[plugin]]\npath = "{n}.wasm"\n\n' for n in CHAIN)
+        "".join(f'[[plugin]]\npath = "{n}.wasm"\n\n' for n in names)
         + '[[plugin]]\npath = "zz-observer.wasm"\n[plugin.config]\nproceed = true\n'
     )
     servers = [
@@ -171,6 +189,9 @@ async def bench(args: argparse.Namespace, work: Path) -> None:
             "http/httpx": ToolgateHandler(url=servers[0].url, client=httpx_client),
             "http+observer": ToolgateHandler(url=servers[1].url),
         }
+        if args.baseline is not None:
+            base = load_baseline(args.baseline, work / "baseline")[1]
+            handlers["embedded (baseline)"] = base.ToolgateHandler(plugins=plain, watch=False)
         for path, handler in handlers.items():  # warm up: compile, connect
             current["path"] = "warmup"
             for _ in range(3):
@@ -183,7 +204,7 @@ async def bench(args: argparse.Namespace, work: Path) -> None:
                         await asyncio.sleep(args.gap_ms / 1000)
                     await one_run(handler)
         for handler in handlers.values():
-            if isinstance(handler, ToolgateHandler):
+            if hasattr(handler, "aclose"):
                 await handler.aclose()
     finally:
         await httpx_client.aclose()
@@ -229,6 +250,13 @@ def report(args: argparse.Namespace) -> None:
             a = statistics.median(timings[base]["run"])
             b = statistics.median(timings[with_observer]["run"])
             print(f"{with_observer} / {base}: run p50 {b / a:.2f} ({(b - a) / 1000:+.2f} ms)")
+    if "embedded (baseline)" in timings:
+        cells = []
+        for hook in TOOL_HOOKS + ("run",):
+            now, base = timings["embedded"].get(hook), timings["embedded (baseline)"].get(hook)
+            if now and base:
+                cells.append(f"{hook} {statistics.median(now) / statistics.median(base):.2f}x")
+        print("embedded / embedded (baseline), p50: " + ", ".join(cells))
     if "http" in timings and "http/httpx" in timings:
         own = [v for h in TOOL_HOOKS[1:] for v in timings["http"].get(h, [])]
         lib = [v for h in TOOL_HOOKS[1:] for v in timings["http/httpx"].get(h, [])]
@@ -241,6 +269,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20, help="runs per path and round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--gap-ms", type=float, default=0.0, help="idle time before each run")
+    parser.add_argument("--chain", choices=sorted(CHAINS), default="readme",
+                        help="the README's five guards, or the four tool seams' (no response seam)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="another build's packages (toolgate/, toolgate_symfonic/) as a further path")
     args = parser.parse_args()
     time_callback_manager()
     with tempfile.TemporaryDirectory(prefix="toolgate-bench-agent-") as work:
