@@ -44,7 +44,10 @@ pub(crate) fn hostcall_data_budget(limits: &Limits) -> usize {
 
 /// Store data for one hook call on one guard.
 pub(crate) struct Sandbox {
-    wasi: WasiCtx,
+    /// The guest's WASI context, made at its first WASI call: a call that
+    /// makes none (a Rust guard's usually) pays nothing for its clocks and
+    /// random sources. Each store still has its own.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     pub(crate) limiter: Limiter,
     plugin: Arc<str>,
@@ -76,18 +79,8 @@ impl Sandbox {
         let log_left = Arc::new(AtomicUsize::new(limits.log_bytes));
         let stdout = Capture::new(&log_left);
         let stderr = Capture::new(&log_left);
-        // Deny by default: no preopened directories, no environment, no
-        // arguments, no network, stdin empty. Clocks and randomness are
-        // available (language runtimes need them to start).
-        let wasi = WasiCtx::builder()
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
         Sandbox {
-            wasi,
+            wasi: None,
             table: ResourceTable::new(),
             limiter: Limiter::new(limits),
             plugin,
@@ -187,8 +180,20 @@ impl Sandbox {
 
 impl WasiView for Sandbox {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let (stdout, stderr) = (&self.stdout, &self.stderr);
         WasiCtxView {
-            ctx: &mut self.wasi,
+            // Deny by default: no preopened directories, no environment, no
+            // arguments, no network, stdin empty. Clocks and randomness are
+            // available (language runtimes need them to start).
+            ctx: self.wasi.get_or_insert_with(|| {
+                WasiCtx::builder()
+                    .stdout(stdout.clone())
+                    .stderr(stderr.clone())
+                    .allow_tcp(false)
+                    .allow_udp(false)
+                    .allow_ip_name_lookup(false)
+                    .build()
+            }),
             table: &mut self.table,
         }
     }
