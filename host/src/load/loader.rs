@@ -475,9 +475,9 @@ impl Loader {
         self.compile_queue.stats()
     }
 
-    /// The tenant names under `root/tenants` (valid, real directories),
-    /// and the entries refused (a bad name, a symlink).
-    pub(crate) async fn tenants(&self) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
+    /// Lists `root/tenants`: its tenant names, the entries refused (a bad
+    /// name, a symlink) and every entry's name.
+    pub(crate) async fn tenants(&self) -> Result<crate::load::plan::Listing, Error> {
         let root = self.root.clone();
         tokio::task::spawn_blocking(move || list_tenants(&root))
             .await

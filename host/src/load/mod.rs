@@ -6,6 +6,7 @@
 //! `runtime` and the crate root's vocabulary, never `serve` or `tools`.
 
 pub(crate) mod admission;
+pub(crate) mod arrivals;
 pub(crate) mod batch;
 pub(crate) mod cache;
 pub(crate) mod compile;

@@ -3,6 +3,7 @@
 //! plan — the manifest's entries (or the directory's components), the
 //! policy a global manifest sets, and the files refused on the way.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -117,32 +118,55 @@ impl Location {
     }
 }
 
-/// The tenant names under `root/tenants` (valid, real directories), and
-/// the entries refused (a bad name, a symlink). Blocking.
-pub(super) fn list_tenants(root: &Path) -> Result<(Vec<String>, Vec<LoadIssue>), Error> {
+/// What a listing of `root/tenants` found.
+pub(crate) struct Listing {
+    /// The tenant names (valid, real directories), sorted.
+    pub(crate) names: Vec<String>,
+    /// The entries refused (a bad name, a symlink).
+    pub(crate) errors: Vec<LoadIssue>,
+    /// Every entry's name, whatever it is; `None` when the directory or
+    /// an entry could not be read (so not every name is known).
+    pub(crate) entries: Option<BTreeSet<String>>,
+}
+
+/// Lists `root/tenants`. Blocking.
+pub(super) fn list_tenants(root: &Path) -> Result<Listing, Error> {
     // The root must stay readable; everything below it is per directory.
     std::fs::read_dir(root).map_err(|source| Error::Read {
         path: root.to_path_buf(),
         source,
     })?;
-    let (mut names, mut errors) = (Vec::new(), Vec::new());
+    let mut listing = Listing {
+        names: Vec::new(),
+        errors: Vec::new(),
+        entries: Some(BTreeSet::new()),
+    };
     let tenants_dir = root.join("tenants");
     if !tenants_dir.is_dir() {
-        return Ok((names, errors));
+        return Ok(listing);
     }
     let entries = match std::fs::read_dir(&tenants_dir) {
         Ok(entries) => entries,
         Err(e) => {
-            errors.push(LoadIssue::new(
+            listing.errors.push(LoadIssue::new(
                 IssueKind::Directory,
                 &tenants_dir,
                 format!("cannot read: {e}"),
             ));
-            return Ok((names, errors));
+            listing.entries = None;
+            return Ok(listing);
         }
     };
-    for entry in entries.filter_map(Result::ok) {
+    let (names, errors) = (&mut listing.names, &mut listing.errors);
+    for entry in entries {
+        let Ok(entry) = entry else {
+            listing.entries = None;
+            continue;
+        };
         let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(all) = &mut listing.entries {
+            all.insert(name.clone());
+        }
         // Hidden entries (say an editor's) are not tenants.
         if name.starts_with('.') {
             continue;
@@ -167,7 +191,7 @@ pub(super) fn list_tenants(root: &Path) -> Result<(Vec<String>, Vec<LoadIssue>),
     }
     names.sort();
     errors.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok((names, errors))
+    Ok(listing)
 }
 
 /// Opens a directory and reads what to load from it: its manifest, else

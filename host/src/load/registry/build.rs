@@ -94,6 +94,7 @@ impl PluginSet {
             refused,
             admitted,
             tenants_dir: old.tenants_dir.clone(),
+            arrivals: old.arrivals.clone(),
             folded,
             decision_log,
             starting,

@@ -1,0 +1,254 @@
+//! Whether an entry may have arrived under `<root>/tenants` since the last
+//! listing, answered without a path walk.
+//!
+//! A call for a tenant its plugin set does not know must not be decided on
+//! the global chain alone once `tenants/<name>` exists, even in the moment
+//! between the directory's rename and the reload that loads it
+//! ([`PluginSet::ready`](crate::load::registry::PluginSet::ready)). The
+//! check that guarantees it is an `lstat` of `tenants/<name>` per call: a
+//! path walk that, after an agent's idle gap, costs a call 15–25 µs of cold
+//! dentry lookups (BENCHMARKS.md, "Against the commit"). This
+//! module makes that check unnecessary when nothing changed: an inotify
+//! watch on the root and on `tenants/`, drained just before each listing.
+//! The kernel queues a watch's event inside the `rename` or `mkdir` that
+//! causes it, so when the queue is still empty, and no listing drained it
+//! meanwhile, nothing was created under `tenants/` (nor was `tenants/`
+//! itself replaced) since the listing: what the listing saw is what is
+//! there. Anything else — an event of any kind, a queue overflow, a watch
+//! that could not be set, another platform — leaves the `lstat` to decide,
+//! exactly as before.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use arc_swap::ArcSwapOption;
+
+/// What one listing of `tenants/` read, after the drain it follows.
+#[derive(Debug)]
+struct Listed {
+    /// The drain's number ([`Arrivals::before_listing`]).
+    drained: u64,
+    /// Every entry name under `tenants/` the listing read (tenants,
+    /// refused entries, files, hidden names alike).
+    entries: BTreeSet<String>,
+}
+
+/// The inotify watch on a plugin root and its `tenants/` directory.
+#[derive(Debug)]
+pub(crate) struct Arrivals {
+    /// `None`: no watch (not Linux, or inotify refused): never quiet.
+    #[cfg(target_os = "linux")]
+    fd: Option<std::os::fd::OwnedFd>,
+    /// Bumped by every drain, before it reads the queue.
+    drains: AtomicU64,
+    /// The last listing that read every entry.
+    listed: ArcSwapOption<Listed>,
+}
+
+#[cfg(target_os = "linux")]
+mod watch {
+    use std::os::fd::OwnedFd;
+    use std::path::Path;
+
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+
+    pub(super) fn open() -> Option<OwnedFd> {
+        inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()
+    }
+
+    /// (Re)sets the watches on `root` (an entry created, moved in or out,
+    /// removed; the root itself moved or removed) and on `root/tenants`
+    /// (an entry created or moved in; the directory moved or removed). A
+    /// `tenants/` that does not exist yet is seen arriving by the root's
+    /// watch. `false`: a watch could not be set.
+    pub(super) fn set(fd: &OwnedFd, root: &Path) -> bool {
+        let moved = WatchFlags::MOVE_SELF | WatchFlags::DELETE_SELF;
+        let root_watch = inotify::add_watch(
+            fd,
+            root,
+            WatchFlags::CREATE
+                | WatchFlags::MOVED_TO
+                | WatchFlags::MOVED_FROM
+                | WatchFlags::DELETE
+                | moved,
+        );
+        let tenants = inotify::add_watch(
+            fd,
+            root.join("tenants"),
+            WatchFlags::CREATE | WatchFlags::MOVED_TO | moved | WatchFlags::DONT_FOLLOW,
+        );
+        let tenants_ok = match tenants {
+            Ok(_) => true,
+            Err(e) => e == rustix::io::Errno::NOENT || e == rustix::io::Errno::NOTDIR,
+        };
+        root_watch.is_ok() && tenants_ok
+    }
+
+    /// Reads every queued event (they only ever mean "look").
+    pub(super) fn drain(fd: &OwnedFd) {
+        let mut buf = [0u8; 4096];
+        while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
+    }
+
+    pub(super) fn queued(fd: &OwnedFd) -> Option<u64> {
+        rustix::io::ioctl_fionread(fd).ok()
+    }
+}
+
+impl Arrivals {
+    /// A watch for `root`'s `tenants/` (set at each listing).
+    pub(crate) fn new() -> Arc<Arrivals> {
+        Arc::new(Arrivals {
+            #[cfg(target_os = "linux")]
+            fd: watch::open(),
+            drains: AtomicU64::new(0),
+            listed: ArcSwapOption::empty(),
+        })
+    }
+
+    /// Called just before `tenants/` under `root` is listed: sets the
+    /// watches and empties the queue, so that whatever arrives from now on
+    /// is either in the listing or queued. Returns the drain's number to
+    /// give [`Seen`], or `None` when no watch could be set (the listing's
+    /// sets then always look).
+    pub(crate) fn before_listing(&self, root: &Path) -> Option<u64> {
+        // Bumped before the queue is read: a call that finds the queue
+        // empty because this drain read it also finds the count moved.
+        let drained = self.drains.fetch_add(1, Ordering::SeqCst) + 1;
+        #[cfg(target_os = "linux")]
+        {
+            let fd = self.fd.as_ref()?;
+            if !watch::set(fd, root) {
+                return None;
+            }
+            watch::drain(fd);
+            Some(drained)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (root, drained);
+            None
+        }
+    }
+
+    /// Records what a listing read after the drain numbered `drained`:
+    /// `entries`, every entry's name (`None`: not every entry could be
+    /// read, so nothing is recorded).
+    pub(crate) fn listed(&self, drained: Option<u64>, entries: Option<BTreeSet<String>>) {
+        if let (Some(drained), Some(entries)) = (drained, entries) {
+            self.listed
+                .store(Some(Arc::new(Listed { drained, entries })));
+        }
+    }
+
+    /// Whether `tenants/<name>` certainly does not exist: the last
+    /// listing did not see it, and nothing arrived (and no other listing
+    /// drained the queue) since. `false` means "look": it may exist.
+    pub(crate) fn certainly_absent(&self, name: &str) -> bool {
+        let listed = self.listed.load();
+        listed
+            .as_ref()
+            .is_some_and(|l| !l.entries.contains(name) && self.quiet_since(l.drained))
+    }
+
+    /// Whether nothing was queued and nothing drained since the drain
+    /// numbered `drained`.
+    fn quiet_since(&self, drained: u64) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            let Some(fd) = &self.fd else {
+                return false;
+            };
+            self.drains.load(Ordering::SeqCst) == drained
+                && watch::queued(fd) == Some(0)
+                && self.drains.load(Ordering::SeqCst) == drained
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = drained;
+            false
+        }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A listing as the registry makes one: drain, then read.
+    fn list(arrivals: &Arrivals, root: &Path) {
+        let drained = arrivals.before_listing(root);
+        assert!(drained.is_some(), "the watch is set");
+        let entries = match std::fs::read_dir(root.join("tenants")) {
+            Ok(dir) => dir
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => BTreeSet::new(),
+        };
+        arrivals.listed(drained, Some(entries));
+    }
+
+    #[test]
+    fn a_name_is_certainly_absent_only_until_something_arrives() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let root = root.path();
+        let a = Arrivals::new();
+        assert!(!a.certainly_absent("acme"), "nothing listed yet: look");
+
+        // No tenants/ yet: it appearing is seen by the root's watch.
+        list(&a, root);
+        assert!(a.certainly_absent("acme"));
+        std::fs::create_dir(root.join("tenants")).expect("mkdir");
+        assert!(!a.certainly_absent("acme"));
+
+        // Listed again: quiet, and a name listed is never "absent".
+        std::fs::create_dir(root.join("tenants/known")).expect("mkdir");
+        list(&a, root);
+        assert!(a.certainly_absent("acme"));
+        assert!(!a.certainly_absent("known"));
+
+        // A directory renamed in (the atomic way to add a tenant): any
+        // arrival means look, for every name.
+        std::fs::create_dir(root.join(".acme")).expect("mkdir");
+        assert!(!a.certainly_absent("acme"), "the root changed");
+        list(&a, root);
+        assert!(a.certainly_absent("acme"));
+        std::fs::rename(root.join(".acme"), root.join("tenants/acme")).expect("rename");
+        assert!(!a.certainly_absent("acme"));
+        assert!(!a.certainly_absent("other"));
+
+        // A drain whose listing has not been recorded yet: look (the
+        // queue it emptied may have held an arrival).
+        list(&a, root);
+        assert!(a.certainly_absent("other"));
+        let drained = a.before_listing(root);
+        assert!(!a.certainly_absent("other"));
+        a.listed(drained, None);
+        assert!(
+            !a.certainly_absent("other"),
+            "a listing that could not read every entry"
+        );
+        list(&a, root);
+        assert!(a.certainly_absent("other"));
+
+        // tenants/ moved away, and another moved in its place.
+        std::fs::create_dir(root.join("next")).expect("mkdir");
+        list(&a, root);
+        std::fs::rename(root.join("tenants"), root.join("old")).expect("rename");
+        assert!(!a.certainly_absent("other"));
+        list(&a, root);
+        assert!(a.certainly_absent("other"));
+        std::fs::rename(root.join("next"), root.join("tenants")).expect("rename");
+        assert!(!a.certainly_absent("other"));
+
+        // A file created in tenants/ under the name.
+        list(&a, root);
+        assert!(a.certainly_absent("other"));
+        std::fs::write(root.join("tenants/other"), b"").expect("write");
+        assert!(!a.certainly_absent("other"));
+        list(&a, root);
+        assert!(!a.certainly_absent("other"), "listed: look");
+    }
+}
