@@ -59,12 +59,27 @@ mod watch {
     }
 
     /// (Re)sets the watches on `root` (an entry created, moved in or out,
-    /// removed; the root itself moved or removed) and on `root/tenants`
-    /// (an entry created or moved in; the directory moved or removed). A
-    /// `tenants/` that does not exist yet is seen arriving by the root's
-    /// watch. `false`: a watch could not be set.
+    /// removed; the root itself moved or removed), on `root/tenants` (an
+    /// entry created or moved in; the directory moved or removed) and on
+    /// each of the root's ancestors (moved or removed: the root's path
+    /// may then reach another directory). A `tenants/` that does not
+    /// exist yet is seen arriving by the root's watch. The watched inodes
+    /// must be the ones a lookup of `root/tenants/<name>` reaches, so a
+    /// root reached through a symlink, or a `tenants` that is one, is not
+    /// watched. `false`: not watched.
     pub(super) fn set(fd: &OwnedFd, root: &Path) -> bool {
+        if !std::fs::canonicalize(root).is_ok_and(|real| real == root) {
+            return false;
+        }
+        if std::fs::symlink_metadata(root.join("tenants")).is_ok_and(|m| m.is_symlink()) {
+            return false;
+        }
         let moved = WatchFlags::MOVE_SELF | WatchFlags::DELETE_SELF;
+        for dir in root.ancestors().skip(1) {
+            if inotify::add_watch(fd, dir, moved | WatchFlags::ONLYDIR).is_err() {
+                return false;
+            }
+        }
         let root_watch = inotify::add_watch(
             fd,
             root,
@@ -192,8 +207,10 @@ mod tests {
 
     #[test]
     fn a_name_is_certainly_absent_only_until_something_arrives() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let root = root.path();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        // Canonical: a root reached through a symlink is never watched.
+        let real = std::fs::canonicalize(tmp.path()).expect("canonical");
+        let root = real.as_path();
         let a = Arrivals::new();
         assert!(!a.certainly_absent("acme"), "nothing listed yet: look");
 
@@ -242,6 +259,31 @@ mod tests {
         assert!(a.certainly_absent("other"));
         std::fs::rename(root.join("next"), root.join("tenants")).expect("rename");
         assert!(!a.certainly_absent("other"));
+
+        // An ancestor of the root moved: its path may reach another tree.
+        let parent = root.parent().expect("a parent");
+        let outer = tempfile::tempdir_in(parent).expect("tempdir");
+        let nested = outer.path().join("plugins");
+        std::fs::create_dir_all(nested.join("tenants")).expect("mkdir");
+        let b = Arrivals::new();
+        list(&b, &nested);
+        assert!(b.certainly_absent("other"));
+        let moved = parent.join(format!("{}-moved", outer.path().display()));
+        std::fs::rename(outer.path(), &moved).expect("rename");
+        assert!(!b.certainly_absent("other"));
+        std::fs::rename(&moved, outer.path()).expect("rename back");
+
+        // A tenants/ that is a symlink, or a root reached through one, is
+        // not watched: every call looks.
+        let elsewhere = tempfile::tempdir().expect("tempdir");
+        let linked = outer.path().join("linked");
+        std::fs::create_dir(&linked).expect("mkdir");
+        std::os::unix::fs::symlink(elsewhere.path(), linked.join("tenants")).expect("symlink");
+        let c = Arrivals::new();
+        assert_eq!(c.before_listing(&linked), None);
+        let through = outer.path().join("through");
+        std::os::unix::fs::symlink(&nested, &through).expect("symlink");
+        assert_eq!(c.before_listing(&through), None);
 
         // A file created in tenants/ under the name.
         list(&a, root);
