@@ -107,6 +107,7 @@ mod watch {
         while matches!(rustix::io::read(fd, &mut buf), Ok(n) if n > 0) {}
     }
 
+    /// The bytes of events queued and not yet read.
     pub(super) fn queued(fd: &OwnedFd) -> Option<u64> {
         rustix::io::ioctl_fionread(fd).ok()
     }
@@ -126,8 +127,8 @@ impl Arrivals {
     /// Called just before `tenants/` under `root` is listed: sets the
     /// watches and empties the queue, so that whatever arrives from now on
     /// is either in the listing or queued. Returns the drain's number to
-    /// give [`Seen`], or `None` when no watch could be set (the listing's
-    /// sets then always look).
+    /// give [`Arrivals::listed`] with the listing, or `None` when no watch
+    /// could be set (calls then always look).
     pub(crate) fn before_listing(&self, root: &Path) -> Option<u64> {
         // Bumped before the queue is read: a call that finds the queue
         // empty because this drain read it also finds the count moved.
