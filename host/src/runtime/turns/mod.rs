@@ -69,6 +69,12 @@
 //! share. What the call held of the lane (its turn) is given back when the
 //! call ends, not when its store is dropped.
 //!
+//! Whatever runs on the lane's threads for a caller — a call moved there,
+//! a shadow run, a big teardown — logs where the caller logs: the
+//! caller's `tracing` subscriber goes with it, so a library user's scoped
+//! subscriber (and a test's) sees a guest's log lines wherever its call
+//! ended up running.
+//!
 //! What this buys: calls that finish within a tick (nearly every guard)
 //! never wait for a turn, and however many guests spin, they hold at most
 //! the lane's threads; the rest serve everyone else. Since a call starved
@@ -90,6 +96,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::instrument::WithSubscriber;
 use wasmtime::UpdateDeadline;
 
 mod clock;
@@ -269,11 +276,11 @@ impl LongLane {
         };
         // Spawning polls it once at once there, with a waker of the new
         // task: whatever it waits for wakes it on the lane. Its polls go on
-        // being clocked there.
+        // being clocked there, and its log lines go where the caller's do.
         let on_lane_progress = Arc::clone(progress);
         let clocked =
             std::future::poll_fn(move |cx| on_lane_progress.clocked(|| call.as_mut().poll(cx)));
-        let on_lane = AbortOnDrop(threads.spawn(clocked));
+        let on_lane = AbortOnDrop(threads.spawn(clocked.with_current_subscriber()));
         match progress.bound.and_then(|d| d.checked_add(OVERDUE)) {
             Some(due) => tokio::time::timeout_at(due.into(), on_lane)
                 .await
@@ -291,7 +298,9 @@ impl LongLane {
     /// by default: a core nothing else wants), taking no turn in either
     /// lane — so it never holds a turn, a thread or a core an enforced call
     /// could use. On this runtime where those threads could not start.
+    /// Its log lines go where the caller's do.
     pub(crate) fn after_answer(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let work = work.with_current_subscriber();
         match &self.shadow.0 {
             Some(threads) => drop(threads.spawn(work)),
             None => drop(tokio::spawn(work)),
@@ -317,7 +326,12 @@ impl LongLane {
     /// free.
     pub(crate) fn drop_later(&self, progress: &Progress, remains: impl Send + 'static) {
         match &self.lane_for(progress).threads.0 {
-            Some(lane) => drop(lane.spawn_blocking(move || drop(remains))),
+            Some(lane) => {
+                let log = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+                drop(lane.spawn_blocking(move || {
+                    tracing::dispatcher::with_default(&log, || drop(remains));
+                }));
+            }
             None => drop(remains),
         }
     }

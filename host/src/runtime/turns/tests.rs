@@ -43,6 +43,51 @@ async fn run_turning_long(
         .expect("the call ends")
 }
 
+/// Whether this thread logs to a [`tracing_subscriber::Registry`] now.
+fn logs_to_registry() -> bool {
+    tracing::dispatcher::get_default(|d| d.is::<tracing_subscriber::Registry>())
+}
+
+#[tokio::test]
+async fn a_call_s_log_goes_where_its_caller_s_does_on_every_thread_it_moves_to() {
+    let _scoped = tracing::subscriber::set_default(tracing_subscriber::registry());
+    let lane = LongLane::new(1, LanePriority::default());
+    let progress = Arc::new(Progress {
+        account: Some(over_its_part(&lane)),
+        ..Progress::default()
+    });
+    let flag = Arc::clone(&progress);
+    let call = Box::pin(async move {
+        let before = (thread_name(), logs_to_registry());
+        flag.long.store(true, Ordering::Relaxed);
+        tokio::task::yield_now().await;
+        (before, (thread_name(), logs_to_registry()))
+    });
+    let (before, after) = lane.run(&progress, false, call).await.expect("ends");
+    assert!(before.1, "on the caller's thread");
+    assert_eq!(after.0.as_deref(), Some(LOW_THREADS), "it moved");
+    assert!(after.1, "on the lane's thread too");
+
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    lane.after_answer(async move {
+        drop(tx.send((thread_name(), logs_to_registry())));
+    });
+    let shadow = rx.await.expect("the shadow run runs");
+    assert_eq!(shadow, (Some(SHADOW_THREADS.to_owned()), true));
+
+    struct OnDrop(Option<tokio::sync::oneshot::Sender<bool>>);
+    impl Drop for OnDrop {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(logs_to_registry());
+            }
+        }
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    lane.drop_later(&progress, OnDrop(Some(tx)));
+    assert!(rx.await.expect("dropped"), "a teardown's too");
+}
+
 #[tokio::test]
 async fn a_call_moves_to_the_lane_threads_once_it_is_long_and_runs_at_idle_priority() {
     let (quick, long_on, class, _) = run_turning_long(LanePriority::default()).await;
