@@ -25,6 +25,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwapOption;
 
+use crate::error::Error;
+
+/// Whether a watcher failed for want of an inotify instance or a file
+/// descriptor.
+fn out_of_instances(e: &notify::Error) -> bool {
+    matches!(&e.kind, notify::ErrorKind::Io(io) if io.raw_os_error() == Some(libc::EMFILE))
+}
+
 /// What one listing of `tenants/` read, after the drain it follows.
 #[derive(Debug)]
 struct Listed {
@@ -38,9 +46,10 @@ struct Listed {
 /// The inotify watch on a plugin root and its `tenants/` directory.
 #[derive(Debug)]
 pub(crate) struct Arrivals {
-    /// `None`: no watch (not Linux, or inotify refused): never quiet.
+    /// `None`: no watch (not Linux, inotify refused, or its instance given
+    /// up to the tree watcher: [`Arrivals::yield_instance`]): never quiet.
     #[cfg(target_os = "linux")]
-    fd: Option<std::os::fd::OwnedFd>,
+    fd: ArcSwapOption<std::os::fd::OwnedFd>,
     /// Bumped by every drain, before it reads the queue.
     drains: AtomicU64,
     /// The last listing that read every entry.
@@ -118,7 +127,7 @@ impl Arrivals {
     pub(crate) fn new() -> Arc<Arrivals> {
         Arc::new(Arrivals {
             #[cfg(target_os = "linux")]
-            fd: watch::open(),
+            fd: ArcSwapOption::from(watch::open().map(Arc::new)),
             drains: AtomicU64::new(0),
             listed: ArcSwapOption::empty(),
         })
@@ -135,11 +144,11 @@ impl Arrivals {
         let drained = self.drains.fetch_add(1, Ordering::SeqCst) + 1;
         #[cfg(target_os = "linux")]
         {
-            let fd = self.fd.as_ref()?;
-            if !watch::set(fd, root) {
+            let fd = self.fd.load_full()?;
+            if !watch::set(&fd, root) {
                 return None;
             }
-            watch::drain(fd);
+            watch::drain(&fd);
             Some(drained)
         }
         #[cfg(not(target_os = "linux"))]
@@ -169,12 +178,55 @@ impl Arrivals {
             .is_some_and(|l| !l.entries.contains(name) && self.quiet_since(l.drained))
     }
 
+    /// Closes the watch's inotify instance, if it holds one, so the tree
+    /// watcher can have it: a user at the kernel's limit of instances
+    /// (`fs.inotify.max_user_instances`, 128 by default) keeps hot reload,
+    /// and every call for a tenant the set does not know looks again, as
+    /// without the watch. Returns whether an instance was given up.
+    pub(crate) fn yield_instance(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.fd.swap(None).is_some()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+
+    /// Runs `spawn` (the tree watcher's start); when it fails for want of
+    /// an inotify instance (`EMFILE`: the user's or the process's limit)
+    /// and this watch holds one, gives that one up
+    /// ([`Arrivals::yield_instance`]), says so, and runs `spawn` again:
+    /// hot reload matters more than the `lstat` the watch spares.
+    pub(crate) fn yielding<T>(
+        &self,
+        mut spawn: impl FnMut() -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        match spawn() {
+            Err(Error::Watch { path, source }) if out_of_instances(&source) => {
+                if !self.yield_instance() {
+                    return Err(Error::Watch { path, source });
+                }
+                tracing::warn!(
+                    "no inotify instance left for the watcher of {} ({source}): the watch for \
+                     arriving tenants gave up its own, so a call for a tenant not loaded looks \
+                     for its directory each time (raise fs.inotify.max_user_instances to keep both)",
+                    path.display()
+                );
+                spawn()
+            }
+            other => other,
+        }
+    }
+
     /// Whether nothing was queued and nothing drained since the drain
     /// numbered `drained`.
     fn quiet_since(&self, drained: u64) -> bool {
         #[cfg(target_os = "linux")]
         {
-            let Some(fd) = &self.fd else {
+            let fd = self.fd.load();
+            let Some(fd) = fd.as_deref() else {
                 return false;
             };
             self.drains.load(Ordering::SeqCst) == drained
@@ -293,5 +345,63 @@ mod tests {
         assert!(!a.certainly_absent("other"));
         list(&a, root);
         assert!(!a.certainly_absent("other"), "listed: look");
+
+        // Its instance given up to the tree watcher: every call looks.
+        let d = Arrivals::new();
+        list(&d, root);
+        assert!(d.certainly_absent("acme"));
+        assert!(d.yield_instance());
+        assert!(!d.certainly_absent("acme"));
+        assert_eq!(d.before_listing(root), None);
+        assert!(!d.yield_instance(), "given up once");
+    }
+
+    fn out_of_instances_error() -> Error {
+        Error::Watch {
+            path: "/plugins".into(),
+            source: notify::Error::io(std::io::Error::from_raw_os_error(libc::EMFILE)),
+        }
+    }
+
+    #[test]
+    fn a_watcher_short_of_an_instance_gets_the_watch_s_and_other_failures_are_kept() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(tmp.path()).expect("canonical");
+        let a = Arrivals::new();
+        list(&a, &root);
+        assert!(a.certainly_absent("acme"));
+        let mut tries = 0;
+        let started = a.yielding(|| {
+            tries += 1;
+            if tries == 1 {
+                Err(out_of_instances_error())
+            } else {
+                Ok("watching")
+            }
+        });
+        assert_eq!(started.ok(), Some("watching"));
+        assert_eq!(tries, 2, "tried again once the instance was given up");
+        assert!(!a.certainly_absent("acme"), "calls look again");
+
+        // Nothing left to give: the watcher's error stands, tried once.
+        let mut tries = 0;
+        let e = a.yielding(|| -> Result<(), Error> {
+            tries += 1;
+            Err(out_of_instances_error())
+        });
+        assert!(matches!(e, Err(Error::Watch { .. })));
+        assert_eq!(tries, 1);
+
+        // Any other failure is the watcher's own: the watch keeps its.
+        let b = Arrivals::new();
+        list(&b, &root);
+        let e = b.yielding(|| -> Result<(), Error> {
+            Err(Error::Watch {
+                path: "/plugins".into(),
+                source: notify::Error::path_not_found(),
+            })
+        });
+        assert!(matches!(e, Err(Error::Watch { .. })));
+        assert!(b.certainly_absent("acme"), "still watching");
     }
 }

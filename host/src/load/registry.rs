@@ -652,17 +652,19 @@ impl Registry {
     /// Watches the directory and reloads each directory that changed once
     /// it has been quiet for `settle` (see `crate::load::watch`): one tenant's
     /// churn delays no other's reload. Must be called inside a Tokio
-    /// runtime; dropping the handle stops it.
+    /// runtime; dropping the handle stops it. Where the kernel has no
+    /// inotify instance left for the watcher, the registry's own watch for
+    /// arriving tenants (`load/arrivals.rs`) gives up its instance to it.
     pub fn watch(
         self: Arc<Self>,
         settle: Duration,
     ) -> Result<crate::load::watch::WatchHandle, Error> {
         let root = self.root().to_path_buf();
-        crate::load::watch::spawn(
-            &root,
-            settle,
-            self.reload_fn("after a change in the plugin directory"),
-        )
+        let reload = self
+            .clone()
+            .reload_fn("after a change in the plugin directory");
+        self.arrivals
+            .yielding(|| crate::load::watch::spawn(&root, settle, Arc::clone(&reload)))
     }
 
     /// Reloads on every `SIGHUP` until the task is aborted. Must be called
