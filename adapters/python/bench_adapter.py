@@ -22,8 +22,9 @@ The guards are the Rust examples sql-guard (steering), query-limit
 
 ``--gaps-ms 1,5,20,100`` adds a second table: the steering hook called one
 at a time after each idle gap (as an agent calls it: one decision, then the
-model's turn), every path interleaved call by call (the order rotated each
-time), beside a floor — a
+model's turn), every path interleaved call by call (in a new random order
+each time: what ran just before a call warms or cools the CPU it finds, so
+no path may always follow the same one), beside a floor — a
 plain Python function doing a guard's kind of work (the event to JSON and
 back, a search) timed after the same gaps — so what the gap costs the
 machine and what it costs toolgate are told apart.
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -68,6 +70,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "tests"))
 
 TOOLS = ("run_query", "send_email", "list_tables", "admin_purge")
 GUARDS = ("sql-guard", "query-limit", "hide-admin-tools", "result-audit")
+
+
+#: The paths' order, shuffled anew for each round and each spread call;
+#: seeded, so a run's order can be repeated.
+_order = random.Random(42)
+
+
+def shuffle(items: list[Any]) -> None:
+    """Shuffles ``items`` in place (see :data:`_order`)."""
+    _order.shuffle(items)
+
+
+def shuffled(items: Any) -> list[Any]:
+    """``items`` as a list in a new random order (see :data:`_order`)."""
+    out = list(items)
+    shuffle(out)
+    return out
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -234,7 +253,7 @@ async def bench(
         for fn in paths.values():
             await timed(fn, warmup, 0)
         for _ in range(rounds):
-            for key, fn in paths.items():
+            for key, fn in shuffled(paths.items()):
                 samples[key].extend(await timed(fn, n // rounds, 0))
         rows.append({"hook": names[seam], **{k: sorted(v) for k, v in samples.items()}})
     spread_rows = []
@@ -254,11 +273,15 @@ async def bench(
         for gap in gaps:
             samples = {k: [] for k in spread_paths}
             order = list(spread_paths.items())
-            for i in range(spread_n):
-                # Rotated each time, so every path follows every other
-                # equally often (what ran just before a call warms or
-                # cools the CPU it finds).
-                for key, fn in order[i % len(order):] + order[:i % len(order)]:
+            for _ in range(spread_n):
+                # Shuffled each time, so every path follows every other
+                # equally often: what ran just before a call warms or cools
+                # the CPU it finds. (Rotating one order kept each path's
+                # predecessor: the baseline's handler always came after the
+                # HTTP path's busy millisecond, and an A/A run of one build
+                # timed it 1.04-1.30x faster than the same build's.)
+                shuffle(order)
+                for key, fn in order:
                     await asyncio.sleep(gap / 1000)
                     start = time.perf_counter_ns()
                     await fn()

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import re
 import statistics
 import sys
@@ -196,8 +197,13 @@ async def bench(args: argparse.Namespace, work: Path) -> None:
             current["path"] = "warmup"
             for _ in range(3):
                 await one_run(handler)
+        order = random.Random(42)
         for _ in range(args.rounds):
-            for path, handler in handlers.items():
+            # A new order each round: no path always runs after the same
+            # one (what ran before warms or cools the CPU a path finds).
+            paths = list(handlers.items())
+            order.shuffle(paths)
+            for path, handler in paths:
                 current["path"] = path
                 for _ in range(args.runs):
                     if args.gap_ms:
