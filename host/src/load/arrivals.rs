@@ -28,9 +28,17 @@ use arc_swap::ArcSwapOption;
 use crate::error::Error;
 
 /// Whether a watcher failed for want of an inotify instance or a file
-/// descriptor.
+/// descriptor (only Linux's watch holds one to give).
 fn out_of_instances(e: &notify::Error) -> bool {
-    matches!(&e.kind, notify::ErrorKind::Io(io) if io.raw_os_error() == Some(libc::EMFILE))
+    #[cfg(target_os = "linux")]
+    {
+        matches!(&e.kind, notify::ErrorKind::Io(io) if io.raw_os_error() == Some(libc::EMFILE))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = e;
+        false
+    }
 }
 
 /// What one listing of `tenants/` read, after the drain it follows.
