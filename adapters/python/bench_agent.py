@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import re
 import statistics
 import sys
@@ -76,7 +75,7 @@ from symfonic.core.callbacks import BaseCallbackHandler  # noqa: E402
 from symfonic.core.callbacks.manager import CallbackManager  # noqa: E402
 from toolgate_server import ToolgateServer, plugin_dir, required_guest, rust_plugin  # noqa: E402
 
-from bench_adapter import load_baseline  # noqa: E402
+from bench_adapter import load_baseline, shuffled  # noqa: E402
 
 from toolgate import LIFECYCLE_HOOKS  # noqa: E402
 from toolgate_symfonic import ToolgateHandler  # noqa: E402
@@ -197,13 +196,10 @@ async def bench(args: argparse.Namespace, work: Path) -> None:
             current["path"] = "warmup"
             for _ in range(3):
                 await one_run(handler)
-        order = random.Random(42)
         for _ in range(args.rounds):
             # A new order each round: no path always runs after the same
             # one (what ran before warms or cools the CPU a path finds).
-            paths = list(handlers.items())
-            order.shuffle(paths)
-            for path, handler in paths:
+            for path, handler in shuffled(handlers.items()):
                 current["path"] = path
                 for _ in range(args.runs):
                     if args.gap_ms:
