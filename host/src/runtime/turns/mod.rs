@@ -268,19 +268,17 @@ impl LongLane {
         };
         let fair = std::ptr::eq(lane, &self.fair);
         progress.fair.store(fair, Ordering::Relaxed);
-        let Some(threads) = &lane.threads.0 else {
-            // No threads: it goes on here, still taking turns.
-            return Ok(
-                std::future::poll_fn(|cx| progress.clocked(|| call.as_mut().poll(cx))).await,
-            );
-        };
         // Spawning polls it once at once there, with a waker of the new
         // task: whatever it waits for wakes it on the lane. Its polls go on
         // being clocked there, and its log lines go where the caller's do.
         let on_lane_progress = Arc::clone(progress);
         let clocked =
             std::future::poll_fn(move |cx| on_lane_progress.clocked(|| call.as_mut().poll(cx)));
-        let on_lane = AbortOnDrop(threads.spawn(clocked.with_current_subscriber()));
+        let on_lane = match lane.threads.spawn(clocked) {
+            Ok(task) => AbortOnDrop(task),
+            // No threads: it goes on here, still taking turns.
+            Err(clocked) => return Ok(clocked.await),
+        };
         match progress.bound.and_then(|d| d.checked_add(OVERDUE)) {
             Some(due) => tokio::time::timeout_at(due.into(), on_lane)
                 .await
@@ -300,10 +298,8 @@ impl LongLane {
     /// could use. On this runtime where those threads could not start.
     /// Its log lines go where the caller's do.
     pub(crate) fn after_answer(&self, work: impl Future<Output = ()> + Send + 'static) {
-        let work = work.with_current_subscriber();
-        match &self.shadow.0 {
-            Some(threads) => drop(threads.spawn(work)),
-            None => drop(tokio::spawn(work)),
+        if let Err(work) = self.shadow.spawn(work) {
+            drop(tokio::spawn(work.with_current_subscriber()));
         }
     }
 
@@ -325,14 +321,12 @@ impl LongLane {
     /// other work keeps every core busy; one over it, only when a core is
     /// free.
     pub(crate) fn drop_later(&self, progress: &Progress, remains: impl Send + 'static) {
-        match &self.lane_for(progress).threads.0 {
-            Some(lane) => {
-                let log = tracing::dispatcher::get_default(tracing::Dispatch::clone);
-                drop(lane.spawn_blocking(move || {
-                    tracing::dispatcher::with_default(&log, || drop(remains));
-                }));
-            }
-            None => drop(remains),
+        if let Err(here) = self
+            .lane_for(progress)
+            .threads
+            .spawn_blocking(move || drop(remains))
+        {
+            here();
         }
     }
 

@@ -68,11 +68,43 @@ impl std::fmt::Display for LanePriority {
 
 /// The threads long calls run on: a runtime of `width` threads at a
 /// [`LanePriority`]. `None` where it could not be started; long calls then
-/// stay on the thread they started on (still taking turns).
+/// stay on the thread they started on (still taking turns). Whatever runs
+/// there for a caller logs where the caller logs: [`Threads::spawn`] and
+/// [`Threads::spawn_blocking`] carry the caller's `tracing` subscriber.
 #[derive(Debug)]
 pub(super) struct Threads(pub(super) Option<tokio::runtime::Runtime>);
 
 impl Threads {
+    /// Runs `work` on these threads with the caller's subscriber; `work`
+    /// back where they could not start.
+    pub(super) fn spawn<F>(&self, work: F) -> Result<tokio::task::JoinHandle<F::Output>, F>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        use tracing::instrument::WithSubscriber;
+        match &self.0 {
+            Some(runtime) => Ok(runtime.spawn(work.with_current_subscriber())),
+            None => Err(work),
+        }
+    }
+
+    /// Runs `work` on these threads' blocking thread with the caller's
+    /// subscriber; `work` back where they could not start.
+    pub(super) fn spawn_blocking<F>(&self, work: F) -> Result<(), F>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        match &self.0 {
+            Some(runtime) => {
+                let log = tracing::dispatcher::get_default(tracing::Dispatch::clone);
+                drop(runtime.spawn_blocking(move || tracing::dispatcher::with_default(&log, work)));
+                Ok(())
+            }
+            None => Err(work),
+        }
+    }
+
     pub(super) fn start(width: u32, priority: LanePriority, name: &'static str) -> Threads {
         // The one blocking thread is the teardown thread (`drop_later`).
         let runtime = tokio::runtime::Builder::new_multi_thread()
